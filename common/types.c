@@ -1,0 +1,32 @@
+/*
+ * Names of the shared enums, for logs, the CLI and test failure messages.
+ */
+#include "hasp/types.h"
+
+const char *hasp_status_name(uint32_t status)
+{
+	static const char *const names[HASP_STATUS_COUNT] = {
+		[HASP_STATUS_OK] = "OK",
+		[HASP_STATUS_GRANTED] = "GRANTED",
+		[HASP_STATUS_QUEUED] = "QUEUED",
+		[HASP_STATUS_BUSY] = "BUSY",
+		[HASP_STATUS_NOT_HOLDER] = "NOT_HOLDER",
+		[HASP_STATUS_NOT_LEADER] = "NOT_LEADER",
+		[HASP_STATUS_NOT_FOUND] = "NOT_FOUND",
+		[HASP_STATUS_COMPARE_FAILED] = "COMPARE_FAILED",
+		[HASP_STATUS_SESSION_EXPIRED] = "SESSION_EXPIRED",
+		[HASP_STATUS_LEASE_EXPIRED] = "LEASE_EXPIRED",
+		[HASP_STATUS_FULL] = "FULL",
+		[HASP_STATUS_BAD_REQUEST] = "BAD_REQUEST",
+		[HASP_STATUS_BAD_VERSION] = "BAD_VERSION",
+		[HASP_STATUS_BAD_OPCODE] = "BAD_OPCODE",
+		[HASP_STATUS_BAD_NAME] = "BAD_NAME",
+		[HASP_STATUS_BAD_TTL] = "BAD_TTL",
+		[HASP_STATUS_TOO_LARGE] = "TOO_LARGE",
+		[HASP_STATUS_UNAVAILABLE] = "UNAVAILABLE",
+		[HASP_STATUS_OVERLOADED] = "OVERLOADED",
+	};
+	if (status >= HASP_STATUS_COUNT || names[status] == 0)
+		return "?";
+	return names[status];
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Runs one fuzz target over its checked-in corpus.
+#   fuzz_run.sh <target> <corpus-dir> <seconds>
+# A libFuzzer build explores for <seconds> into a scratch corpus seeded from
+# the checked-in one (new inputs never land in the source tree); a replay
+# build (no libFuzzer) replays every corpus file once.
+set -eu
+target=$1 corpus=$2 seconds=$3
+if "$target" -help=1 2>&1 | grep -q 'max_total_time'; then
+	scratch=$(mktemp -d)
+	trap 'rm -rf "$scratch"' EXIT
+	exec_rc=0
+	"$target" -max_total_time="$seconds" -seed=1 -print_final_stats=1 \
+		-artifact_prefix="$scratch/" "$scratch" "$corpus" || exec_rc=$?
+	for crash in "$scratch"/crash-* "$scratch"/leak-* "$scratch"/timeout-*; do
+		[ -e "$crash" ] || continue
+		echo "fuzz: $target failed on $crash; bytes:"; od -A x -t x1z "$crash" | head -40
+	done
+	exit $exec_rc
+fi
+exec "$target" "$corpus"
