@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/prng.h"
 #include "hasp/errors.h"
+#include "hasp/fence.h"
 #include "hasp/types.h"
 #include "tests/test_util.h"
 
@@ -160,6 +161,21 @@ static void test_log_levels_by_topic(void **state)
 	assert_int_equal(log_set_level("testtopic", LOG_LEVEL_DEBUG), 0);
 }
 
+/* Kleppmann's story: the paused holder's late write carries a lower token. */
+static void test_fence_refuses_lower_token_after_newer_grant(void **state)
+{
+	(void)state;
+	struct hasp_fence fence;
+
+	hasp_fence_init(&fence);
+	assert_true(hasp_fence_admit(&fence, 33));  /* client 1 writes */
+	assert_true(hasp_fence_admit(&fence, 34));  /* client 2, newer grant */
+	assert_true(hasp_fence_admit(&fence, 34));  /* the holder may write again */
+	assert_false(hasp_fence_admit(&fence, 33)); /* client 1 wakes up: refused */
+	assert_false(hasp_fence_admit(&fence, 0));  /* 0 is never a grant */
+	assert_int_equal(hasp_fence_highest(&fence), 34);
+}
+
 LOG_TOPIC_DEFINE(testtopic)
 
 int main(void)
@@ -176,6 +192,7 @@ int main(void)
 		cmocka_unit_test(test_byte_writer_refuses_overflow),
 		cmocka_unit_test(test_assert_reaches_handler),
 		cmocka_unit_test(test_log_levels_by_topic),
+		cmocka_unit_test(test_fence_refuses_lower_token_after_newer_grant),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
