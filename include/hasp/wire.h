@@ -1,7 +1,7 @@
 /*
  * hasp wire protocol v1: the codec for client requests, server replies and
  * server-pushed events (docs/PROTOCOL.md is the contract; the tables below
- * and in common/wire.c are the same tables).
+ * and in common/wire.c and common/wire_body.c are the same tables).
  *
  * One message per UDP datagram of at most 1472 bytes (HASP_DATAGRAM_SIZE_MAX
  * in common/limits.h), all integers little-endian, a fixed 44-byte header and
@@ -301,9 +301,10 @@ int hasp_wire_decode_reply(const void *datagram, size_t size, struct hasp_wire_m
 	__attribute__((warn_unused_result));
 
 /* Encodes `msg` into `buf` (at most buf_size bytes). Returns the datagram
- * size or -HASP_E*: the decoder's checks, -HASP_ETOOBIG over 1472 bytes,
- * -HASP_ENOSPC when buf is too small. hdr.version and hdr.body_size are
- * ignored (version 1 and the real size are written). */
+ * size or -HASP_E*: the decoder's checks; -HASP_ETOOBIG when the message
+ * exceeds 1472 bytes and buf_size >= 1472; -HASP_ENOSPC when it exceeds a
+ * smaller buf_size. hdr.version and hdr.body_size are ignored (version 1
+ * and the real size are written). */
 int hasp_wire_encode(const struct hasp_wire_msg *msg, void *buf, size_t buf_size)
 	__attribute__((warn_unused_result));
 
