@@ -39,4 +39,10 @@ static_assert(HASP_NAME_SIZE_MAX + HASP_VALUE_SIZE_MAX + 256u <= HASP_DATAGRAM_S
 	      "a KV put with the largest key and value must fit one datagram with headers");
 static_assert(HASP_TTL_MS_MAX <= 0xffffffffu, "TTLs travel as 32-bit milliseconds");
 
+/* Wire protocol v1 exactly-once window (docs/PROTOCOL.md "Exactly once"): a
+ * client sends sequence number s only after it has the replies to every
+ * number <= s - HASP_SESSION_INFLIGHT_MAX, so the server caches the replies
+ * of the last HASP_SESSION_INFLIGHT_MAX numbers of a session and no more. */
+#define HASP_SESSION_INFLIGHT_MAX 32u
+
 #endif
