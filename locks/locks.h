@@ -22,7 +22,8 @@
  * returned by queries point into the state machine and stay valid until the
  * next apply, restore or deinit.
  *
- * Not thread-safe: one thread applies and queries.
+ * Not thread-safe: one thread applies and queries. A struct locks must not
+ * be moved or copied after locks_init() (its tables call back into it).
  */
 #ifndef HASP_LOCKS_LOCKS_H
 #define HASP_LOCKS_LOCKS_H
