@@ -26,7 +26,7 @@
 #define M_SESSIONS_EVER 512
 #define M_LEASES_EVER 8192
 #define M_QUEUE 64
-#define STEPS 4000
+#define STEPS 10000
 #define SEEDS 6
 
 static const char *const lock_names[M_NAMES] = { "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" };
