@@ -101,8 +101,12 @@ static bool kv_put_valid(struct locks *sm, const struct locks_cmd *cmd, uint32_t
 		locks_reply_set(sm, HASP_STATUS_BAD_NAME, LOCKS_REASON_NONE);
 		return false;
 	}
-	if (cmd->value_len > HASP_VALUE_SIZE_MAX || (cmd->value_len > 0 && cmd->value == NULL)) {
+	if (cmd->value_len > HASP_VALUE_SIZE_MAX) {
 		locks_reply_set(sm, HASP_STATUS_TOO_LARGE, LOCKS_REASON_NONE);
+		return false;
+	}
+	if (cmd->value_len > 0 && cmd->value == NULL) {
+		locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_BAD_FIELDS);
 		return false;
 	}
 	*ls = LOCKS_NONE;

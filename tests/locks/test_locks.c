@@ -35,6 +35,8 @@ static void test_gc_pause_late_write_is_fenced(void **state)
 	assert_int_equal(r->status, HASP_STATUS_GRANTED);
 	uint64_t token_a = r->token, lease_a = r->id;
 	assert_true(hasp_fence_admit(&storage, token_a));
+	/* The leader's next timer: A's lease (sessions live longer). */
+	assert_int_equal(locks_deadline_min(&h.sm), r->deadline_ms);
 
 	/* A pauses. The leader's clock passes the deadline; it asks which leases
 	 * are due and proposes EXPIRE for them. */

@@ -775,6 +775,7 @@ static void run_seed(uint64_t seed)
 	m->cfg.waiters_max = 9;
 	m->cfg.kv_entries_max = 4;
 	m->cfg.kv_bytes_max = 48;
+	m->cfg.lock_name_bytes_max = 7; /* small arenas: compactions happen often */
 	m->cfg.locks_per_lease_max = 3;
 	m->cfg.keys_per_lease_max = 2;
 	m->cfg.locks_per_session_max = 4;
@@ -806,10 +807,12 @@ static void run_seed(uint64_t seed)
 			free(b);
 		}
 	}
-	printf("seed=%llu steps=%d grants=%llu handoffs=%llu full=%llu revision=%llu\n",
+	printf("seed=%llu steps=%d grants=%llu handoffs=%llu full=%llu revision=%llu "
+	       "name_compactions=%llu\n",
 	       (unsigned long long)seed, STEPS, (unsigned long long)m->grants,
 	       (unsigned long long)m->handoffs, (unsigned long long)m->fulls,
-	       (unsigned long long)m->revision);
+	       (unsigned long long)m->revision,
+	       (unsigned long long)h->sm.lock_names.compaction_count);
 	/* The runs must reach the interesting states. */
 	assert_true(m->handoffs > 10);
 	assert_true(m->fulls > 10);
