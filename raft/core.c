@@ -75,10 +75,16 @@ void core_become_follower(struct raft *r, uint64_t term, uint32_t leader)
 		r->ack_pending = false;
 		core_trace(r, "follower leader=n%u", leader);
 	}
+	/* Only a leader's own timer restarts here: a follower's election
+	 * timeout runs on through a rejected vote request of a higher term
+	 * (Figure 3.1: it restarts on hearing from the leader or granting a
+	 * vote), or a candidate with a stale log could keep every other
+	 * server from ever timing out. */
+	if (r->role == RAFT_LEADER)
+		core_reset_election_timer(r);
 	r->role = RAFT_FOLLOWER;
 	r->leader_id = leader;
 	r->transfer_target = 0;
-	core_reset_election_timer(r);
 	HASP_ASSERT(r->role == RAFT_FOLLOWER);
 }
 
