@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/assert.h"
 #include "raft/log.h"
 #include "raft/progress.h"
@@ -150,4 +151,14 @@ uint64_t core_quorum_value(const struct raft *r, uint64_t (*value_of)(const stru
 uint64_t core_last_term(const struct raft *r)
 {
 	return log_term(&r->log, r->log.last);
+}
+
+void *core_zalloc(size_t count, size_t size)
+{
+	if (count == 0 || size == 0 || count > SIZE_MAX / size)
+		return NULL;
+	void *p = hasp_alloc(count * size);
+	if (p != NULL)
+		memset(p, 0, count * size);
+	return p;
 }

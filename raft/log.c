@@ -9,14 +9,15 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "hasp/errors.h"
+#include "raft/core.h"
 
 int log_init(struct raft_log *l, uint32_t window, uint32_t entry_bytes_max)
 {
 	HASP_ASSERT(window > 0);
 	HASP_ASSERT(entry_bytes_max > 0);
 	memset(l, 0, sizeof(*l));
-	l->slots = hasp_calloc(window, sizeof(*l->slots));
-	l->data = hasp_calloc(window, entry_bytes_max);
+	l->slots = core_zalloc(window, sizeof(*l->slots));
+	l->data = core_zalloc(window, entry_bytes_max);
 	if (l->slots == NULL || l->data == NULL) {
 		log_deinit(l);
 		return -HASP_ENOMEM;

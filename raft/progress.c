@@ -18,12 +18,12 @@ int progress_init(struct raft *r)
 	uint32_t n = r->cfg.peers_max;
 	uint32_t k = r->cfg.inflight_max;
 
-	r->progress = hasp_calloc(n, sizeof(*r->progress));
+	r->progress = core_zalloc(n, sizeof(*r->progress));
 	if (r->progress == NULL)
 		return -HASP_ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
-		r->progress[i].inflight_last = hasp_calloc(k, sizeof(uint64_t));
-		r->progress[i].inflight_size = hasp_calloc(k, sizeof(uint32_t));
+		r->progress[i].inflight_last = core_zalloc(k, sizeof(uint64_t));
+		r->progress[i].inflight_size = core_zalloc(k, sizeof(uint32_t));
 		if (r->progress[i].inflight_last == NULL || r->progress[i].inflight_size == NULL)
 			return -HASP_ENOMEM; /* progress_deinit() frees what exists */
 	}

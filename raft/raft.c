@@ -90,11 +90,11 @@ int raft_init(struct raft *r, const struct raft_config *cfg, struct prng *prng)
 	rc = progress_init(r);
 	if (rc != 0)
 		goto fail;
-	r->msgs = hasp_calloc(r->msgs_max, sizeof(*r->msgs));
+	r->msgs = core_zalloc(r->msgs_max, sizeof(*r->msgs));
 	/* Persist and apply lists are each at most one window. */
-	r->up_entries = hasp_calloc(2 * (size_t)cfg->log_window, sizeof(*r->up_entries));
-	r->reads = hasp_calloc(cfg->reads_max, sizeof(*r->reads));
-	r->up_reads = hasp_calloc(cfg->reads_max, sizeof(*r->up_reads));
+	r->up_entries = core_zalloc(2 * (size_t)cfg->log_window, sizeof(*r->up_entries));
+	r->reads = core_zalloc(cfg->reads_max, sizeof(*r->reads));
+	r->up_reads = core_zalloc(cfg->reads_max, sizeof(*r->up_reads));
 	if (r->msgs == NULL || r->up_entries == NULL || r->reads == NULL || r->up_reads == NULL) {
 		rc = -HASP_ENOMEM;
 		goto fail;
