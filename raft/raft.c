@@ -224,6 +224,23 @@ static void reply_stale(struct raft *r, const struct raft_msg *m)
 	}
 }
 
+/* Terms, indexes and sizes from the wire stay below 2^62, so that no sum
+ * or +1 in the core can overflow, whatever a peer (or a fuzzer) sends. */
+static bool msg_numbers_sane(const struct raft_msg *m)
+{
+	const uint64_t max = (uint64_t)1 << 62;
+	uint64_t values[] = { m->term, m->last_index, m->last_term, m->prev_index, m->prev_term,
+			      m->commit, m->read_seq, m->index, m->hint_index, m->hint_term,
+			      m->snap_index, m->snap_term, m->snap_size, m->offset };
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
+		if (values[i] >= max)
+			return false;
+	for (uint32_t i = 0; i < m->entry_count; i++)
+		if (m->entries[i].term >= max)
+			return false;
+	return true;
+}
+
 static void receive(struct raft *r, const struct raft_msg *m)
 {
 	r->counters.msg_received++;
@@ -237,7 +254,8 @@ static void receive(struct raft *r, const struct raft_msg *m)
 	}
 	if (m->from == 0 || m->from == r->cfg.id || m->type < RAFT_MSG_VOTE ||
 	    m->type >= RAFT_MSG_TYPE_COUNT || (m->type == RAFT_MSG_APPEND && m->entry_count > 0 &&
-					       m->entries == NULL)) {
+					       m->entries == NULL) ||
+	    !msg_numbers_sane(m)) {
 		r->counters.msg_dropped_invalid++;
 		return;
 	}
