@@ -40,3 +40,10 @@ static_assert(HASP_NAME_SIZE_MAX + HASP_VALUE_SIZE_MAX + 256u <= HASP_DATAGRAM_S
 static_assert(HASP_TTL_MS_MAX <= 0xffffffffu, "TTLs travel as 32-bit milliseconds");
 
 #endif
+
+/* ---- storage (storage/, docs/STORAGE.md) ---- */
+
+/* The WAL writes whole blocks with O_DIRECT; every group-commit write starts
+ * on a block boundary and is padded to one. */
+#define HASP_WAL_BLOCK_SIZE 4096u
+static_assert(HASP_WAL_BLOCK_SIZE % 4096u == 0, "O_DIRECT needs 4 KiB alignment");
