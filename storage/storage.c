@@ -45,6 +45,8 @@ int storage_open(struct storage *s, const struct storage_config *cfg, struct har
 		wc.segment_size = cfg->segment_size;
 	if (cfg->write_size_max)
 		wc.write_size_max = cfg->write_size_max;
+	else if (wc.write_size_max > wc.segment_size / 4)
+		wc.write_size_max = (uint32_t)(wc.segment_size / 4); /* small segments: 4 writes each */
 	wc.writes_inflight_max = inflight;
 	if (cfg->segment_count_max)
 		wc.segment_count_max = cfg->segment_count_max;

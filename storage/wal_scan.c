@@ -297,14 +297,25 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 					expected = s->header.first_index;
 					sc->first_index = expected;
 				}
-				while ((rc = wal_scan_batch(image, size, at, s->seq, &sc->first_index,
-							    &expected, &b, &next, scan_record, &ctx)) == 0) {
+				for (;;) {
+					if (v != NULL && v->batch != NULL) {
+						/* Print the batch before its records: check
+						 * first, then walk again with the visitor. */
+						uint64_t e2 = expected, f2 = sc->first_index;
+						rc = wal_scan_batch(image, size, at, s->seq, &f2, &e2, &b,
+								    &next, NULL, NULL);
+						if (rc != 0)
+							break;
+						v->batch(v->arg, s, at, &b, true);
+					}
+					rc = wal_scan_batch(image, size, at, s->seq, &sc->first_index,
+							    &expected, &b, &next, scan_record, &ctx);
+					if (rc != 0)
+						break;
 					if (ctx.rc != 0) {
 						hasp_free(image);
 						return ctx.rc;
 					}
-					if (v != NULL && v->batch != NULL)
-						v->batch(v->arg, s, at, &b, true);
 					if (b.watermark > sc->watermark_max)
 						sc->watermark_max = b.watermark;
 					at = next;
