@@ -48,7 +48,9 @@ struct sim_op {
 	enum simdisk_op_kind kind;
 	int fd;
 	int file;
-	const uint8_t *buf;
+	const uint8_t *buf; /* the submitter's buffer, kept until reaped */
+	uint8_t *copy;      /* what it held at submission (a crash may land it later) */
+	bool direct;
 	uint32_t size;
 	uint64_t offset;
 	unsigned flags;
@@ -137,6 +139,8 @@ void simdisk_destroy(struct simdisk *d)
 		return;
 	for (uint32_t i = 0; i < d->file_count; i++)
 		sim_file_free(&d->files[i]);
+	for (uint32_t i = 0; i < d->op_count; i++)
+		hasp_free(d->ops[i].copy);
 	hasp_free(d->files);
 	hasp_free(d->dirents);
 	hasp_free(d->fds);
@@ -519,11 +523,19 @@ static int sim_submit_write(void *ctx, int fd, const void *buf, uint32_t size, u
 	op.fd = fd;
 	op.file = sfd->file;
 	op.buf = buf;
+	op.direct = sfd->direct;
+	op.copy = hasp_alloc(size ? size : 1);
+	if (op.copy == NULL)
+		return -ENOMEM;
+	memcpy(op.copy, buf, size);
 	op.size = size;
 	op.offset = offset;
 	op.flags = flags;
 	op.user_data = user_data;
-	return sim_op_add(d, &op);
+	int rc = sim_op_add(d, &op);
+	if (rc != 0)
+		hasp_free(op.copy);
+	return rc;
 }
 
 static int sim_submit_fsync(void *ctx, int fd, unsigned flags, uint64_t user_data)
@@ -574,8 +586,8 @@ static int32_t sim_op_run(struct simdisk *d, struct sim_op *op)
 			return rc;
 	} else {
 		d->stats.writes++;
-		if (!sim_aligned(&(struct sim_fd){ .direct = d->fds[op->fd - FD_BASE].direct }, op->buf,
-				 op->size, op->offset))
+		if (!sim_aligned(&(struct sim_fd){ .direct = op->direct }, op->buf, op->size,
+				 op->offset))
 			return -EINVAL;
 		if ((rc = sim_injected(d, SIMDISK_OP_WRITE)) != 0)
 			return rc;
@@ -594,7 +606,9 @@ static int32_t sim_op_run(struct simdisk *d, struct sim_op *op)
 		size = (uint32_t)prng_range(&d->prng, 1, size / SECTOR - 1) * SECTOR;
 		d->stats.short_writes++;
 	}
-	if ((rc = sim_apply(d, f, op->buf, size, op->offset)) != 0)
+	/* The submitter must not touch a buffer while its write is in flight. */
+	HASP_ASSERT(memcmp(op->buf, op->copy, op->size) == 0);
+	if ((rc = sim_apply(d, f, op->copy, size, op->offset)) != 0)
 		return rc;
 	if ((op->flags & STORAGE_SUBMIT_DSYNC) && size > 0)
 		sim_persist(f, UINT64_MAX, op->offset / SECTOR, (op->offset + size - 1) / SECTOR);
@@ -653,6 +667,8 @@ static unsigned sim_reap(void *ctx, struct storage_cqe *cqes, unsigned count_max
 	for (uint32_t i = 0; i < d->op_count; i++) {
 		if (!d->ops[i].done)
 			d->ops[kept++] = d->ops[i];
+		else
+			hasp_free(d->ops[i].copy);
 	}
 	d->op_count = kept;
 	return count;
@@ -713,10 +729,12 @@ void simdisk_crash(struct simdisk *d)
 		for (uint64_t at = 0; at < op->size; at += SECTOR) {
 			uint64_t n = op->size - at < SECTOR ? op->size - at : SECTOR;
 			if (prng_below(&d->prng, 2) &&
-			    sim_apply(d, &d->files[op->file], op->buf + at, n, op->offset + at) != 0)
+			    sim_apply(d, &d->files[op->file], op->copy + at, n, op->offset + at) != 0)
 				break;
 		}
 	}
+	for (uint32_t i = 0; i < d->op_count; i++)
+		hasp_free(d->ops[i].copy);
 	d->op_count = 0;
 	d->link_next_pred = 0;
 	for (uint32_t fi = 0; fi < d->file_count; fi++) {
