@@ -44,7 +44,10 @@ int hardstate_slot_decode(const uint8_t *slot, uint64_t *seq, struct hard_state 
 	*seq = get_u64le(slot + 16);
 	hs->term = get_u64le(slot + 24);
 	hs->vote = get_u64le(slot + 32);
-	return *seq == 0 ? -HASP_ECORRUPT : 0;
+	if (*seq == 0 || get_u16le(slot + 10) != 0 || get_u32le(slot + 12) != 0 ||
+	    get_u32le(slot + 40) != 0)
+		return -HASP_ECORRUPT;
+	return 0;
 }
 
 int hardstate_open(struct hardstate *h, struct storage_io io, struct hard_state *loaded)

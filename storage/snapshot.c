@@ -70,6 +70,10 @@ int snapshot_decode(const uint8_t *image, uint64_t size, struct snapshot_meta *m
 		return -HASP_ECORRUPT;
 	if (get_u16le(image + 8) != SNAPSHOT_VERSION || get_u16le(image + 10) != SNAPSHOT_HEADER_SIZE)
 		return -HASP_EVERSION;
+	for (uint32_t i = 44; i < 60; i++) {
+		if (image[i] != 0)
+			return -HASP_ECORRUPT;
+	}
 	m->membership_size = get_u32le(image + 12);
 	m->data_size = get_u64le(image + 16);
 	m->last_index = get_u64le(image + 24);

@@ -43,7 +43,8 @@ int wal_segment_header_decode(const uint8_t *buf, struct wal_segment_header *h)
 	h->first_index = get_u64le(buf + 24);
 	h->segment_size = get_u64le(buf + 32);
 	if (h->block_size != HASP_WAL_BLOCK_SIZE || h->segment_size % HASP_WAL_BLOCK_SIZE != 0 ||
-	    h->segment_size < 2 * HASP_WAL_BLOCK_SIZE || h->first_index == 0)
+	    h->segment_size < 2 * HASP_WAL_BLOCK_SIZE || h->first_index == 0 ||
+	    !wal_bytes_zero(buf + 40, 20))
 		return -HASP_ECORRUPT;
 	return 0;
 }
