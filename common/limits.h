@@ -46,3 +46,10 @@ static_assert(HASP_TTL_MS_MAX <= 0xffffffffu, "TTLs travel as 32-bit millisecond
 #define HASP_SESSION_INFLIGHT_MAX 32u
 
 #endif
+
+/* ---- storage (storage/, docs/STORAGE.md) ---- */
+
+/* The WAL writes whole blocks with O_DIRECT; every group-commit write starts
+ * on a block boundary and is padded to one. */
+#define HASP_WAL_BLOCK_SIZE 4096u
+static_assert(HASP_WAL_BLOCK_SIZE % 4096u == 0, "O_DIRECT needs 4 KiB alignment");
