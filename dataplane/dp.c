@@ -18,6 +18,7 @@
 #include "common/assert.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "dataplane/ipv4.h"
 #include "dataplane/lcore_loop.h"
 #include "dataplane/udp.h"
 #include "hasp/errors.h"
@@ -320,6 +321,11 @@ int dp_udp_send(struct dp_lcore *lc, uint32_t dst_ip, uint16_t dst_port, uint16_
 	if (payload_size > HASP_DATAGRAM_SIZE_MAX) {
 		lc->stats.tx_too_big++;
 		return -HASP_ETOOBIG;
+	}
+	if (dst_ip == dp->cfg.ip || ipv4_addr_is_martian_source(dst_ip)) {
+		/* Never ARP for ourselves or a broadcast/multicast address. */
+		lc->stats.tx_no_route++;
+		return -HASP_ENOENT;
 	}
 	uint32_t next_hop = dst_ip;
 	if ((dst_ip & dp->subnet_mask) != (dp->cfg.ip & dp->subnet_mask)) {

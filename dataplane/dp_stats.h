@@ -55,7 +55,7 @@
 	X(tx_ring_full, 0, "frames dropped because the TX queue stayed full")               \
 	X(tx_no_mbuf, 0, "sends dropped because the mbuf pool was empty")                   \
 	X(tx_too_big, 0, "sends refused: payload above HASP_DATAGRAM_SIZE_MAX")             \
-	X(tx_no_route, 0, "sends refused: destination unroutable (off-link, no gateway)")   \
+	X(tx_no_route, 0, "sends refused: no route (off-link without gateway, own or group address)")   \
 	X(tx_arp_queued, 0, "sends parked waiting for ARP resolution")                      \
 	X(tx_arp_dropped, 0, "sends dropped: ARP queue full or resolution failed")          \
 	X(idle_sleeps, 0, "times the lcore went to sleep waiting for traffic")              \
