@@ -69,7 +69,20 @@ static size_t echo_format(char *buf, size_t buf_size)
 			     (unsigned long long)alloc.forbidden_count, ++dump_seq);
 	if (extra < 0 || (size_t)extra >= buf_size - (n - 1))
 		return 0;
-	return n - 1 + (size_t)extra;
+	n = n - 1 + (size_t)extra;
+	/* Per-lcore frames, to see how the port spread the flows. */
+	n -= 2; /* back over "}\n" */
+	for (uint32_t i = 0; i < echo_dp.lcore_count; i++) {
+		extra = snprintf(buf + n, buf_size - n, "%s%llu", i == 0 ? ",\"lcore_rx_frames\":[" : ",",
+				 (unsigned long long)echo_dp.lcores[i].stats.rx_frames);
+		if (extra < 0 || (size_t)extra >= buf_size - n)
+			return 0;
+		n += (size_t)extra;
+	}
+	extra = snprintf(buf + n, buf_size - n, "]}\n");
+	if (extra < 0 || (size_t)extra >= buf_size - n)
+		return 0;
+	return n + (size_t)extra;
 }
 
 /* Writes the counters to stats_path. Runs on lcore 0 only when asked (a

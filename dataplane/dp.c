@@ -77,10 +77,7 @@ static int dp_lcores_init(struct dp *dp)
 		if (rc != 0)
 			return rc;
 		if (dp->lcore_count > 1) {
-			char name[RTE_RING_NAMESIZE];
-			snprintf(name, sizeof(name), "hasp_arp_%u", i);
-			lc->arp_inbox = rte_ring_create_elem(name, 12, DP_ARP_INBOX_SIZE,
-							     (int)rte_socket_id(), RING_F_SC_DEQ);
+			lc->arp_inbox = lcore_loop_arp_inbox_create(i, DP_ARP_INBOX_SIZE);
 			if (lc->arp_inbox == NULL)
 				return -HASP_ENOMEM;
 		}

@@ -5,11 +5,13 @@
  */
 #include "dataplane/lcore_loop.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 #include <rte_ring_elem.h>
@@ -18,6 +20,7 @@
 #include "common/assert.h"
 #include "common/clock.h"
 #include "dataplane/arp.h"
+#include "dataplane/netbytes.h"
 
 /* An (ip, mac) pair learned on one lcore, for the others (ARP replies reach
  * only queue 0 under RSS, but every lcore's cache needs them). */
@@ -30,6 +33,15 @@ struct lcore_arp_note {
 _Static_assert(sizeof(struct lcore_arp_note) % 4 == 0, "rte_ring elements are 4-byte multiples");
 
 static uint64_t lcore_tx_deadline_ns(const struct dp_lcore *lc);
+
+struct rte_ring *lcore_loop_arp_inbox_create(uint32_t index, uint32_t count)
+{
+	char name[RTE_RING_NAMESIZE];
+	snprintf(name, sizeof(name), "hasp_arp_%u", index);
+	/* Any lcore may produce, only the owner consumes. */
+	return rte_ring_create_elem(name, sizeof(struct lcore_arp_note), count,
+				    (int)rte_socket_id(), RING_F_SC_DEQ);
+}
 
 void lcore_loop_flush(struct dp_lcore *lc)
 {
@@ -187,7 +199,7 @@ static void lcore_handle(struct dp_lcore *lc, struct rte_mbuf *m)
 		 * flags so the PMD does not mistake them for TX requests. */
 		rte_pktmbuf_trim(m, (uint16_t)(rte_pktmbuf_data_len(m) - res.reply_size));
 		m->ol_flags = 0;
-		if (frame[12] == 0x08 && frame[13] == 0x06)
+		if (get_be16(frame + 12) == ETH_TYPE_ARP)
 			lc->stats.tx_arp_reply++;
 		else
 			lc->stats.tx_icmp_reply++;

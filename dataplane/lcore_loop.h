@@ -34,6 +34,10 @@ void lcore_loop_flush(struct dp_lcore *lc);
 void lcore_loop_arp_send_request(void *arg, uint32_t ip);
 void lcore_loop_arp_release(void *arg, void *item, const struct eth_addr *mac);
 
+/* Creates lcore `index`'s inbox of (ip, mac) pairs learned by the other
+ * lcores (ARP replies reach only one queue). NULL when out of memory. */
+struct rte_ring *lcore_loop_arp_inbox_create(uint32_t index, uint32_t count);
+
 /* Sends a gratuitous ARP announcing our (ip, mac). */
 void lcore_loop_announce(struct dp_lcore *lc);
 

@@ -7,7 +7,7 @@
  *   dp_itest udp   <node-ip> <port> <count> [gap-us]
  *   dp_itest hello <kernel-ip> <port> <echo-pid>
  *   dp_itest raw   <ifname> <node-mac> <node-ip> <kernel-ip> <port> <echo-pid> <stats-file>
- *                  [tap|af_packet]
+ *                  [tap|tap2|af_packet]
  *   dp_itest final <stats-file>
  *
  * Each prints what it checked and exits 0, or prints why and exits 1.
@@ -364,8 +364,10 @@ static int cmd_final(const char *path)
 		FAIL("final: no stats in %s", path);
 	long long forbidden = json_get(buf, "alloc_forbidden");
 	long long frames = json_get(buf, "rx_frames");
-	printf("final: rx_frames=%lld tx_frames=%lld alloc_forbidden=%lld idle_sleeps=%lld\n", frames,
-	       json_get(buf, "tx_frames"), forbidden, json_get(buf, "idle_sleeps"));
+	const char *per_lcore = strstr(buf, "\"lcore_rx_frames\":");
+	printf("final: rx_frames=%lld tx_frames=%lld alloc_forbidden=%lld idle_sleeps=%lld %.*s\n",
+	       frames, json_get(buf, "tx_frames"), forbidden, json_get(buf, "idle_sleeps"),
+	       per_lcore != NULL ? (int)strcspn(per_lcore, "]") + 1 : 0, per_lcore != NULL ? per_lcore : "");
 	if (forbidden != 0)
 		FAIL("final: lcores allocated %lld times after start", forbidden);
 	if (frames <= 0)

@@ -1,8 +1,11 @@
 #!/bin/sh
 # Dataplane integration test: hasp-dp-echo on a real virtual port.
-#   itest_echo.sh <hasp-dp-echo> <dp_itest> tap|af_packet
+#   itest_echo.sh <hasp-dp-echo> <dp_itest> tap|tap2|af_packet
 #
 # tap:       net_tap; the PMD offloads (in software) IPv4/UDP checksums.
+# tap2:      net_tap with two lcores (-l 0-1), so two queues of one tap:
+#            worker launch, per-lcore counters summed, ARP shared between
+#            lcores, and dp_stop() reaching a sleeping worker.
 # af_packet: net_af_packet on one end of a veth pair; no offload, so the
 #            dataplane's own software checksums are checked both ways.
 #
@@ -24,10 +27,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 tag=$$
+lcores=0
 case $kind in
-tap)
+tap|tap2)
 	iface="hasp-it$((tag % 100000))" # the tap; the kernel side too
-	kside=$iface ;;
+	kside=$iface
+	[ "$kind" = tap2 ] && lcores=0-1 ;;
 af_packet)
 	iface="hasp-ia$((tag % 100000))" # the DPDK end of the veth
 	kside="hasp-ib$((tag % 100000))" ;;
@@ -88,7 +93,7 @@ if [ "$kind" = af_packet ]; then
 else
 	vdev="net_tap0,iface=$iface"
 fi
-"$echo_bin" -l 0 --no-huge -m 64 --no-pci --file-prefix "$prefix" --no-telemetry \
+"$echo_bin" -l $lcores --no-huge -m 64 --no-pci --file-prefix "$prefix" --no-telemetry \
 	--vdev="$vdev" -- --ip "$node_ip/24" --mac "$node_mac" \
 	--udp-port $port --idle hybrid --stats-file "$stats" --hello "$kernel_ip:7799" \
 	> "$tmp/echo.out" 2> "$tmp/echo.err" &
