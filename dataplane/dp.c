@@ -114,6 +114,8 @@ int dp_init(struct dp *dp, const struct dp_config *cfg)
 	    eth_addr_is_multicast(&cfg->mac) || eth_addr_is_zero(&cfg->mac))
 		return -HASP_EINVAL;
 	dp->subnet_mask = cfg->prefix_len == 32 ? 0xffffffffu : ~(0xffffffffu >> cfg->prefix_len);
+	if (cfg->gateway != 0 && (cfg->gateway & dp->subnet_mask) != (cfg->ip & dp->subnet_mask))
+		return -HASP_EINVAL; /* the gateway must be on-link */
 	dp->classify.mac = cfg->mac;
 	dp->classify.ip = cfg->ip;
 	atomic_init(&dp->stopping, false);

@@ -45,6 +45,10 @@
 #define DP_LCORES_MAX PORT_QUEUES_MAX
 #define DP_RX_BURST 32u
 #define DP_TX_BUFFER 64u
+/* Gratuitous ARPs at start, 1 s apart and then doubling (0, 1, 3, 7, 15 s):
+ * the port is often attached to a bridge or brought up only after the
+ * process is ready, and a lone announcement at start would be lost. */
+#define DP_ANNOUNCE_COUNT 5u
 
 struct dp_lcore;
 
@@ -100,6 +104,8 @@ struct dp_lcore {
 	struct arp_cache arp;
 	struct rte_ring *arp_inbox; /* (ip, mac) learned on other lcores */
 	struct idle idle;
+	uint64_t announce_ns;    /* lcore 0: next gratuitous ARP */
+	uint32_t announce_count; /* lcore 0: gratuitous ARPs sent so far */
 	struct dp_stats stats;
 } __attribute__((aligned(64)));
 

@@ -278,8 +278,8 @@ int lcore_loop_run(void *arg)
 	lc->tid = (pid_t)syscall(SYS_gettid);
 	lcore_idle_setup(lc);
 	lc->now_ns = clock_monotonic_ns();
-	if (lc->index == 0)
-		lcore_loop_announce(lc); /* neighbours learn our MAC now, not on first use */
+	lc->announce_ns = lc->now_ns;
+	lc->announce_count = lc->index == 0 ? 0 : DP_ANNOUNCE_COUNT;
 	/* From here on this thread must not allocate (STYLE.md §6). */
 	hasp_alloc_forbid_thread(true);
 
@@ -291,6 +291,17 @@ int lcore_loop_run(void *arg)
 		arp_cache_tick(&lc->arp, lc->now_ns);
 		uint64_t deadline = arp_cache_next_deadline(&lc->arp);
 		bool did_work = n > 0;
+		if (lc->announce_count < DP_ANNOUNCE_COUNT) {
+			/* Neighbours learn our MAC now, not on first use. */
+			if (lc->now_ns >= lc->announce_ns) {
+				lcore_loop_announce(lc);
+				lc->announce_ns = lc->now_ns + (1000000000ull << lc->announce_count);
+				lc->announce_count++;
+				did_work = true;
+			}
+			if (lc->announce_count < DP_ANNOUNCE_COUNT && lc->announce_ns < deadline)
+				deadline = lc->announce_ns;
+		}
 		if (dp->work != NULL)
 			did_work |= dp->work(lc, lc->now_ns, &deadline, dp->work_arg);
 		if (n < DP_RX_BURST || lc->now_ns >= lcore_tx_deadline_ns(lc))
