@@ -9,7 +9,10 @@
  *
  * Signals: SIGUSR1 writes the counters as one JSON object to --stats-file
  * (atomically: temporary file, then rename); SIGUSR2 sends one "hello"
- * datagram to --hello through dp_udp_send() (exercising ARP resolution);
+ * datagram to --hello through dp_udp_send() (exercising ARP resolution),
+ * from the local port after --udp-port (unregistered: when --hello is
+ * another echo node, its echo is counted as rx_unknown_port here instead of
+ * starting an endless ping-pong);
  * SIGINT/SIGTERM stop it, and the final counters are written and printed.
  * The JSON includes "alloc_forbidden": heap allocations made by lcores
  * after start, which must be zero.
@@ -121,7 +124,8 @@ static bool echo_work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_n
 		static const char hello[] = "hasp-dp-echo hello";
 		hello_requested = 0;
 		if (hello_port != 0)
-			(void)dp_udp_send(lc, hello_ip, hello_port, echo_port, hello, sizeof(hello) - 1);
+			(void)dp_udp_send(lc, hello_ip, hello_port, (uint16_t)(echo_port + 1), hello,
+					  sizeof(hello) - 1);
 		did = true;
 	}
 	if (dump_requested) {
@@ -235,7 +239,7 @@ int main(int argc, char **argv)
 			goto bad;
 		}
 	}
-	if (!have_ip || !have_mac || echo_port == 0)
+	if (!have_ip || !have_mac || echo_port == 0 || echo_port == 65535)
 		goto bad;
 
 	int rc = dp_init(&echo_dp, &cfg);

@@ -8,6 +8,7 @@
  *   dp_itest hello <kernel-ip> <port> <echo-pid>
  *   dp_itest raw   <ifname> <node-mac> <node-ip> <kernel-ip> <port> <echo-pid> <stats-file>
  *                  [tap|tap2|af_packet]
+ *   dp_itest peer  <pid-a> <stats-a> <pid-b> <stats-b>
  *   dp_itest final <stats-file>
  *
  * Each prints what it checked and exits 0, or prints why and exits 1.
@@ -357,6 +358,33 @@ static int cmd_raw(const char *ifname, const char *mac_text, const char *node_ip
 	return 0;
 }
 
+/* Node A (its --hello is node B's echo port) sends a datagram to B through
+ * the bridge; B echoes it to A's unregistered port. Checks B's rx_udp and
+ * A's rx_unknown_port: DPDK to DPDK, each resolving the other by ARP. */
+static int cmd_peer(pid_t pid_a, const char *stats_a, pid_t pid_b, const char *stats_b)
+{
+	char a0[16384], b0[16384], a1[16384], b1[16384];
+
+	fresh_stats(pid_a, stats_a, a0, sizeof(a0));
+	fresh_stats(pid_b, stats_b, b0, sizeof(b0));
+	for (int attempt = 0; attempt < 6; attempt++) {
+		if (kill(pid_a, SIGUSR2) != 0)
+			FAIL("peer: kill %d: %s", (int)pid_a, strerror(errno));
+		usleep(1000000);
+		fresh_stats(pid_a, stats_a, a1, sizeof(a1));
+		fresh_stats(pid_b, stats_b, b1, sizeof(b1));
+		long long b_udp = json_get(b1, "rx_udp") - json_get(b0, "rx_udp");
+		long long a_back = json_get(a1, "rx_unknown_port") - json_get(a0, "rx_unknown_port");
+		if (b_udp >= 1 && a_back >= 1) {
+			printf("peer: node to node over the bridge: B got %lld, A got %lld echoes back "
+			       "(attempt %d; A arp_requests=%lld)\n",
+			       b_udp, a_back, attempt + 1, json_get(a1, "arp_requests"));
+			return 0;
+		}
+	}
+	FAIL("peer: no node-to-node round trip within 6 s");
+}
+
 static int cmd_final(const char *path)
 {
 	char buf[16384];
@@ -387,6 +415,8 @@ int main(int argc, char **argv)
 	if (argc >= 9 && strcmp(argv[1], "raw") == 0)
 		return cmd_raw(argv[2], argv[3], argv[4], argv[5], (uint16_t)atoi(argv[6]),
 			       (pid_t)atoi(argv[7]), argv[8], argc >= 10 ? argv[9] : "tap");
+	if (argc >= 6 && strcmp(argv[1], "peer") == 0)
+		return cmd_peer((pid_t)atoi(argv[2]), argv[3], (pid_t)atoi(argv[4]), argv[5]);
 	if (argc >= 3 && strcmp(argv[1], "final") == 0)
 		return cmd_final(argv[2]);
 	fprintf(stderr, "usage: see the comment at the top of dp_itest.c\n");
