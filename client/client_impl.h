@@ -33,6 +33,7 @@ enum pending_state {
  * slots[s % HASP_SESSION_INFLIGHT_MAX], so s can only be sent once s - 32
  * was answered (PROTOCOL.md "Exactly once"). */
 struct pending {
+	uint64_t session_id; /* the session seq belongs to */
 	uint64_t seq;
 	uint8_t opcode;
 	uint8_t state;         /* enum pending_state */
@@ -62,6 +63,7 @@ struct lease_entry {
 struct watch_entry {
 	bool used;
 	bool prefix;
+	uint64_t session_id; /* registered in this session (0: not yet) */
 	char name[HASP_CLIENT_NAME_BUF];
 };
 

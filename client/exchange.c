@@ -187,7 +187,8 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 		c->stats.rx_stray++;
 		return;
 	}
-	if (p->seq != m->hdr.seq || p->opcode != m->hdr.opcode || p->state == PENDING_FREE) {
+	if (p->seq != m->hdr.seq || p->opcode != m->hdr.opcode || p->state == PENDING_FREE ||
+	    p->session_id != m->hdr.session_id) {
 		/* Answered and consumed already, or never sent. */
 		uint64_t sent_below = p == &c->open_slot ? c->open_count + 1 : c->next_seq;
 		if (m->hdr.seq < sent_below)
@@ -306,6 +307,15 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
 
+		if (p != &c->open_slot && p->state == PENDING_WAITING &&
+		    (c->session_state != SESSION_OPEN || c->session_id != p->session_id)) {
+			/* Another thread replaced the session (it expired, or
+			 * the window wrapped): no answer can come any more,
+			 * and the outcome is unknown, as after a timeout. */
+			p->state = PENDING_FREE;
+			c->stats.timeouts++;
+			return -HASP_ETIMEDOUT;
+		}
 		if (p->state == PENDING_DONE) {
 			struct hasp_wire_msg m;
 			int rc = hasp_wire_decode_reply(p->reply, p->reply_size, &m);
@@ -420,6 +430,7 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	HASP_ASSERT(size > 0); /* the TTL was checked at open */
 
 	c->session_state = SESSION_OPENING;
+	c->open_slot.session_id = 0;
 	c->open_slot.seq = req.hdr.seq;
 	c->open_slot.opcode = HASP_OP_SESSION_OPEN;
 	c->open_slot.state = PENDING_WAITING;
@@ -442,12 +453,17 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	c->session_last_ok_send_ns = first_send_ns;
 	c->next_seq = 1; /* PROTOCOL.md: the first request after SESSION_OPEN */
 	c->event_seq_last = 0;
-	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++)
-		c->slots[i].state = PENDING_FREE;
+	/* Abandoned slots of the old session can never be answered now.
+	 * Waiting ones belong to threads that will notice the new session
+	 * and free them (exchange_locked); slot_take waits for those. */
+	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++) {
+		if (c->slots[i].state == PENDING_ABANDONED)
+			c->slots[i].state = PENDING_FREE;
+	}
 	c->session_state = SESSION_OPEN;
 	c->stats.session_opens++;
 	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
-		c->watches_stale |= c->watches[i].used;
+		c->watches_stale |= c->watches[i].used && c->watches[i].session_id != 0;
 	pthread_cond_broadcast(&c->cv);
 	HASP_ASSERT(c->session_id != 0);
 	return 0;
@@ -475,6 +491,7 @@ static int slot_take_locked(struct hasp_client *c, uint8_t opcode, uint64_t dead
 			return rc;
 		p = &c->slots[c->next_seq % HASP_SESSION_INFLIGHT_MAX];
 		if (p->state == PENDING_FREE) {
+			p->session_id = c->session_id;
 			p->seq = c->next_seq++;
 			p->opcode = opcode;
 			p->state = PENDING_WAITING;

@@ -97,15 +97,18 @@ int hasp_client_lease_revoke(struct hasp_client *c, uint64_t lease_id)
 /* ---- watches and events ---- */
 
 static int watch_call(struct hasp_client *c, uint8_t opcode, const struct hasp_wire_bytes *name,
-		      bool prefix)
+		      bool prefix, uint64_t *session_id)
 {
 	struct client_call call;
+	int rc;
 
 	memset(&call, 0, sizeof(call));
 	call.req.hdr.opcode = opcode;
 	call.req.body.watch.name = *name;
 	call.req.body.watch.flags = prefix ? HASP_WIRE_WATCH_PREFIX : 0;
-	return client_call(c, &call);
+	rc = client_call(c, &call);
+	*session_id = call.session_id;
+	return rc;
 }
 
 static struct watch_entry *watch_find_locked(struct hasp_client *c, const struct hasp_wire_bytes *n,
@@ -124,6 +127,7 @@ int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 {
 	struct hasp_wire_bytes n;
 	struct watch_entry *w;
+	uint64_t session_id;
 	int rc;
 
 	if (c == NULL)
@@ -139,6 +143,7 @@ int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 			w = &c->watches[i];
 			w->used = true;
 			w->prefix = prefix;
+			w->session_id = 0;
 			memcpy(w->name, n.data, n.size);
 			w->name[n.size] = '\0';
 		}
@@ -146,18 +151,20 @@ int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 	pthread_mutex_unlock(&c->mu);
 	if (w == NULL)
 		return -HASP_EFULL;
-	rc = watch_call(c, HASP_OP_WATCH, &n, prefix);
-	if (rc != HASP_STATUS_OK) {
-		pthread_mutex_lock(&c->mu);
+	rc = watch_call(c, HASP_OP_WATCH, &n, prefix, &session_id);
+	pthread_mutex_lock(&c->mu);
+	if (rc == HASP_STATUS_OK)
+		w->session_id = session_id;
+	else
 		w->used = false;
-		pthread_mutex_unlock(&c->mu);
-	}
+	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
 
 int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 {
 	struct hasp_wire_bytes n;
+	uint64_t session_id;
 	int rc;
 
 	if (c == NULL)
@@ -169,7 +176,7 @@ int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 	if (w != NULL)
 		w->used = false;
 	pthread_mutex_unlock(&c->mu);
-	return watch_call(c, HASP_OP_UNWATCH, &n, prefix);
+	return watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id);
 }
 
 void client_watches_resend(struct hasp_client *c)
@@ -177,11 +184,14 @@ void client_watches_resend(struct hasp_client *c)
 	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
 		struct hasp_wire_bytes n;
 		char name[HASP_CLIENT_NAME_BUF];
+		uint64_t session_id;
 		bool prefix;
 		bool used;
 
 		pthread_mutex_lock(&c->mu);
-		used = c->watches[i].used;
+		/* Skip watches already registered in the current session (a
+		 * WATCH call that raced the new session did it). */
+		used = c->watches[i].used && c->watches[i].session_id != c->session_id;
 		prefix = c->watches[i].prefix;
 		memcpy(name, c->watches[i].name, sizeof(name));
 		pthread_mutex_unlock(&c->mu);
@@ -189,13 +199,15 @@ void client_watches_resend(struct hasp_client *c)
 			continue;
 		n.data = (const uint8_t *)name;
 		n.size = strlen(name);
-		if (watch_call(c, HASP_OP_WATCH, &n, prefix) < 0) {
-			/* Try again after the next call. */
-			pthread_mutex_lock(&c->mu);
-			c->watches_stale = true;
-			pthread_mutex_unlock(&c->mu);
+		int rc = watch_call(c, HASP_OP_WATCH, &n, prefix, &session_id);
+		pthread_mutex_lock(&c->mu);
+		if (rc < 0)
+			c->watches_stale = true; /* try again after the next call */
+		else if (rc == HASP_STATUS_OK && c->watches[i].used)
+			c->watches[i].session_id = session_id;
+		pthread_mutex_unlock(&c->mu);
+		if (rc < 0)
 			return;
-		}
 	}
 }
 
