@@ -197,6 +197,16 @@ void hasp_client_close(struct hasp_client *c)
 	hasp_free(c);
 }
 
+int hasp_client_set_deadline(struct hasp_client *c, uint32_t deadline_ms)
+{
+	HASP_ASSERT(c != NULL);
+	if (deadline_ms == 0)
+		return -HASP_EINVAL;
+	/* Read without the mutex by client_deadline(): one atomic word. */
+	__atomic_store_n(&c->cfg.deadline_ms, deadline_ms, __ATOMIC_RELAXED);
+	return 0;
+}
+
 int hasp_client_connect(struct hasp_client *c)
 {
 	int rc;

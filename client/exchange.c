@@ -46,7 +46,9 @@ static struct timespec ns_to_timespec(uint64_t ns)
 
 uint64_t client_deadline(const struct hasp_client *c)
 {
-	return clock_monotonic_ns() + (uint64_t)c->cfg.deadline_ms * NS_PER_MS;
+	uint32_t deadline_ms = __atomic_load_n(&c->cfg.deadline_ms, __ATOMIC_RELAXED);
+
+	return clock_monotonic_ns() + (uint64_t)deadline_ms * NS_PER_MS;
 }
 
 uint64_t client_valid_until(const struct hasp_client *c, uint64_t send_ns, uint32_t ttl_ms)

@@ -189,6 +189,11 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
  * stay held until they expire or are released with their token. */
 void hasp_client_close(struct hasp_client *client);
 
+/* Changes the overall deadline of each later call (cfg.deadline_ms), e.g.
+ * to bound a renew by the lock's remaining validity. 0 is refused
+ * (-HASP_EINVAL). */
+int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms);
+
 /* Opens the session now (otherwise the first request does). Returns the
  * status (OK) or -HASP_E*. */
 int hasp_client_connect(struct hasp_client *client) __attribute__((warn_unused_result));
