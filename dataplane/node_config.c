@@ -49,6 +49,11 @@ void node_config_default(struct node_config *cfg)
 	cfg->watch_rate = 100000;
 	cfg->watch_burst = 1000;
 	cfg->segment_size = 64ull << 20;
+	/* Few writes in flight: fdatasyncs of one file serialise in the
+	 * kernel, so more in flight only adds queueing; appends arriving
+	 * meanwhile join the open write (group commit). Measured in
+	 * docs/OPERATIONS.md. */
+	cfg->wal_writes_inflight = 2;
 	locks_config_default(&cfg->locks);
 	/* The protocol lets a client pipeline 32 requests (PROTOCOL.md,
 	 * "Exactly once"); the reply cache must cover them. */
@@ -185,6 +190,7 @@ static const struct u32_key u32_keys[] = {
 	U32_KEY("snapshot_threshold", snapshot_threshold, 1, 1u << 19),
 	U32_KEY("snapshot_trailing", snapshot_trailing, 0, 1u << 19),
 	U32_KEY("snapshots_kept", snapshots_kept, 1, 100),
+	U32_KEY("wal_writes_inflight", wal_writes_inflight, 1, 64),
 	U32_KEY("watches_max", watches_max, 1, 1u << 20),
 	U32_KEY("watch_rate", watch_rate, 1, 100000000),
 	U32_KEY("watch_burst", watch_burst, 1, 1000000),
@@ -257,6 +263,17 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 		if (strlen(value) >= sizeof(cfg->port_name))
 			return fail(err, err_size, "port: name too long");
 		strcpy(cfg->port_name, value);
+		return 0;
+	}
+	if (strcmp(k, "wal_sync") == 0) {
+		if (strcmp(value, "linked") == 0)
+			cfg->wal_sync = 0;
+		else if (strcmp(value, "dsync") == 0)
+			cfg->wal_sync = 1;
+		else if (strcmp(value, "drain") == 0)
+			cfg->wal_sync = 2;
+		else
+			return fail(err, err_size, "wal_sync: '%s' is not linked, dsync or drain", value);
 		return 0;
 	}
 	if (strcmp(k, "data_dir") == 0)
@@ -377,7 +394,7 @@ static const char usage_text[] =
 	"  gateway, port, data_dir, stats_file, eal, idle (poll|hybrid|sleep),\n"
 	"  batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
-	"  snapshots_kept, segment_size, watches_max, watch_rate, watch_burst,\n"
+	"  snapshots_kept, segment_size, wal_writes_inflight, wal_sync, watches_max, watch_rate, watch_burst,\n"
 	"  locks_max, leases_max, sessions_max, waiters_max, kv_entries_max,\n"
 	"  kv_bytes_max, lock_name_bytes_max, locks_per_lease_max,\n"
 	"  keys_per_lease_max, locks_per_session_max, session_window.\n"

@@ -80,6 +80,8 @@ struct node_config {
 
 	/* WAL. */
 	uint64_t segment_size;
+	uint32_t wal_writes_inflight; /* group-commit writes in flight at once */
+	uint32_t wal_sync;            /* enum wal_sync_mode */
 
 	/* State machine capacities. */
 	struct locks_config locks;
