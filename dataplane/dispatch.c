@@ -75,8 +75,10 @@ static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct 
 		struct hasp_wire_msg bare;
 		hasp_wire_reply_init(&bare, &msg->hdr, HASP_STATUS_BAD_REQUEST);
 		size = hasp_wire_encode(&bare, buf, sizeof(buf));
-		if (size <= 0)
+		if (size <= 0) {
+			n->stats.client_unanswered++; /* e.g. a non-OK EVENT */
 			return;
+		}
 	}
 	node_send(n, ip, port, n->self->client_port, buf, (size_t)size);
 	n->stats.client_replies++;
