@@ -278,8 +278,8 @@ static void run_hasp(const char *cluster, const char *const *words, struct run_r
 
 static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 {
-	struct cli_script s = { 0 };
-	struct responder r;
+	static struct cli_script s = { 0 };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -319,8 +319,8 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 
 static void test_run_kills_command_when_renew_is_refused(void **state)
 {
-	struct cli_script s = { .renew = RENEW_REFUSE };
-	struct responder r;
+	static struct cli_script s = { .renew = RENEW_REFUSE };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -339,8 +339,8 @@ static void test_run_kills_command_when_renew_is_refused(void **state)
 
 static void test_run_kills_command_when_validity_passes_without_renew(void **state)
 {
-	struct cli_script s = { .renew = RENEW_DROP };
-	struct responder r;
+	static struct cli_script s = { .renew = RENEW_DROP };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -361,8 +361,8 @@ static void test_run_kills_command_when_validity_passes_without_renew(void **sta
 
 static void test_run_passes_fence_and_propagates_exit_status(void **state)
 {
-	struct cli_script s = { .renew = RENEW_GRANT };
-	struct responder r;
+	static struct cli_script s = { .renew = RENEW_GRANT };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -395,9 +395,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_parse_subcommands),
 		cmocka_unit_test(test_exit_codes_map_statuses_and_errors),
 		cmocka_unit_test(test_binary_acquire_prints_token_and_exit_codes),
-		cmocka_unit_test(test_run_kills_command_when_renew_is_refused),
-		cmocka_unit_test(test_run_kills_command_when_validity_passes_without_renew),
-		cmocka_unit_test(test_run_passes_fence_and_propagates_exit_status),
+		cmocka_unit_test_teardown(test_run_kills_command_when_renew_is_refused, responder_teardown),
+		cmocka_unit_test_teardown(test_run_kills_command_when_validity_passes_without_renew, responder_teardown),
+		cmocka_unit_test_teardown(test_run_passes_fence_and_propagates_exit_status, responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
