@@ -327,10 +327,13 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 				c->stats.redirects++;
 				p->state = PENDING_WAITING;
 				kind = TIMER_SEND;
-				if (m.body.not_leader.known && redirects < c->node_count) {
+				const struct hasp_wire_not_leader *nl = &m.body.not_leader;
+				bool usable = nl->known && nl->port != 0 &&
+					      (nl->ipv4[0] | nl->ipv4[1] | nl->ipv4[2] | nl->ipv4[3]) != 0;
+				if (usable && redirects < c->node_count) {
 					/* Straight to the named leader, same seq. */
 					redirects++;
-					target = node_learn(c, &m.body.not_leader);
+					target = node_learn(c, nl);
 					c->target = target;
 					timer_ns = now;
 					continue;

@@ -207,6 +207,12 @@ static void script_cli(struct responder *r, int node, const struct hasp_wire_msg
 	case HASP_OP_LOCK_READ:
 		responder_reply_init(&rep, req, HASP_STATUS_NOT_FOUND);
 		break;
+	case HASP_OP_WATCH:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		responder_send(r, node, from, &rep);
+		responder_push_event(r, node, HASP_EVENT_KV_PUT, "svc/a", 5, "x\"y", 3);
+		responder_push_event(r, node, HASP_EVENT_LOCK_RELEASED, "svc/b", 6, NULL, 0);
+		return;
 	default:
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
 	}
@@ -306,6 +312,13 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 
 	RUN_HASP(cluster, &res, "read", "job");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_REFUSED); /* NOT_FOUND: free */
+
+	RUN_HASP(cluster, &res, "--json", "watch", "svc/", "--prefix", "--count", "2");
+	assert_int_equal(res.exit_code, 0);
+	assert_string_equal(res.out,
+			    "{\"event\":\"KV_PUT\",\"name\":\"svc/a\",\"revision\":5,"
+			    "\"value\":\"x\\\"y\"}\n"
+			    "{\"event\":\"LOCK_RELEASED\",\"name\":\"svc/b\",\"revision\":6}\n");
 
 	RUN_HASP(cluster, &res, "acquire", "bad name");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_USAGE);
