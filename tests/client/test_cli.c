@@ -394,6 +394,77 @@ static void test_run_passes_fence_and_propagates_exit_status(void **state)
 	responder_stop(&r);
 }
 
+/* True when `pid` has exited (gone, or a zombie waiting for its reaper). */
+static bool process_gone(pid_t pid)
+{
+	char path[64];
+	char buf[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return true;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren != NULL && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+static void test_run_command_is_stopped_when_hasp_dies(void **state)
+{
+	static struct cli_script s = { .renew = RENEW_GRANT };
+	static struct responder r;
+	char cluster[128];
+	char pidfile[] = "/tmp/hasp-test-run-XXXXXX";
+	char script[160];
+	int fd = mkstemp(pidfile);
+	pid_t cmd_pid = 0;
+	(void)state;
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(responder_start(&r, 1, script_cli, &s), 0);
+	responder_cluster(&r, cluster, sizeof(cluster));
+	snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 10", pidfile);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("HASP_CLUSTER", cluster, 1);
+		execl(hasp_path, hasp_path, "run", "job", "--", "sh", "-c", script, (char *)NULL);
+		_exit(126);
+	}
+	/* Wait for the command to write its pid (bounded: 5 s). */
+	for (int i = 0; i < 500 && cmd_pid <= 0; i++) {
+		FILE *f = fopen(pidfile, "r");
+		int v = 0;
+		if (f != NULL) {
+			if (fscanf(f, "%d", &v) != 1)
+				v = 0;
+			fclose(f);
+		}
+		cmd_pid = v;
+		if (cmd_pid <= 0)
+			usleep(10 * 1000);
+	}
+	assert_true(cmd_pid > 0);
+	assert_false(process_gone(cmd_pid));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	bool gone = false;
+	for (int i = 0; i < 300 && !gone; i++) {
+		gone = process_gone(cmd_pid);
+		if (!gone)
+			usleep(10 * 1000);
+	}
+	if (!gone)
+		kill(cmd_pid, SIGKILL); /* do not leave it behind */
+	unlink(pidfile);
+	assert_true(gone);
+	responder_stop(&r);
+}
+
 int main(int argc, char **argv)
 {
 	test_util_install_assert_handler();
@@ -411,6 +482,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_run_kills_command_when_renew_is_refused, responder_teardown),
 		cmocka_unit_test_teardown(test_run_kills_command_when_validity_passes_without_renew, responder_teardown),
 		cmocka_unit_test_teardown(test_run_passes_fence_and_propagates_exit_status, responder_teardown),
+		cmocka_unit_test_teardown(test_run_command_is_stopped_when_hasp_dies, responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
