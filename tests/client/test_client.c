@@ -874,6 +874,46 @@ static void test_keepalive_thread_keeps_session_and_lease_alive(void **state)
 	responder_stop(&r);
 }
 
+static void *acquire_waiting_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 400 };
+	struct hasp_lock lock;
+
+	return (void *)(intptr_t)hasp_client_acquire(c, "job", &opts, &lock);
+}
+
+static void test_keepalive_is_not_held_up_by_a_waiting_acquire(void **state)
+{
+	static struct wait_script s = { .reads_until_ours = 1000 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t waiter;
+	void *result;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90;
+	cfg.wait_recheck_ms = 10000; /* the waiter sits in one long wait */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_keepalive_start(c), 0);
+	assert_int_equal(pthread_create(&waiter, NULL, acquire_waiting_main, c), 0);
+	pthread_join(waiter, &result);
+	hasp_client_keepalive_stop(c);
+	assert_int_equal((intptr_t)result, -HASP_ETIMEDOUT);
+	/* The waiter read the socket for 400 ms; keepalives (every 30 ms)
+	 * still got their answers through it. */
+	assert_true(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1) >= 5);
+	struct hasp_client_stats st;
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 /* ---- watches and events ---- */
 
 struct event_script {
@@ -1367,6 +1407,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_malformed_and_stray_datagrams_are_counted_and_ignored, responder_teardown),
 		cmocka_unit_test_teardown(test_session_expired_is_reported_and_next_call_opens_new_session, responder_teardown),
 		cmocka_unit_test_teardown(test_keepalive_thread_keeps_session_and_lease_alive, responder_teardown),
+		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
 		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
 		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),
