@@ -8,9 +8,11 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+
 #include "common/clock.h"
 #include "hasp/client.h"
 #include "tests/client/responder.h"
+
 #define ROUNDS 20000
 
 static void script_ok(struct responder *r, int node, const struct hasp_wire_msg *req,
