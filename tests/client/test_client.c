@@ -1349,6 +1349,111 @@ static void test_kv_operations_carry_their_fields(void **state)
 	responder_stop(&r);
 }
 
+/* Holds every request and answers them all every 20 ms, so that many are
+ * in flight at once; checks the window rule as each new number arrives. */
+#define HELD_MAX 256
+
+struct batcher {
+	uint64_t last_tick_ns;
+	uint32_t held_count;
+	struct {
+		struct hasp_wire_header hdr;
+		struct sockaddr_in from;
+		int node;
+	} held[HELD_MAX];
+	bool answered[HELD_MAX];
+	bool seen[HELD_MAX];
+	uint32_t outstanding_max;
+	uint32_t violations;
+};
+
+static void script_batch_answers(struct responder *r, int node, const struct hasp_wire_msg *req,
+				 const struct sockaddr_in *from, void *arg)
+{
+	struct batcher *s = arg;
+
+	if (req == NULL) {
+		uint64_t now = clock_monotonic_ns();
+		if (now - s->last_tick_ns < 20 * MS)
+			return;
+		s->last_tick_ns = now;
+		for (uint32_t i = 0; i < s->held_count; i++) {
+			struct hasp_wire_msg rep;
+			memset(&rep, 0, sizeof(rep));
+			hasp_wire_reply_init(&rep, &s->held[i].hdr, HASP_STATUS_OK);
+			responder_send(r, s->held[i].node, &s->held[i].from, &rep);
+			if (s->held[i].hdr.seq < HELD_MAX)
+				s->answered[s->held[i].hdr.seq] = true;
+		}
+		s->held_count = 0;
+		return;
+	}
+	if (responder_answer_session(r, node, req, from))
+		return;
+	uint64_t seq = req->hdr.seq;
+	if (seq == 0 || seq >= HELD_MAX || s->held_count == HELD_MAX) {
+		s->violations++;
+		return;
+	}
+	if (!s->seen[seq]) {
+		s->seen[seq] = true;
+		/* PROTOCOL.md: s only after the replies to everything <= s - 32. */
+		for (uint64_t k = 1; k + HASP_SESSION_INFLIGHT_MAX <= seq; k++)
+			s->violations += !s->answered[k];
+		uint32_t outstanding = 0;
+		for (uint64_t k = 1; k < HELD_MAX; k++)
+			outstanding += s->seen[k] && !s->answered[k];
+		if (outstanding > s->outstanding_max)
+			s->outstanding_max = outstanding;
+	}
+	s->held[s->held_count].hdr = req->hdr;
+	s->held[s->held_count].from = *from;
+	s->held[s->held_count].node = node;
+	s->held_count++;
+}
+
+#define WINDOW_THREADS 40
+#define WINDOW_CALLS 3
+
+static void *window_checker_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	intptr_t failures = 0;
+
+	for (int i = 0; i < WINDOW_CALLS; i++)
+		failures += hasp_client_check(c, "job", 1) != HASP_STATUS_OK;
+	return (void *)failures;
+}
+
+static void test_at_most_32_requests_in_flight(void **state)
+{
+	static struct batcher s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t threads[WINDOW_THREADS];
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_batch_answers, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 500; /* answers come every 20 ms: no retransmits */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	for (int i = 0; i < WINDOW_THREADS; i++)
+		assert_int_equal(pthread_create(&threads[i], NULL, window_checker_main, c), 0);
+	for (int i = 0; i < WINDOW_THREADS; i++) {
+		void *failures;
+		pthread_join(threads[i], &failures);
+		assert_int_equal((intptr_t)failures, 0);
+	}
+	responder_stop(&r);
+	assert_int_equal(s.violations, 0);
+	/* The 40 threads did fill the window. */
+	assert_int_equal(s.outstanding_max, HASP_SESSION_INFLIGHT_MAX);
+	hasp_client_close(c);
+}
+
 /* ---- local refusals ---- */
 
 static void test_bad_arguments_are_refused_before_sending(void **state)
@@ -1414,6 +1519,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unanswered_request_blocks_window_until_new_session, responder_teardown),
 		cmocka_unit_test_teardown(test_random_loss_and_duplicates_keep_one_seq_per_request, responder_teardown),
 		cmocka_unit_test_teardown(test_kv_operations_carry_their_fields, responder_teardown),
+		cmocka_unit_test_teardown(test_at_most_32_requests_in_flight, responder_teardown),
 		cmocka_unit_test_teardown(test_bad_arguments_are_refused_before_sending, responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
