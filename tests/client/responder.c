@@ -41,7 +41,7 @@ static void *responder_main(void *arg)
 	struct responder *r = arg;
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1];
 
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfds[RESPONDER_NODES_MAX];
 		int n;
 
@@ -125,7 +125,7 @@ void responder_stop(struct responder *r)
 	if (!r->running)
 		return;
 	r->running = false;
-	r->stop = 1;
+	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(r->thread, NULL);
 	for (int i = 0; i < r->node_count; i++)
 		close(r->fds[i]);

@@ -51,7 +51,7 @@ struct responder {
 	int fds[RESPONDER_NODES_MAX];
 	uint16_t ports[RESPONDER_NODES_MAX];
 	pthread_t thread;
-	volatile int stop;
+	int stop; /* atomic */
 	bool running;
 	pthread_mutex_t mu;
 	responder_fn *fn;

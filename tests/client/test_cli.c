@@ -219,6 +219,23 @@ static void script_cli(struct responder *r, int node, const struct hasp_wire_msg
 	responder_send(r, node, from, &rep);
 }
 
+/* Reads a script counter under the responder's lock (the script runs on
+ * the responder thread). */
+static uint64_t script_read(struct responder *r, const void *field, size_t size)
+{
+	uint64_t v = 0;
+
+	responder_lock(r);
+	if (size == sizeof(int))
+		v = (uint64_t)*(const int *)field;
+	else
+		v = *(const uint64_t *)field;
+	responder_unlock(r);
+	return v;
+}
+
+#define SCRIPT_READ(r, field) script_read((r), &(field), sizeof(field))
+
 struct run_result {
 	int exit_code; /* -1: did not exit in time */
 	char out[2048];
@@ -301,7 +318,7 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 	RUN_HASP(cluster, &res, "--json", "release", "job", "42");
 	assert_int_equal(res.exit_code, 0);
 	assert_string_equal(res.out, "{\"status\":\"RELEASED\",\"name\":\"job\",\"token\":42}\n");
-	assert_int_equal(s.released_token, 42);
+	assert_int_equal(SCRIPT_READ(&r, s.released_token), 42);
 
 	responder_lock(&r);
 	s.busy = true;
@@ -345,8 +362,8 @@ static void test_run_kills_command_when_renew_is_refused(void **state)
 	RUN_HASP(cluster, &res, "run", "job", "--ttl", "300", "--", "sleep", "10");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
 	assert_true(res.took_ns < 3000 * MS);
-	assert_int_equal(s.renews, 1);
-	assert_int_equal(s.releases, 0); /* not ours any more */
+	assert_int_equal(SCRIPT_READ(&r, s.renews), 1);
+	assert_int_equal(SCRIPT_READ(&r, s.releases), 0); /* not ours any more */
 	responder_stop(&r);
 }
 
@@ -366,7 +383,7 @@ static void test_run_kills_command_when_validity_passes_without_renew(void **sta
 		 "sh", "-c", "trap '' TERM; sleep 10");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
 	assert_true(res.took_ns < 4000 * MS);
-	assert_true(s.renews >= 1);
+	assert_true(SCRIPT_READ(&r, s.renews) >= 1);
 	assert_non_null(strstr(res.out, "\"status\":\"LOCK_LOST\""));
 	assert_non_null(strstr(res.out, "\"command_status\":137")); /* 128 + SIGKILL */
 	responder_stop(&r);
@@ -385,9 +402,9 @@ static void test_run_passes_fence_and_propagates_exit_status(void **state)
 	RUN_HASP(cluster, &res, "run", "job", "--ttl", "300", "--", "sh", "-c",
 		 "sleep 0.5; test \"$HASP_FENCE\" = 42 && test \"$HASP_LOCK\" = job && exit 7");
 	assert_int_equal(res.exit_code, 7);
-	assert_true(s.renews >= 2); /* every 100 ms for 500 ms */
-	assert_int_equal(s.releases, 1);
-	assert_int_equal(s.released_token, 42);
+	assert_true(SCRIPT_READ(&r, s.renews) >= 2); /* every 100 ms for 500 ms */
+	assert_int_equal(SCRIPT_READ(&r, s.releases), 1);
+	assert_int_equal(SCRIPT_READ(&r, s.released_token), 42);
 
 	RUN_HASP(cluster, &res, "run", "job", "--", "/nonexistent/command");
 	assert_int_equal(res.exit_code, 127);

@@ -372,7 +372,10 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 	struct hasp_wire_msg rep;
 
 	if (req == NULL) {
-		if (s->grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= s->grant_at_ns) {
+		responder_lock(r);
+		uint64_t grant_at_ns = s->grant_at_ns;
+		responder_unlock(r);
+		if (grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= grant_at_ns) {
 			s->event_sent = true;
 			responder_push_event(r, node < 0 ? 0 : node, HASP_EVENT_LOCK_GRANTED, "job",
 					     77, NULL, 0);
