@@ -363,6 +363,7 @@ struct wait_script {
 	int lock_reads;
 	int reads_until_ours; /* LOCK_READ answers "another holder" this often */
 	bool gap_events;      /* push events 1 and 3 right after QUEUED */
+	bool reads_silent;    /* LOCK_READ goes unanswered */
 };
 
 static void script_wait(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -395,6 +396,8 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 		}
 		return;
 	case HASP_OP_LOCK_READ:
+		if (s->reads_silent)
+			return;
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
 		if (++s->lock_reads <= s->reads_until_ours) {
 			rep.body.lock_info.holder_session_id = 999;
@@ -530,6 +533,30 @@ static void test_wait_mode_times_out_when_never_granted(void **state)
 	assert_true(took >= 300 * MS && took < 1500 * MS);
 	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 3);
 	assert_false(hasp_client_lock_safe(c, &lock, 0));
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_timeout_bounds_unanswered_rereads(void **state)
+{
+	static struct wait_script s = { .reads_silent = true };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL); /* 3 s per request */
+	cfg.wait_recheck_ms = 50;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
+	uint64_t took = clock_monotonic_ns() - t0;
+	/* The silent re-read gives up with the wait, not after 3 s. */
+	assert_true(took >= 300 * MS && took < 1000 * MS);
+	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 1);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1510,6 +1537,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_timeout_bounds_unanswered_rereads, responder_teardown),
 		cmocka_unit_test_teardown(test_validity_deadline_counts_from_first_send_minus_drift, responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_follows_more_across_datagrams, responder_teardown),
 		cmocka_unit_test_teardown(test_malformed_and_stray_datagrams_are_counted_and_ignored, responder_teardown),
