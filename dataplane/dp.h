@@ -184,4 +184,17 @@ static inline uint32_t dp_lcore_index(const struct dp_lcore *lc)
 	return lc->index;
 }
 
+/* CLOCK_MONOTONIC ns read at the start of this loop iteration: handlers and
+ * the work hook use it instead of reading the clock again. */
+static inline uint64_t dp_lcore_now_ns(const struct dp_lcore *lc)
+{
+	return lc->now_ns;
+}
+
+/* Dataplane lcores (valid after dp_init()). */
+static inline uint32_t dp_lcore_count(const struct dp *dp)
+{
+	return dp->lcore_count;
+}
+
 #endif
