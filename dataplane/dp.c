@@ -5,14 +5,13 @@
  */
 #include "dataplane/dp.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
-#include <rte_ring_elem.h>
+#include <rte_ring.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
