@@ -327,10 +327,13 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 				c->stats.redirects++;
 				p->state = PENDING_WAITING;
 				kind = TIMER_SEND;
-				if (m.body.not_leader.known && redirects < c->node_count) {
+				const struct hasp_wire_not_leader *nl = &m.body.not_leader;
+				bool usable = nl->known && nl->port != 0 &&
+					      (nl->ipv4[0] | nl->ipv4[1] | nl->ipv4[2] | nl->ipv4[3]) != 0;
+				if (usable && redirects < c->node_count) {
 					/* Straight to the named leader, same seq. */
 					redirects++;
-					target = node_learn(c, &m.body.not_leader);
+					target = node_learn(c, nl);
 					c->target = target;
 					timer_ns = now;
 					continue;
@@ -361,7 +364,8 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 			c->target = p->from_index;
 			return 0;
 		}
-		if (now >= deadline_ns) {
+		/* Send at least once: a number taken is a request made. */
+		if (now >= deadline_ns && sent) {
 			p->state = PENDING_ABANDONED;
 			c->stats.timeouts++;
 			return -HASP_ETIMEDOUT;
@@ -524,6 +528,8 @@ int client_call(struct hasp_client *c, struct client_call *call)
 	HASP_ASSERT(call != NULL);
 	if (call->deadline_ns == 0)
 		call->deadline_ns = client_deadline(c);
+	if (clock_monotonic_ns() >= call->deadline_ns)
+		return -HASP_ETIMEDOUT; /* before taking a number */
 	/* Encode once before taking a sequence number: a request the codec
 	 * refuses must not leave a gap in the session's numbering. */
 	call->req.hdr.flags = 0;

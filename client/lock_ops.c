@@ -45,12 +45,14 @@ static void waiter_unlink_locked(struct hasp_client *c, struct waiter *w)
 	}
 }
 
+/* LOCK_READ with an overall deadline (0: the configured one). */
 static int lock_read_raw(struct hasp_client *c, const struct hasp_wire_bytes *name,
-			 struct client_call *call)
+			 uint64_t deadline_ns, struct client_call *call)
 {
 	memset(call, 0, sizeof(*call));
 	call->req.hdr.opcode = HASP_OP_LOCK_READ;
 	call->req.body.lock_read.name = *name;
+	call->deadline_ns = deadline_ns;
 	return client_call(c, call);
 }
 
@@ -81,14 +83,22 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 			pthread_mutex_unlock(&c->mu);
 			return WAIT_REISSUE;
 		}
+		if (now >= wait_deadline_ns) {
+			pthread_mutex_unlock(&c->mu);
+			return -HASP_ETIMEDOUT;
+		}
 		if (w->recheck || now >= next_check_ns) {
 			struct client_call call;
+			uint64_t read_deadline_ns = client_deadline(c);
 			int rc;
 
 			w->recheck = false;
 			c->stats.wait_rechecks++;
 			pthread_mutex_unlock(&c->mu);
-			rc = lock_read_raw(c, name, &call);
+			/* The wait's own deadline bounds the read too. */
+			if (read_deadline_ns > wait_deadline_ns)
+				read_deadline_ns = wait_deadline_ns;
+			rc = lock_read_raw(c, name, read_deadline_ns, &call);
 			if (rc == HASP_STATUS_OK &&
 			    call.reply.body.lock_info.holder_session_id == session_id) {
 				const struct hasp_wire_lock_info *li = &call.reply.body.lock_info;
@@ -106,10 +116,6 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 			pthread_mutex_lock(&c->mu);
 			next_check_ns = clock_monotonic_ns() + recheck_ns;
 			continue;
-		}
-		if (now >= wait_deadline_ns) {
-			pthread_mutex_unlock(&c->mu);
-			return -HASP_ETIMEDOUT;
 		}
 		client_wait_io_locked(c, next_check_ns < wait_deadline_ns ? next_check_ns
 									  : wait_deadline_ns);
@@ -261,7 +267,7 @@ int hasp_client_lock_read(struct hasp_client *c, const char *name, struct hasp_l
 	if ((rc = client_name(name, &n)) != 0)
 		return rc;
 	memset(info, 0, sizeof(*info));
-	rc = lock_read_raw(c, &n, &call);
+	rc = lock_read_raw(c, &n, 0, &call);
 	if (rc == HASP_STATUS_OK) {
 		const struct hasp_wire_lock_info *li = &call.reply.body.lock_info;
 		info->holder_session_id = li->holder_session_id;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -689,6 +690,7 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 	struct sigaction sa;
 	const char *lost_reason = NULL;
 	int status = 0;
+	pid_t parent;
 	pid_t pid;
 	int rc;
 
@@ -719,6 +721,7 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		int rel = hasp_client_release(c, a->name, lock.token);
@@ -729,6 +732,11 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 		/* Its own process group, so that a lost lock stops the whole
 		 * command, not just a shell in front of it. */
 		setpgid(0, 0);
+		/* If hasp itself dies (SIGKILL, OOM), nobody renews the lock
+		 * any more: stop the command rather than let it run unowned. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(HASP_CLI_EXIT_LOCK_LOST);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
@@ -826,7 +834,9 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 		break;
 	case HASP_CLI_RELEASE:
 		rc = hasp_client_release(c, a->name, a->token);
-		code = rc == HASP_STATUS_OK ? (print_ok(a, "RELEASED", "token", a->token), 0)
+		if (rc == HASP_STATUS_OK)
+			print_ok(a, "RELEASED", "token", a->token);
+		code = rc == HASP_STATUS_OK ? HASP_CLI_EXIT_OK
 					    : report_failure(a, "release", rc, HASP_STATUS_OK);
 		break;
 	case HASP_CLI_RENEW: {
@@ -843,7 +853,9 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 	}
 	case HASP_CLI_CHECK:
 		rc = hasp_client_check(c, a->name, a->token);
-		code = rc == HASP_STATUS_OK ? (print_ok(a, "CURRENT", "token", a->token), 0)
+		if (rc == HASP_STATUS_OK)
+			print_ok(a, "CURRENT", "token", a->token);
+		code = rc == HASP_STATUS_OK ? HASP_CLI_EXIT_OK
 					    : report_failure(a, "check", rc, HASP_STATUS_OK);
 		break;
 	case HASP_CLI_READ:

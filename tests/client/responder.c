@@ -41,7 +41,7 @@ static void *responder_main(void *arg)
 	struct responder *r = arg;
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1];
 
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfds[RESPONDER_NODES_MAX];
 		int n;
 
@@ -77,6 +77,9 @@ static void *responder_main(void *arg)
 	return NULL;
 }
 
+/* The responder of the running test, for responder_teardown. */
+static struct responder *responder_live;
+
 int responder_start(struct responder *r, int node_count, responder_fn *fn, void *arg)
 {
 	memset(r, 0, sizeof(*r));
@@ -101,12 +104,28 @@ int responder_start(struct responder *r, int node_count, responder_fn *fn, void 
 			return -1;
 		r->ports[i] = ntohs(a.sin_port);
 	}
-	return pthread_create(&r->thread, NULL, responder_main, r) == 0 ? 0 : -1;
+	if (pthread_create(&r->thread, NULL, responder_main, r) != 0)
+		return -1;
+	r->running = true;
+	responder_live = r;
+	return 0;
+}
+
+int responder_teardown(void **state)
+{
+	(void)state;
+	if (responder_live != NULL && responder_live->running)
+		responder_stop(responder_live);
+	responder_live = NULL;
+	return 0;
 }
 
 void responder_stop(struct responder *r)
 {
-	r->stop = 1;
+	if (!r->running)
+		return;
+	r->running = false;
+	__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(r->thread, NULL);
 	for (int i = 0; i < r->node_count; i++)
 		close(r->fds[i]);

@@ -51,7 +51,8 @@ struct responder {
 	int fds[RESPONDER_NODES_MAX];
 	uint16_t ports[RESPONDER_NODES_MAX];
 	pthread_t thread;
-	volatile int stop;
+	int stop; /* atomic */
+	bool running;
 	pthread_mutex_t mu;
 	responder_fn *fn;
 	void *arg;
@@ -72,6 +73,10 @@ struct responder {
 /* Returns 0 or -1; the test asserts it. */
 int responder_start(struct responder *r, int node_count, responder_fn *fn, void *arg);
 void responder_stop(struct responder *r);
+
+/* A cmocka teardown: stops the responder a failed test left running (its
+ * struct must be static, so that it outlives the test's stack frame). */
+int responder_teardown(void **state);
 
 /* "127.0.0.1:p0,127.0.0.1:p1,..." of every node. */
 void responder_cluster(const struct responder *r, char *buf, size_t size);

@@ -207,11 +207,34 @@ static void script_cli(struct responder *r, int node, const struct hasp_wire_msg
 	case HASP_OP_LOCK_READ:
 		responder_reply_init(&rep, req, HASP_STATUS_NOT_FOUND);
 		break;
+	case HASP_OP_WATCH:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		responder_send(r, node, from, &rep);
+		responder_push_event(r, node, HASP_EVENT_KV_PUT, "svc/a", 5, "x\"y", 3);
+		responder_push_event(r, node, HASP_EVENT_LOCK_RELEASED, "svc/b", 6, NULL, 0);
+		return;
 	default:
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
 	}
 	responder_send(r, node, from, &rep);
 }
+
+/* Reads a script counter under the responder's lock (the script runs on
+ * the responder thread). */
+static uint64_t script_read(struct responder *r, const void *field, size_t size)
+{
+	uint64_t v = 0;
+
+	responder_lock(r);
+	if (size == sizeof(int))
+		v = (uint64_t)*(const int *)field;
+	else
+		v = *(const uint64_t *)field;
+	responder_unlock(r);
+	return v;
+}
+
+#define SCRIPT_READ(r, field) script_read((r), &(field), sizeof(field))
 
 struct run_result {
 	int exit_code; /* -1: did not exit in time */
@@ -278,8 +301,8 @@ static void run_hasp(const char *cluster, const char *const *words, struct run_r
 
 static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 {
-	struct cli_script s = { 0 };
-	struct responder r;
+	static struct cli_script s = { 0 };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -295,7 +318,7 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 	RUN_HASP(cluster, &res, "--json", "release", "job", "42");
 	assert_int_equal(res.exit_code, 0);
 	assert_string_equal(res.out, "{\"status\":\"RELEASED\",\"name\":\"job\",\"token\":42}\n");
-	assert_int_equal(s.released_token, 42);
+	assert_int_equal(SCRIPT_READ(&r, s.released_token), 42);
 
 	responder_lock(&r);
 	s.busy = true;
@@ -306,6 +329,13 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 
 	RUN_HASP(cluster, &res, "read", "job");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_REFUSED); /* NOT_FOUND: free */
+
+	RUN_HASP(cluster, &res, "--json", "watch", "svc/", "--prefix", "--count", "2");
+	assert_int_equal(res.exit_code, 0);
+	assert_string_equal(res.out,
+			    "{\"event\":\"KV_PUT\",\"name\":\"svc/a\",\"revision\":5,"
+			    "\"value\":\"x\\\"y\"}\n"
+			    "{\"event\":\"LOCK_RELEASED\",\"name\":\"svc/b\",\"revision\":6}\n");
 
 	RUN_HASP(cluster, &res, "acquire", "bad name");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_USAGE);
@@ -319,8 +349,8 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 
 static void test_run_kills_command_when_renew_is_refused(void **state)
 {
-	struct cli_script s = { .renew = RENEW_REFUSE };
-	struct responder r;
+	static struct cli_script s = { .renew = RENEW_REFUSE };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -332,15 +362,15 @@ static void test_run_kills_command_when_renew_is_refused(void **state)
 	RUN_HASP(cluster, &res, "run", "job", "--ttl", "300", "--", "sleep", "10");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
 	assert_true(res.took_ns < 3000 * MS);
-	assert_int_equal(s.renews, 1);
-	assert_int_equal(s.releases, 0); /* not ours any more */
+	assert_int_equal(SCRIPT_READ(&r, s.renews), 1);
+	assert_int_equal(SCRIPT_READ(&r, s.releases), 0); /* not ours any more */
 	responder_stop(&r);
 }
 
 static void test_run_kills_command_when_validity_passes_without_renew(void **state)
 {
-	struct cli_script s = { .renew = RENEW_DROP };
-	struct responder r;
+	static struct cli_script s = { .renew = RENEW_DROP };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -353,7 +383,7 @@ static void test_run_kills_command_when_validity_passes_without_renew(void **sta
 		 "sh", "-c", "trap '' TERM; sleep 10");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
 	assert_true(res.took_ns < 4000 * MS);
-	assert_true(s.renews >= 1);
+	assert_true(SCRIPT_READ(&r, s.renews) >= 1);
 	assert_non_null(strstr(res.out, "\"status\":\"LOCK_LOST\""));
 	assert_non_null(strstr(res.out, "\"command_status\":137")); /* 128 + SIGKILL */
 	responder_stop(&r);
@@ -361,8 +391,8 @@ static void test_run_kills_command_when_validity_passes_without_renew(void **sta
 
 static void test_run_passes_fence_and_propagates_exit_status(void **state)
 {
-	struct cli_script s = { .renew = RENEW_GRANT };
-	struct responder r;
+	static struct cli_script s = { .renew = RENEW_GRANT };
+	static struct responder r;
 	struct run_result res;
 	char cluster[128];
 	(void)state;
@@ -372,12 +402,83 @@ static void test_run_passes_fence_and_propagates_exit_status(void **state)
 	RUN_HASP(cluster, &res, "run", "job", "--ttl", "300", "--", "sh", "-c",
 		 "sleep 0.5; test \"$HASP_FENCE\" = 42 && test \"$HASP_LOCK\" = job && exit 7");
 	assert_int_equal(res.exit_code, 7);
-	assert_true(s.renews >= 2); /* every 100 ms for 500 ms */
-	assert_int_equal(s.releases, 1);
-	assert_int_equal(s.released_token, 42);
+	assert_true(SCRIPT_READ(&r, s.renews) >= 2); /* every 100 ms for 500 ms */
+	assert_int_equal(SCRIPT_READ(&r, s.releases), 1);
+	assert_int_equal(SCRIPT_READ(&r, s.released_token), 42);
 
 	RUN_HASP(cluster, &res, "run", "job", "--", "/nonexistent/command");
 	assert_int_equal(res.exit_code, 127);
+	responder_stop(&r);
+}
+
+/* True when `pid` has exited (gone, or a zombie waiting for its reaper). */
+static bool process_gone(pid_t pid)
+{
+	char path[64];
+	char buf[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return true;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *paren = strrchr(buf, ')');
+	return paren != NULL && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+static void test_run_command_is_stopped_when_hasp_dies(void **state)
+{
+	static struct cli_script s = { .renew = RENEW_GRANT };
+	static struct responder r;
+	char cluster[128];
+	char pidfile[] = "/tmp/hasp-test-run-XXXXXX";
+	char script[160];
+	int fd = mkstemp(pidfile);
+	pid_t cmd_pid = 0;
+	(void)state;
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(responder_start(&r, 1, script_cli, &s), 0);
+	responder_cluster(&r, cluster, sizeof(cluster));
+	snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 10", pidfile);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("HASP_CLUSTER", cluster, 1);
+		execl(hasp_path, hasp_path, "run", "job", "--", "sh", "-c", script, (char *)NULL);
+		_exit(126);
+	}
+	/* Wait for the command to write its pid (bounded: 5 s). */
+	for (int i = 0; i < 500 && cmd_pid <= 0; i++) {
+		FILE *f = fopen(pidfile, "r");
+		int v = 0;
+		if (f != NULL) {
+			if (fscanf(f, "%d", &v) != 1)
+				v = 0;
+			fclose(f);
+		}
+		cmd_pid = v;
+		if (cmd_pid <= 0)
+			usleep(10 * 1000);
+	}
+	assert_true(cmd_pid > 0);
+	assert_false(process_gone(cmd_pid));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	bool gone = false;
+	for (int i = 0; i < 300 && !gone; i++) {
+		gone = process_gone(cmd_pid);
+		if (!gone)
+			usleep(10 * 1000);
+	}
+	if (!gone)
+		kill(cmd_pid, SIGKILL); /* do not leave it behind */
+	unlink(pidfile);
+	assert_true(gone);
 	responder_stop(&r);
 }
 
@@ -395,9 +496,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_parse_subcommands),
 		cmocka_unit_test(test_exit_codes_map_statuses_and_errors),
 		cmocka_unit_test(test_binary_acquire_prints_token_and_exit_codes),
-		cmocka_unit_test(test_run_kills_command_when_renew_is_refused),
-		cmocka_unit_test(test_run_kills_command_when_validity_passes_without_renew),
-		cmocka_unit_test(test_run_passes_fence_and_propagates_exit_status),
+		cmocka_unit_test_teardown(test_run_kills_command_when_renew_is_refused, responder_teardown),
+		cmocka_unit_test_teardown(test_run_kills_command_when_validity_passes_without_renew, responder_teardown),
+		cmocka_unit_test_teardown(test_run_passes_fence_and_propagates_exit_status, responder_teardown),
+		cmocka_unit_test_teardown(test_run_command_is_stopped_when_hasp_dies, responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

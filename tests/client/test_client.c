@@ -14,6 +14,7 @@
 
 #include "common/bytes.h"
 #include "common/clock.h"
+#include "common/prng.h"
 #include "hasp/client.h"
 #include "tests/client/responder.h"
 #include "tests/test_util.h"
@@ -84,8 +85,8 @@ static void script_drop_two_opens(struct responder *r, int node, const struct ha
 
 static void test_session_open_retries_reuse_nonce_and_first_seq_is_one(void **state)
 {
-	struct drop_opens s = { 0 };
-	struct responder r;
+	static struct drop_opens s = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	struct responder_rx a, b, chk;
@@ -146,8 +147,8 @@ static void script_lose_first_reply_then_duplicate(struct responder *r, int node
 
 static void test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored(void **state)
 {
-	struct lose_first s = { 0 };
-	struct responder r;
+	static struct lose_first s = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	struct hasp_lock lock;
@@ -210,7 +211,7 @@ static void script_redirect_to_node2(struct responder *r, int node, const struct
 
 static void test_not_leader_redirects_to_named_leader_with_same_seq(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	struct hasp_lock lock;
@@ -258,7 +259,7 @@ static void script_only_node2_answers(struct responder *r, int node, const struc
 
 static void test_timeout_rotates_through_addresses(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct responder_rx x;
 	char cluster[128];
@@ -302,7 +303,7 @@ static void script_node0_leader_unknown(struct responder *r, int node, const str
 
 static void test_unknown_leader_moves_to_next_node(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct responder_rx a, b;
 	char cluster[128];
@@ -329,7 +330,7 @@ static void script_silent(struct responder *r, int node, const struct hasp_wire_
 
 static void test_silent_cluster_times_out_at_deadline(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	char cluster[128];
@@ -362,6 +363,7 @@ struct wait_script {
 	int lock_reads;
 	int reads_until_ours; /* LOCK_READ answers "another holder" this often */
 	bool gap_events;      /* push events 1 and 3 right after QUEUED */
+	bool reads_silent;    /* LOCK_READ goes unanswered */
 };
 
 static void script_wait(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -371,7 +373,10 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 	struct hasp_wire_msg rep;
 
 	if (req == NULL) {
-		if (s->grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= s->grant_at_ns) {
+		responder_lock(r);
+		uint64_t grant_at_ns = s->grant_at_ns;
+		responder_unlock(r);
+		if (grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= grant_at_ns) {
 			s->event_sent = true;
 			responder_push_event(r, node < 0 ? 0 : node, HASP_EVENT_LOCK_GRANTED, "job",
 					     77, NULL, 0);
@@ -391,6 +396,8 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 		}
 		return;
 	case HASP_OP_LOCK_READ:
+		if (s->reads_silent)
+			return;
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
 		if (++s->lock_reads <= s->reads_until_ours) {
 			rep.body.lock_info.holder_session_id = 999;
@@ -411,8 +418,8 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 
 static void test_wait_mode_completes_via_pushed_event(void **state)
 {
-	struct wait_script s = { 0 };
-	struct responder r;
+	static struct wait_script s = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	struct hasp_lock lock;
@@ -450,8 +457,8 @@ static void test_wait_mode_completes_via_pushed_event(void **state)
 
 static void test_wait_mode_falls_back_to_lock_read_when_event_lost(void **state)
 {
-	struct wait_script s = { .reads_until_ours = 2 };
-	struct responder r;
+	static struct wait_script s = { .reads_until_ours = 2 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_lock lock;
 	char cluster[128];
@@ -481,8 +488,8 @@ static void test_wait_mode_falls_back_to_lock_read_when_event_lost(void **state)
 
 static void test_wait_mode_rereads_at_once_after_event_gap(void **state)
 {
-	struct wait_script s = { .gap_events = true };
-	struct responder r;
+	static struct wait_script s = { .gap_events = true };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	struct hasp_lock lock;
@@ -508,8 +515,8 @@ static void test_wait_mode_rereads_at_once_after_event_gap(void **state)
 
 static void test_wait_mode_times_out_when_never_granted(void **state)
 {
-	struct wait_script s = { .reads_until_ours = 1000 };
-	struct responder r;
+	static struct wait_script s = { .reads_until_ours = 1000 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_lock lock;
 	char cluster[128];
@@ -526,6 +533,30 @@ static void test_wait_mode_times_out_when_never_granted(void **state)
 	assert_true(took >= 300 * MS && took < 1500 * MS);
 	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 3);
 	assert_false(hasp_client_lock_safe(c, &lock, 0));
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_timeout_bounds_unanswered_rereads(void **state)
+{
+	static struct wait_script s = { .reads_silent = true };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL); /* 3 s per request */
+	cfg.wait_recheck_ms = 50;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
+	uint64_t took = clock_monotonic_ns() - t0;
+	/* The silent re-read gives up with the wait, not after 3 s. */
+	assert_true(took >= 300 * MS && took < 1000 * MS);
+	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 1);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -559,8 +590,8 @@ static void script_lose_first_then_slow_grant(struct responder *r, int node,
 
 static void test_validity_deadline_counts_from_first_send_minus_drift(void **state)
 {
-	struct slow_grant s = { 0 };
-	struct responder r;
+	static struct slow_grant s = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_lock lock;
 	char cluster[128];
@@ -668,7 +699,7 @@ static int range_collect(const struct hasp_kv_entry *e, void *arg)
 
 static void test_kv_range_follows_more_across_datagrams(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct range_seen seen = { 0 };
 	struct responder_rx x;
@@ -739,7 +770,7 @@ static void script_junk_before_reply(struct responder *r, int node, const struct
 
 static void test_malformed_and_stray_datagrams_are_counted_and_ignored(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	char cluster[128];
@@ -778,8 +809,8 @@ static void script_expire_first_check(struct responder *r, int node, const struc
 
 static void test_session_expired_is_reported_and_next_call_opens_new_session(void **state)
 {
-	struct expire_once s = { 0 };
-	struct responder r;
+	static struct expire_once s = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct responder_rx a, b, chk;
 	char cluster[128];
@@ -837,7 +868,7 @@ static void script_leases(struct responder *r, int node, const struct hasp_wire_
 
 static void test_keepalive_thread_keeps_session_and_lease_alive(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_lease lease;
 	struct hasp_lock lock;
@@ -869,6 +900,46 @@ static void test_keepalive_thread_keeps_session_and_lease_alive(void **state)
 
 	assert_int_equal(hasp_client_lease_revoke(c, 7), HASP_STATUS_OK);
 	assert_int_equal(hasp_client_lock_valid_until(c, &lock), lock.valid_until_ns);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void *acquire_waiting_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 400 };
+	struct hasp_lock lock;
+
+	return (void *)(intptr_t)hasp_client_acquire(c, "job", &opts, &lock);
+}
+
+static void test_keepalive_is_not_held_up_by_a_waiting_acquire(void **state)
+{
+	static struct wait_script s = { .reads_until_ours = 1000 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t waiter;
+	void *result;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90;
+	cfg.wait_recheck_ms = 10000; /* the waiter sits in one long wait */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_keepalive_start(c), 0);
+	assert_int_equal(pthread_create(&waiter, NULL, acquire_waiting_main, c), 0);
+	pthread_join(waiter, &result);
+	hasp_client_keepalive_stop(c);
+	assert_int_equal((intptr_t)result, -HASP_ETIMEDOUT);
+	/* The waiter read the socket for 400 ms; keepalives (every 30 ms)
+	 * still got their answers through it. */
+	assert_true(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1) >= 5);
+	struct hasp_client_stats st;
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 0);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -912,9 +983,9 @@ static void event_collect(const struct hasp_event *ev, void *arg)
 
 static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 {
-	struct event_script s = { 0 };
-	struct event_sink sink = { 0 };
-	struct responder r;
+	static struct event_script s = { 0 };
+	static struct event_sink sink = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
 	struct hasp_event ev;
@@ -942,7 +1013,12 @@ static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 	assert_int_equal(got, 2);
 	assert_int_equal(sink.types[0], HASP_EVENT_KV_PUT);
 	assert_int_equal(sink.types[1], HASP_EVENT_KV_DELETED);
+	/* The repeated event 5 may still be in the socket: read on. */
 	hasp_client_stats_get(c, &st);
+	for (int i = 0; i < 20 && st.rx_duplicates == 0; i++) {
+		assert_int_equal(hasp_client_poll(c, 50), 0);
+		hasp_client_stats_get(c, &st);
+	}
 	assert_int_equal(st.events_gaps, 1);   /* 2 -> 5 */
 	assert_int_equal(st.rx_duplicates, 1); /* 5 twice */
 	assert_int_equal(hasp_client_unwatch(c, "svc/", true), HASP_STATUS_OK);
@@ -983,8 +1059,8 @@ static void *checker_main(void *arg)
 
 static void test_threads_share_a_client_with_unique_seqs(void **state)
 {
-	struct flaky s = { 0 };
-	struct responder r;
+	static struct flaky s = { 0 };
+	static struct responder r;
 	struct hasp_client_config cfg;
 	pthread_t threads[THREADS];
 	bool seen[THREADS * CALLS_PER_THREAD + 1] = { false };
@@ -1020,11 +1096,399 @@ static void test_threads_share_a_client_with_unique_seqs(void **state)
 	responder_stop(&r);
 }
 
+/* ---- retry statuses, window, randomized loss ---- */
+
+struct busy_nodes {
+	int checks;
+};
+
+static void script_overloaded_then_unavailable(struct responder *r, int node,
+					       const struct hasp_wire_msg *req,
+					       const struct sockaddr_in *from, void *arg)
+{
+	struct busy_nodes *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	switch (s->checks++) {
+	case 0:
+		reply_status(r, node, req, from, HASP_STATUS_OVERLOADED);
+		return;
+	case 1:
+		reply_status(r, node, req, from, HASP_STATUS_UNAVAILABLE);
+		return;
+	default:
+		reply_status(r, node, req, from, HASP_STATUS_NOT_HOLDER);
+	}
+}
+
+static void test_overloaded_and_unavailable_retry_same_seq_after_backoff(void **state)
+{
+	static struct busy_nodes s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct responder_rx x[3];
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_overloaded_then_unavailable, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_check(c, "job", 9), HASP_STATUS_NOT_HOLDER);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 3);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_true(responder_find(&r, HASP_OP_CHECK, i, &x[i]));
+	/* OVERLOADED: same node again; UNAVAILABLE: the next node. */
+	assert_int_equal(x[0].node, 0);
+	assert_int_equal(x[1].node, 0);
+	assert_int_equal(x[2].node, 1);
+	for (int i = 1; i < 3; i++) {
+		assert_int_equal(x[i].size, x[0].size);
+		assert_memory_equal(x[i].data, x[0].data, x[0].size);
+		assert_true(x[i].at_ns - x[i - 1].at_ns >= 4 * MS); /* backed off */
+	}
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+struct never_first {
+	uint64_t first_session;
+};
+
+static void script_never_answer_first_check(struct responder *r, int node,
+					    const struct hasp_wire_msg *req,
+					    const struct sockaddr_in *from, void *arg)
+{
+	struct never_first *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (s->first_session == 0)
+		s->first_session = req->hdr.session_id;
+	if (req->hdr.session_id == s->first_session && req->hdr.seq == 1)
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_unanswered_request_blocks_window_until_new_session(void **state)
+{
+	static struct never_first s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct responder_rx x;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_never_answer_first_check, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 150;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ETIMEDOUT);
+	uint64_t first = hasp_client_session_id(c);
+	/* Seqs 2..32 fit the window beside the unanswered 1. */
+	for (int i = 0; i < 31; i++)
+		assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_session_id(c), first);
+	/* 33 would need the answer to 1: a new session instead. */
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	assert_int_not_equal(hasp_client_session_id(c), first);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 2);
+	uint32_t n = responder_count(&r, HASP_OP_CHECK, -1);
+	assert_true(responder_find(&r, HASP_OP_CHECK, n - 1, &x));
+	assert_int_equal(x.hdr.seq, 1);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(st.session_opens, 2);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+struct lossy {
+	struct prng prng;
+	uint32_t answered;
+};
+
+static void script_lossy_kv(struct responder *r, int node, const struct hasp_wire_msg *req,
+			    const struct sockaddr_in *from, void *arg)
+{
+	struct lossy *s = arg;
+	struct hasp_wire_msg rep;
+
+	if (req == NULL)
+		return;
+	/* Everything may be lost, opens included (the responder thread is
+	 * the only user of the PRNG). */
+	if (prng_chance(&s->prng, 250000))
+		return;
+	if (prng_chance(&s->prng, 100000))
+		responder_send_raw(r, node, from, "junk-junk-junk", 14);
+	if (responder_answer_session(r, node, req, from))
+		return;
+	responder_reply_init(&rep, req, HASP_STATUS_OK);
+	rep.body.kv_revision.revision = req->hdr.seq + 1000;
+	responder_send(r, node, from, &rep);
+	if (prng_chance(&s->prng, 150000))
+		responder_send(r, node, from, &rep); /* duplicated */
+	s->answered++;
+}
+
+static void test_random_loss_and_duplicates_keep_one_seq_per_request(void **state)
+{
+	static struct lossy s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	enum { OPS = 150 };
+	uint64_t seed = test_util_seed(0x5eed);
+	(void)state;
+
+	printf("seed=%llu\n", (unsigned long long)seed);
+	prng_seed(&s.prng, seed);
+	s.answered = 0;
+	assert_int_equal(responder_start(&r, 1, script_lossy_kv, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 20;
+	cfg.backoff_ms = 1;
+	cfg.backoff_max_ms = 2;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	for (int i = 0; i < OPS; i++) {
+		char value[32];
+		uint64_t rev = 0;
+		snprintf(value, sizeof(value), "value-%d", i);
+		assert_int_equal(hasp_client_kv_put(c, "key", value, strlen(value), 0, &rev),
+				 HASP_STATUS_OK);
+		assert_int_equal(rev, (uint64_t)i + 1 + 1000); /* the answer to its own seq */
+	}
+	/* Every seq 1..OPS carried one request: all its copies are the same
+	 * bytes, and the value it carries is that op's. */
+	uint32_t n = responder_count(&r, HASP_OP_KV_PUT, -1);
+	assert_true(n >= OPS);
+	for (uint32_t i = 0; i < n; i++) {
+		struct responder_rx x, first;
+		struct hasp_wire_msg m;
+		char expect[32];
+
+		assert_true(responder_find(&r, HASP_OP_KV_PUT, i, &x));
+		assert_true(x.hdr.seq >= 1 && x.hdr.seq <= OPS);
+		assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+		snprintf(expect, sizeof(expect), "value-%llu", (unsigned long long)x.hdr.seq - 1);
+		assert_int_equal(m.body.kv_put.value.size, strlen(expect));
+		assert_memory_equal(m.body.kv_put.value.data, expect, strlen(expect));
+		for (uint32_t j = 0; j < i; j++) {
+			assert_true(responder_find(&r, HASP_OP_KV_PUT, j, &first));
+			if (first.hdr.seq == x.hdr.seq) {
+				assert_int_equal(first.size, x.size);
+				assert_memory_equal(first.data, x.data, x.size);
+				break;
+			}
+		}
+	}
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.session_opens, 1);
+	assert_true(st.tx_retransmits > 0);
+	assert_true(st.rx_malformed > 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- KV bodies ---- */
+
+static void script_kv(struct responder *r, int node, const struct hasp_wire_msg *req,
+		      const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	switch (req->hdr.opcode) {
+	case HASP_OP_KV_GET:
+		if (req->body.kv_get.name.size == 4) { /* "gone" */
+			reply_status(r, node, req, from, HASP_STATUS_NOT_FOUND);
+			return;
+		}
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_value.value.data = (const uint8_t *)"he\0lo";
+		rep.body.kv_value.value.size = 5;
+		rep.body.kv_value.revision = 9;
+		rep.body.kv_value.lease_id = 3;
+		break;
+	case HASP_OP_KV_CAS: {
+		const struct hasp_wire_kv_cas *k = &req->body.kv_cas;
+		bool ok = (k->flags & HASP_WIRE_CAS_VALUE)
+				  ? k->expected_value.size == 3 &&
+					    memcmp(k->expected_value.data, "old", 3) == 0
+				  : k->expected_revision == 9;
+		if (!ok) {
+			reply_status(r, node, req, from, HASP_STATUS_COMPARE_FAILED);
+			return;
+		}
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_revision.revision = 10;
+		break;
+	}
+	default:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_revision.revision = 8;
+	}
+	responder_send(r, node, from, &rep);
+}
+
+static void test_kv_operations_carry_their_fields(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_kv_value v;
+	struct responder_rx x;
+	struct hasp_wire_msg m;
+	uint64_t rev = 0;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_kv, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_kv_put(c, "cfg/a", "x", 1, 3, &rev), HASP_STATUS_OK);
+	assert_int_equal(rev, 8);
+	assert_true(responder_find(&r, HASP_OP_KV_PUT, 0, &x));
+	assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+	assert_int_equal(m.body.kv_put.lease_id, 3);
+	assert_int_equal(m.body.kv_put.key.size, 5);
+
+	assert_int_equal(hasp_client_kv_get(c, "cfg/a", &v), HASP_STATUS_OK);
+	assert_int_equal(v.value_size, 5);
+	assert_memory_equal(v.value, "he\0lo", 5); /* values are bytes */
+	assert_int_equal(v.revision, 9);
+	assert_int_equal(v.lease_id, 3);
+	assert_int_equal(hasp_client_kv_get(c, "gone", &v), HASP_STATUS_NOT_FOUND);
+	assert_int_equal(v.value_size, 0);
+
+	struct hasp_kv_cas cas = { .expected_revision = 9, .value = "new", .value_size = 3 };
+	assert_int_equal(hasp_client_kv_cas(c, "cfg/a", &cas, &rev), HASP_STATUS_OK);
+	assert_int_equal(rev, 10);
+	cas.expected_revision = 8;
+	assert_int_equal(hasp_client_kv_cas(c, "cfg/a", &cas, &rev), HASP_STATUS_COMPARE_FAILED);
+	struct hasp_kv_cas by_value = { .compare_value = true, .expected_value = "old",
+					.expected_value_size = 3, .value = "new", .value_size = 3 };
+	assert_int_equal(hasp_client_kv_cas(c, "cfg/a", &by_value, &rev), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_kv_delete(c, "cfg/a", &rev), HASP_STATUS_OK);
+	assert_int_equal(rev, 8);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* Holds every request and answers them all every 20 ms, so that many are
+ * in flight at once; checks the window rule as each new number arrives. */
+#define HELD_MAX 256
+
+struct batcher {
+	uint64_t last_tick_ns;
+	uint32_t held_count;
+	struct {
+		struct hasp_wire_header hdr;
+		struct sockaddr_in from;
+		int node;
+	} held[HELD_MAX];
+	bool answered[HELD_MAX];
+	bool seen[HELD_MAX];
+	uint32_t outstanding_max;
+	uint32_t violations;
+};
+
+static void script_batch_answers(struct responder *r, int node, const struct hasp_wire_msg *req,
+				 const struct sockaddr_in *from, void *arg)
+{
+	struct batcher *s = arg;
+
+	if (req == NULL) {
+		uint64_t now = clock_monotonic_ns();
+		if (now - s->last_tick_ns < 20 * MS)
+			return;
+		s->last_tick_ns = now;
+		for (uint32_t i = 0; i < s->held_count; i++) {
+			struct hasp_wire_msg rep;
+			memset(&rep, 0, sizeof(rep));
+			hasp_wire_reply_init(&rep, &s->held[i].hdr, HASP_STATUS_OK);
+			responder_send(r, s->held[i].node, &s->held[i].from, &rep);
+			if (s->held[i].hdr.seq < HELD_MAX)
+				s->answered[s->held[i].hdr.seq] = true;
+		}
+		s->held_count = 0;
+		return;
+	}
+	if (responder_answer_session(r, node, req, from))
+		return;
+	uint64_t seq = req->hdr.seq;
+	if (seq == 0 || seq >= HELD_MAX || s->held_count == HELD_MAX) {
+		s->violations++;
+		return;
+	}
+	if (!s->seen[seq]) {
+		s->seen[seq] = true;
+		/* PROTOCOL.md: s only after the replies to everything <= s - 32. */
+		for (uint64_t k = 1; k + HASP_SESSION_INFLIGHT_MAX <= seq; k++)
+			s->violations += !s->answered[k];
+		uint32_t outstanding = 0;
+		for (uint64_t k = 1; k < HELD_MAX; k++)
+			outstanding += s->seen[k] && !s->answered[k];
+		if (outstanding > s->outstanding_max)
+			s->outstanding_max = outstanding;
+	}
+	s->held[s->held_count].hdr = req->hdr;
+	s->held[s->held_count].from = *from;
+	s->held[s->held_count].node = node;
+	s->held_count++;
+}
+
+#define WINDOW_THREADS 40
+#define WINDOW_CALLS 3
+
+static void *window_checker_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	intptr_t failures = 0;
+
+	for (int i = 0; i < WINDOW_CALLS; i++)
+		failures += hasp_client_check(c, "job", 1) != HASP_STATUS_OK;
+	return (void *)failures;
+}
+
+static void test_at_most_32_requests_in_flight(void **state)
+{
+	static struct batcher s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t threads[WINDOW_THREADS];
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_batch_answers, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 500; /* answers come every 20 ms: no retransmits */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	for (int i = 0; i < WINDOW_THREADS; i++)
+		assert_int_equal(pthread_create(&threads[i], NULL, window_checker_main, c), 0);
+	for (int i = 0; i < WINDOW_THREADS; i++) {
+		void *failures;
+		pthread_join(threads[i], &failures);
+		assert_int_equal((intptr_t)failures, 0);
+	}
+	responder_stop(&r);
+	assert_int_equal(s.violations, 0);
+	/* The 40 threads did fill the window. */
+	assert_int_equal(s.outstanding_max, HASP_SESSION_INFLIGHT_MAX);
+	hasp_client_close(c);
+}
+
 /* ---- local refusals ---- */
 
 static void test_bad_arguments_are_refused_before_sending(void **state)
 {
-	struct responder r;
+	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_lock lock;
 	struct hasp_client *c = NULL;
@@ -1063,24 +1527,31 @@ int main(void)
 	test_util_install_assert_handler();
 	printf("seed=%llu\n", (unsigned long long)test_util_seed(0x5eed));
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_session_open_retries_reuse_nonce_and_first_seq_is_one),
-		cmocka_unit_test(test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored),
-		cmocka_unit_test(test_not_leader_redirects_to_named_leader_with_same_seq),
-		cmocka_unit_test(test_timeout_rotates_through_addresses),
-		cmocka_unit_test(test_unknown_leader_moves_to_next_node),
-		cmocka_unit_test(test_silent_cluster_times_out_at_deadline),
-		cmocka_unit_test(test_wait_mode_completes_via_pushed_event),
-		cmocka_unit_test(test_wait_mode_falls_back_to_lock_read_when_event_lost),
-		cmocka_unit_test(test_wait_mode_rereads_at_once_after_event_gap),
-		cmocka_unit_test(test_wait_mode_times_out_when_never_granted),
-		cmocka_unit_test(test_validity_deadline_counts_from_first_send_minus_drift),
-		cmocka_unit_test(test_kv_range_follows_more_across_datagrams),
-		cmocka_unit_test(test_malformed_and_stray_datagrams_are_counted_and_ignored),
-		cmocka_unit_test(test_session_expired_is_reported_and_next_call_opens_new_session),
-		cmocka_unit_test(test_keepalive_thread_keeps_session_and_lease_alive),
-		cmocka_unit_test(test_watch_events_reach_next_event_and_poll_callback),
-		cmocka_unit_test(test_threads_share_a_client_with_unique_seqs),
-		cmocka_unit_test(test_bad_arguments_are_refused_before_sending),
+		cmocka_unit_test_teardown(test_session_open_retries_reuse_nonce_and_first_seq_is_one, responder_teardown),
+		cmocka_unit_test_teardown(test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored, responder_teardown),
+		cmocka_unit_test_teardown(test_not_leader_redirects_to_named_leader_with_same_seq, responder_teardown),
+		cmocka_unit_test_teardown(test_timeout_rotates_through_addresses, responder_teardown),
+		cmocka_unit_test_teardown(test_unknown_leader_moves_to_next_node, responder_teardown),
+		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_timeout_bounds_unanswered_rereads, responder_teardown),
+		cmocka_unit_test_teardown(test_validity_deadline_counts_from_first_send_minus_drift, responder_teardown),
+		cmocka_unit_test_teardown(test_kv_range_follows_more_across_datagrams, responder_teardown),
+		cmocka_unit_test_teardown(test_malformed_and_stray_datagrams_are_counted_and_ignored, responder_teardown),
+		cmocka_unit_test_teardown(test_session_expired_is_reported_and_next_call_opens_new_session, responder_teardown),
+		cmocka_unit_test_teardown(test_keepalive_thread_keeps_session_and_lease_alive, responder_teardown),
+		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
+		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
+		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
+		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),
+		cmocka_unit_test_teardown(test_unanswered_request_blocks_window_until_new_session, responder_teardown),
+		cmocka_unit_test_teardown(test_random_loss_and_duplicates_keep_one_seq_per_request, responder_teardown),
+		cmocka_unit_test_teardown(test_kv_operations_carry_their_fields, responder_teardown),
+		cmocka_unit_test_teardown(test_at_most_32_requests_in_flight, responder_teardown),
+		cmocka_unit_test_teardown(test_bad_arguments_are_refused_before_sending, responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
