@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 		.eal_argc = haspd_cfg.eal_argc, .eal_argv = haspd_cfg.eal_argv,
 		.port_name = haspd_cfg.port_name[0] ? haspd_cfg.port_name : NULL,
 		.ip = haspd_cfg.ip, .prefix_len = haspd_cfg.prefix_len, .gateway = haspd_cfg.gateway,
-		.idle = haspd_cfg.idle,
+		.idle = haspd_cfg.idle, .idle_spin = haspd_cfg.idle_spin,
 	};
 	memcpy(dcfg.mac.bytes, haspd_cfg.mac, 6);
 	rc = dp_init(&haspd_dp, &dcfg);

@@ -781,12 +781,10 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 		take_snapshot(n);
 		did = true;
 	}
-	/* While writes are in flight, look again soon: the eventfd wakes a
-	 * poll()ing waiter, but eventfds do not support O_ASYNC, so the
-	 * dataplane's signal-driven idle cannot wait on it (measured: 10 ms
-	 * stalls until the next raft tick). A short timed wait costs CPU only
-	 * while the disk works. */
-	if ((wal_inflight(&n->st.wal) > 0 || hardstate_busy(&n->st.hs)) &&
+	/* Without an eventfd (the simulated disk) look again soon while I/O
+	 * is in flight; with one, the dataplane's idle wait (ppoll) wakes on
+	 * the ring's completions. */
+	if (fd < 0 && (wal_inflight(&n->st.wal) > 0 || hardstate_busy(&n->st.hs)) &&
 	    now_ns + NODE_IO_POLL_NS < *deadline_ns)
 		*deadline_ns = now_ns + NODE_IO_POLL_NS;
 	return did;

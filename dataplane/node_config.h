@@ -43,6 +43,7 @@ struct node_config {
 	uint8_t mac[6];
 	uint32_t gateway;
 	enum idle_mode idle;
+	uint32_t idle_spin;  /* empty polls before an idle wait; 0: dataplane default */
 	char port_name[64]; /* empty: the only port */
 
 	char data_dir[NODE_PATH_SIZE];

@@ -106,6 +106,7 @@ static struct sim *sim_create(uint64_t seed)
 		assert_int_equal(node_config_set(c, "snapshot_trailing", "20", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "segment_size", "262144", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "sessions_max", "64", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "time_tick_ms", "20", err, sizeof(err)), 0);
 		struct simdisk_config dc;
 		simdisk_config_default(&dc, seed + i);
 		dc.short_write_per_million = 0;
@@ -361,8 +362,8 @@ static void test_node_restart_recovers_from_wal_and_snapshot(void **state)
 	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/r", 60000, HASP_ACQUIRE_TRY);
 	assert_true(sim_call(s, l, &req, &reply, keep));
 	uint64_t token = reply.body.granted.token;
-	/* Past the snapshot threshold (100) with idle TICKs (every 50 ms). */
-	sim_run_ms(s, 8000);
+	/* Past the snapshot threshold (100) with idle TICKs (every 20 ms). */
+	sim_run_ms(s, 4000);
 	assert_true(s->nodes[l].stats.snapshots_taken >= 1);
 
 	for (uint32_t i = 0; i < NODES; i++) {
