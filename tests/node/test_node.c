@@ -419,6 +419,60 @@ static void test_node_bad_datagrams_are_counted_not_applied(void **state)
 	sim_destroy(s);
 }
 
+static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(6));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	/* A bucket of 2 tokens refilled at 1 per second. */
+	n->cfg.watch_rate = 1;
+	n->cfg.watch_burst = 2;
+	n->watch_tokens = 2;
+	uint64_t w = sim_open(s, l, 41), a = sim_open(s, l, 42);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"w/", 2 },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+
+	const char *keys[] = { "w/1", "w/2", "w/3", "w/4", "w/5", "other" };
+	for (uint64_t i = 0; i < 6; i++) {
+		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = i + 1 } };
+		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)keys[i], strlen(keys[i]) },
+							     .value = { (const uint8_t *)"v", 1 } };
+		assert_true(sim_call(s, l, &put, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	/* Two sent at once, the third held, the fourth and fifth replace it;
+	 * "other" does not match the prefix. */
+	assert_int_equal(n->stats.events_pushed, 2);
+	assert_int_equal(n->stats.watch_rate_limited, 3);
+	assert_int_equal(n->stats.watch_coalesced, 2);
+
+	/* The held (latest) event goes out when a token refills. */
+	s->inbox_count = 0;
+	sim_run_ms(s, 1500);
+	assert_int_equal(n->stats.events_pushed, 3);
+	bool seen = false;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) == 0 &&
+		    reply.hdr.opcode == HASP_OP_EVENT && reply.hdr.session_id == w) {
+			assert_int_equal(reply.body.event.type, HASP_EVENT_KV_PUT);
+			assert_int_equal(reply.body.event.name.size, 3);
+			assert_memory_equal(reply.body.event.name.data, "w/5", 3);
+			assert_int_equal(reply.hdr.seq, 3); /* the session's event counter */
+			seen = true;
+		}
+	}
+	assert_true(seen);
+	sim_destroy(s);
+}
+
 static void test_node_config_names_the_bad_field(void **state)
 {
 	(void)state;
@@ -448,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
+		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
