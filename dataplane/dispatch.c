@@ -660,6 +660,10 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		break;
 	}
 	}
-	if (n->batch_count >= n->cfg.batch_max)
+	/* Close the batch at once when it is full, or when nothing is in
+	 * flight (no uncommitted entry): waiting for company only pays when
+	 * earlier batches are still being replicated (Nagle, inverted). */
+	if (n->batch_count >= n->cfg.batch_max ||
+	    (n->batch_count > 0 && n->raft.commit >= raft_last_index(&n->raft)))
 		dispatch_flush(n);
 }
