@@ -26,6 +26,8 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "common/log.h"
+#include "dataplane/dispatch.h"
+#include "dataplane/notify.h"
 #include "hasp/errors.h"
 #include "locks/snapshot.h"
 #include "raft/msg_codec.h"

@@ -272,39 +272,4 @@ bool node_is_leader(const struct node *n);
 void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
 	       const void *payload, size_t size);
 
-/* dispatch.c: client requests, batches, pending replies, reads. */
-int dispatch_init(struct node *n) __attribute__((warn_unused_result));
-void dispatch_deinit(struct node *n);
-void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t *payload,
-		      size_t size);
-/* Adds a leader command (TICK, expiries) to the batch. */
-void dispatch_add_leader_cmd(struct node *n, const struct locks_cmd *cmd);
-/* Closes the batch: proposes its commands and asks for the reads' index. */
-void dispatch_flush(struct node *n);
-/* After locks_apply() of a command at `index`: the waiting client's reply. */
-void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cmd,
-		      const struct locks_result *res);
-void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_t count);
-/* Serves reads whose index is applied; returns how many. */
-uint32_t dispatch_serve_reads(struct node *n);
-/* Leadership lost: drop the batch, pending replies and reads (answered
- * NOT_LEADER where a client waits). */
-void dispatch_step_down(struct node *n);
-void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
-			   const struct hasp_wire_header *hdr, enum hasp_status status);
-
-/* notify.c: session addresses, pushed events, watches. */
-int notify_init(struct node *n) __attribute__((warn_unused_result));
-void notify_deinit(struct node *n);
-void notify_session_seen(struct node *n, uint64_t session_id, uint32_t ip, uint16_t port);
-void notify_session_end(struct node *n, uint64_t session_id);
-/* Events of one applied command (the leader pushes; followers only track). */
-void notify_events(struct node *n, const struct locks_event *events, uint32_t count);
-/* WATCH / UNWATCH: a status. */
-enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
-			      bool add);
-/* Sends held watch events while tokens last; lowers *deadline_ns. */
-bool notify_flush(struct node *n, uint64_t *deadline_ns);
-void notify_clear(struct node *n);
-
 #endif
