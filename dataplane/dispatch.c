@@ -427,6 +427,7 @@ void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_
 			if (r->state == NODE_READ_ASKED && r->ctx == reads[k].ctx) {
 				r->state = NODE_READ_READY;
 				r->index = reads[k].index;
+				n->reads_ready++;
 			}
 		}
 }
@@ -434,6 +435,8 @@ void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_
 uint32_t dispatch_serve_reads(struct node *n)
 {
 	uint32_t served = 0;
+	if (n->reads_ready == 0)
+		return 0; /* the common case: no scan per loop iteration */
 	for (uint32_t i = 0; i < n->reads_max; i++) {
 		struct node_read *r = &n->reads[i];
 		/* Raft §6.4: serve once the state machine applied the read
@@ -441,6 +444,7 @@ uint32_t dispatch_serve_reads(struct node *n)
 		if (r->state == NODE_READ_READY && r->index <= n->applied) {
 			serve_read(n, r);
 			r->state = NODE_READ_FREE;
+			n->reads_ready--;
 			served++;
 		}
 	}
@@ -465,6 +469,7 @@ void dispatch_step_down(struct node *n)
 		n->stats.reads_dropped++;
 	}
 	n->reads_collected = 0;
+	n->reads_ready = 0;
 	/* Pending replies stay: if the entries commit under the next leader
 	 * the clients retry there and get the cached reply; if they are
 	 * replaced, dispatch_applied finds another command and drops them. */

@@ -697,6 +697,15 @@ static bool leader_timers(struct node *n, uint64_t *deadline_ns)
 	 * once, not on every iteration until it applies. */
 	if (n->applied < n->expiry_fence)
 		return did;
+	/* Nothing can have become due before the deadline we computed, unless
+	 * a command applied since (it may have moved deadlines). */
+	if (n->now_ns < n->expiry_check_ns && n->applied == n->expiry_checked_applied) {
+		if (n->expiry_check_ns < *deadline_ns)
+			*deadline_ns = n->expiry_check_ns;
+		return did;
+	}
+	n->expiry_checked_applied = n->applied;
+	n->expiry_check_ns = UINT64_MAX;
 	uint64_t t = locks_log_time(&n->sm, n->term, now_ms);
 	uint64_t ids[NODE_EXPIRE_IDS_MAX];
 	uint32_t k = locks_leases_due(&n->sm, t, ids, NODE_EXPIRE_IDS_MAX);
@@ -718,6 +727,7 @@ static bool leader_timers(struct node *n, uint64_t *deadline_ns)
 	uint64_t dmin = locks_deadline_min(&n->sm);
 	if (dmin != LOCKS_DEADLINE_NONE) {
 		uint64_t at = n->now_ns + (dmin > t ? dmin - t : 0) * NS_PER_MS;
+		n->expiry_check_ns = at;
 		if (at < *deadline_ns)
 			*deadline_ns = at;
 	}
@@ -730,14 +740,21 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	int fd = n->st.uring != NULL ? node_wake_fd(n) : -1;
 
 	n->now_ns = now_ns;
-	if (fd >= 0) {
-		uint64_t count;
-		(void)!read(fd, &count, sizeof(count)); /* reset the eventfd count */
-	}
 	if (n->failed)
 		return false;
-	if (storage_poll(&n->st, false) > 0)
+	if (storage_poll(&n->st, false) > 0) {
 		did = true;
+		/* Completions were posted, so the eventfd counted them: reset it
+		 * (only now: a read per loop iteration would double the
+		 * syscalls of an idle spin). A completion posted after this
+		 * read is reaped in the next iteration (did keeps us spinning);
+		 * one posted after our last peek leaves the fd readable, so
+		 * the idle wait returns at once. */
+		if (fd >= 0) {
+			uint64_t count;
+			(void)!read(fd, &count, sizeof(count));
+		}
+	}
 	if (storage_failed(&n->st) && !n->failed) {
 		n->failed = true;
 		n->stats.storage_failures++;

@@ -185,6 +185,8 @@ struct node {
 	uint64_t last_propose_ns;
 	bool tick_due;             /* first TICK of a term */
 	uint64_t expiry_fence;     /* no new expiry round before applied >= this */
+	uint64_t expiry_check_ns;  /* next time something can be due */
+	uint64_t expiry_checked_applied; /* applied index at that check */
 
 	struct node_pending *pending; /* by index % pending_count */
 	uint32_t pending_count;
@@ -192,6 +194,7 @@ struct node {
 	struct node_read *reads;
 	uint32_t reads_max;
 	uint32_t reads_collected;  /* reads waiting for the next READ_INDEX */
+	uint32_t reads_ready;      /* reads with a read index, not yet served */
 	uint64_t read_ctx;
 
 	struct node_session *sessions; /* power of two */
