@@ -395,9 +395,12 @@ void wal_io_done(struct wal *w, const struct storage_cqe *cqe)
 				(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
 			return;
 		}
-		if (cqe->res < 0) {
+		if (cqe->res <= 0) {
+			/* A write that makes no progress would be retried forever:
+			 * treat it as the I/O error it is. */
 			wal_fail(w, "write", wal_segment_name_of(w, s->segment_seq),
-				 s->offset + s->done_bytes, s->size - s->done_bytes, cqe->res);
+				 s->offset + s->done_bytes, s->size - s->done_bytes,
+				 cqe->res < 0 ? cqe->res : -EIO);
 			return;
 		}
 		HASP_ASSERT((uint32_t)cqe->res <= s->size - s->done_bytes);
