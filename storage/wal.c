@@ -252,6 +252,39 @@ static int wal_put(struct wal *w, const struct wal_record_header *r, const void 
 	return 0;
 }
 
+/* The WAL's invariants (checked after each state change in debug builds). */
+bool wal_invariants_ok(const struct wal *w)
+{
+	uint32_t inflight = 0;
+	uint64_t end_prev = 0;
+	bool filling_seen = false;
+
+	if (w->durable_index > w->last_index || w->first_index > w->last_index + 1 ||
+	    w->write_used > w->write_count || w->inflight > w->cfg.writes_inflight_max)
+		return false;
+	for (uint32_t i = 0; i < w->write_used; i++) {
+		const struct wal_write *s = &w->writes[(w->write_head + i) % w->write_count];
+		if (s->state == WAL_WRITE_FREE || filling_seen)
+			return false; /* only the newest slot may be taking appends */
+		filling_seen = s->state == WAL_WRITE_FILLING;
+		inflight += s->state == WAL_WRITE_INFLIGHT;
+		if (s->state != WAL_WRITE_FILLING && (s->size % BLOCK != 0 || s->offset % BLOCK != 0))
+			return false;
+		/* Writes not yet reported make the log durable in order (a
+		 * truncation may have lowered reported ones' end below). */
+		if (s->state != WAL_WRITE_FILLING && !s->reported) {
+			if (s->end_index < end_prev || s->end_index < w->durable_index)
+				return false;
+			end_prev = s->end_index;
+		}
+	}
+	for (uint32_t i = 1; i < w->segment_count; i++) {
+		if (w->segments[i].seq <= w->segments[i - 1].seq)
+			return false;
+	}
+	return inflight == w->inflight && w->write_offset % BLOCK == 0;
+}
+
 int wal_append(struct wal *w, const struct wal_entry *e)
 {
 	struct wal_record_header r;
@@ -272,6 +305,7 @@ int wal_append(struct wal *w, const struct wal_entry *e)
 	w->last_index = e->index;
 	w->stats.appends++;
 	HASP_ASSERT(w->durable_index <= w->last_index);
+	HASP_DASSERT(wal_invariants_ok(w));
 	return 0;
 }
 
@@ -436,6 +470,7 @@ void wal_io_done(struct wal *w, const struct storage_cqe *cqe)
 	HASP_ASSERT(w->inflight > 0);
 	w->inflight--;
 	wal_advance(w);
+	HASP_DASSERT(wal_invariants_ok(w));
 }
 
 unsigned wal_poll(struct wal *w, bool wait)
@@ -502,6 +537,7 @@ int wal_truncate_suffix(struct wal *w, uint64_t index)
 			s->end_index = index;
 	}
 	w->stats.truncations++;
+	HASP_DASSERT(wal_invariants_ok(w));
 	return 0;
 }
 

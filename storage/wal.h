@@ -217,6 +217,9 @@ static inline bool wal_failed(const struct wal *w) { return w->failed; }
 static inline bool wal_direct_io(const struct wal *w) { return w->direct; }
 static inline unsigned wal_inflight(const struct wal *w) { return w->inflight; }
 
+/* True when the WAL's internal invariants hold (for HASP_DASSERT and tests). */
+bool wal_invariants_ok(const struct wal *w);
+
 /* Sets cfg to the defaults: 64 MiB segments, 1 MiB writes, 16 in flight,
  * 1024 segments, linked fdatasync. */
 void wal_config_default(struct wal_config *cfg, struct storage_io io);
