@@ -233,8 +233,6 @@ static int wal_put(struct wal *w, const struct wal_record_header *r, const void 
 		s->write_done = false;
 		s->reported = false;
 		w->write_used++;
-		/* Reserve the segment space now; the slot grows at most to
-		 * wal_slot_capacity() and the frontier moves at seal time. */
 	}
 	wal_record_encode(s->buf + s->used, r, payload);
 	s->used += rsize;
