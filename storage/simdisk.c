@@ -807,6 +807,12 @@ void simdisk_fail_nth(struct simdisk *d, enum simdisk_op_kind kind, uint32_t n, 
 	d->fail_err[kind] = err;
 }
 
+void simdisk_fail_clear(struct simdisk *d)
+{
+	d->fail_n[SIMDISK_OP_WRITE] = -1;
+	d->fail_n[SIMDISK_OP_FSYNC] = -1;
+}
+
 unsigned simdisk_inflight(const struct simdisk *d)
 {
 	return d->op_count;

@@ -80,6 +80,9 @@ bool simdisk_flip_bit(struct simdisk *d, const char *prefix);
  * -err (EIO, ENOSPC), doing nothing. One pending injection per kind. */
 void simdisk_fail_nth(struct simdisk *d, enum simdisk_op_kind kind, uint32_t n, int err);
 
+/* Cancels pending injections of both kinds. */
+void simdisk_fail_clear(struct simdisk *d);
+
 /* Operations still in flight. */
 unsigned simdisk_inflight(const struct simdisk *d);
 
