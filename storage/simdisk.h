@@ -48,6 +48,7 @@ struct simdisk_config {
 enum simdisk_op_kind {
 	SIMDISK_OP_WRITE = 0, /* async writes and sync pwrite */
 	SIMDISK_OP_FSYNC = 1, /* async fsyncs and sync fsync */
+	SIMDISK_OP_SYNC_DIR = 2, /* async directory fsync (no injection) */
 };
 
 struct simdisk_stats {

@@ -28,7 +28,7 @@ LOG_TOPIC_DEFINE(storage);
 
 #define BLOCK HASP_WAL_BLOCK_SIZE
 
-enum wal_op_kind { WAL_OP_WRITE = 1, WAL_OP_SYNC = 2 };
+enum wal_op_kind { WAL_OP_WRITE = 1, WAL_OP_SYNC = 2, WAL_OP_SPARE = 3, WAL_OP_HEADER = 4 };
 
 /* user_data: owner (8 bits) | slot (16) | attempt (16) | kind (8). */
 static uint64_t wal_user_data(uint32_t slot, uint16_t attempt, enum wal_op_kind kind)
@@ -93,61 +93,179 @@ static const char *wal_segment_name_of(const struct wal *w, uint64_t seq)
 	return "?";
 }
 
-/* Creates the next segment starting at first_index: create, preallocate,
- * header, fsync, directory fsync; blocking, once per segment. Its header and
- * directory entry are durable before any batch is written into it. */
-static int wal_segment_create(struct wal *w, uint64_t first_index)
+/* Spare segments. A segment is created ahead of need so that rollover on
+ * the hot path waits for no device: the spare is created and preallocated
+ * (open, fallocate), and the directory fsync that makes its name durable goes
+ * through the ring. Rollover takes a ready spare and writes its header
+ * (RWF_DSYNC) through the ring; writes for the new segment are built
+ * meanwhile but start only once the header is durable, so that recovery
+ * always finds the header (with the segment's first index) of any segment
+ * holding data, even after compaction dropped every segment before it. A
+ * spare never used has no header and is deleted by recovery. */
+static int wal_spare_open(struct wal *w)
 {
 	struct storage_io io = w->cfg.io;
-	struct wal_segment *seg;
-	struct wal_segment_header h = { 0 };
-	uint8_t *block;
+	struct wal_segment *seg = &w->spare;
 	bool direct;
 	int rc;
 
-	if (w->segment_count == w->cfg.segment_count_max) {
-		LOG_ERROR(storage, "wal segment limit reached count=%u", w->segment_count);
-		return -HASP_EFULL;
-	}
-	seg = &w->segments[w->segment_count];
 	memset(seg, 0, sizeof(*seg));
-	seg->seq = w->segment_seq_next;
+	seg->seq = w->segment_seq_next++;
 	seg->keep_min = UINT64_MAX;
 	seg->size = w->cfg.segment_size;
-	seg->first_index = first_index;
+	seg->fd = -1;
 	wal_segment_name(seg->name, sizeof(seg->name), seg->seq);
-	block = hasp_alloc_aligned(BLOCK, BLOCK);
-	if (block == NULL)
-		return -HASP_ENOMEM;
-	memset(block, 0, BLOCK);
-	h.seq = seg->seq;
-	h.first_index = first_index;
-	h.segment_size = w->cfg.segment_size;
-	h.block_size = BLOCK;
-	wal_segment_header_encode(block, &h);
-
 	rc = io.ops->open(io.ctx, seg->name, STORAGE_OPEN_CREATE | STORAGE_OPEN_DIRECT, &seg->fd,
 			  &direct);
+	if (rc == 0) {
+		w->direct = direct;
+		rc = io.ops->allocate(io.ctx, seg->fd, seg->size);
+	}
 	if (rc != 0) {
 		wal_fail(w, "segment create", seg->name, 0, 0, rc);
-		hasp_free(block);
+		if (seg->fd >= 0)
+			io.ops->close(io.ctx, seg->fd);
+		seg->fd = -1;
 		return w->fail_code;
 	}
-	w->direct = direct;
-	if ((rc = io.ops->allocate(io.ctx, seg->fd, w->cfg.segment_size)) != 0 ||
-	    (rc = io.ops->pwrite(io.ctx, seg->fd, block, BLOCK, 0)) != 0 ||
-	    (rc = io.ops->fsync(io.ctx, seg->fd)) != 0 || (rc = io.ops->sync_dir(io.ctx)) != 0) {
-		wal_fail(w, "segment create", seg->name, 0, BLOCK, rc);
-		io.ops->close(io.ctx, seg->fd);
-		hasp_free(block);
+	return 0;
+}
+
+static void wal_spare_sync(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+	int rc = io.ops->submit_sync_dir(io.ctx, 0, wal_user_data(0, 0, WAL_OP_SPARE));
+
+	if (rc != 0) {
+		wal_fail(w, "directory fsync", w->spare.name, 0, 0, rc);
+		return;
+	}
+	w->spare_ops_pending++;
+	w->spare_state = WAL_SPARE_SYNCING;
+}
+
+/* Starts preparing the next spare (non-blocking but for open + fallocate). */
+static void wal_spare_prepare(struct wal *w)
+{
+	if (w->failed || w->spare_state != WAL_SPARE_NONE)
+		return;
+	if (wal_spare_open(w) == 0) {
+		wal_spare_sync(w);
+		(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
+	}
+}
+
+/* Prepares the spare and waits for it (wal_open: blocking is fine there). */
+static int wal_spare_prepare_now(struct wal *w)
+{
+	int rc;
+
+	if ((rc = wal_spare_open(w)) != 0)
+		return rc;
+	if ((rc = w->cfg.io.ops->sync_dir(w->cfg.io.ctx)) != 0) {
+		wal_fail(w, "directory fsync", w->spare.name, 0, 0, rc);
 		return w->fail_code;
 	}
-	hasp_free(block);
-	w->segment_seq_next++;
-	w->segment_count++;
+	w->spare_state = WAL_SPARE_READY;
+	return 0;
+}
+
+static void wal_spare_done(struct wal *w, const struct storage_cqe *cqe)
+{
+	HASP_ASSERT(w->spare_ops_pending > 0);
+	w->spare_ops_pending--;
+	if (w->failed)
+		return;
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+		w->stats.retries++;
+		wal_spare_sync(w);
+		(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
+		return;
+	}
+	if (cqe->res < 0) {
+		wal_fail(w, "directory fsync", w->spare.name, 0, 0, cqe->res);
+		return;
+	}
+	w->spare_state = WAL_SPARE_READY;
+}
+
+static void wal_header_start(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+	int rc;
+
+	w->header_attempt++;
+	rc = io.ops->submit_write(io.ctx, w->header_fd, w->header_buf, BLOCK, 0, STORAGE_SUBMIT_DSYNC,
+				  wal_user_data(0, w->header_attempt, WAL_OP_HEADER));
+	if (rc != 0) {
+		wal_fail(w, "segment header write", wal_segment_name_of(w, w->header_seq), 0, BLOCK,
+			 rc);
+		return;
+	}
+	w->header_ops_pending++;
+	(void)io.ops->submit(io.ctx);
+}
+
+static void wal_header_done(struct wal *w, const struct storage_cqe *cqe)
+{
+	uint16_t attempt = (uint16_t)(cqe->user_data >> 8);
+
+	HASP_ASSERT(w->header_ops_pending > 0);
+	w->header_ops_pending--;
+	if (w->failed || attempt != w->header_attempt)
+		return;
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN || (cqe->res > 0 && cqe->res < (int)BLOCK)) {
+		/* One block: rewrite it whole. */
+		w->stats.retries++;
+		wal_header_start(w);
+		return;
+	}
+	if (cqe->res <= 0) {
+		wal_fail(w, "segment header write", wal_segment_name_of(w, w->header_seq), 0, BLOCK,
+			 cqe->res < 0 ? cqe->res : -EIO);
+		return;
+	}
+	w->header_pending = false;
+}
+
+/* Makes the ready spare the active segment, starting at first_index, and
+ * starts its header write. Returns 0, -HASP_EFULL (the spare or the previous
+ * header is not ready yet: poll and retry) or the failure code. */
+static int wal_segment_activate(struct wal *w, uint64_t first_index)
+{
+	struct wal_segment_header h = { 0 };
+
+	if (w->failed)
+		return w->fail_code;
+	if (w->segment_count == w->cfg.segment_count_max) {
+		w->stats.full++;
+		return -HASP_EFULL;
+	}
+	if (w->spare_state != WAL_SPARE_READY || w->header_pending) {
+		wal_spare_prepare(w);
+		w->stats.spare_waits++;
+		return w->failed ? w->fail_code : -HASP_EFULL;
+	}
+	struct wal_segment *seg = &w->segments[w->segment_count++];
+	*seg = w->spare;
+	seg->first_index = first_index;
+	w->spare_state = WAL_SPARE_NONE;
+	w->spare.fd = -1;
 	w->write_offset = BLOCK;
 	w->stats.rollovers++;
-	return 0;
+
+	h.seq = seg->seq;
+	h.first_index = first_index;
+	h.segment_size = seg->size;
+	h.block_size = BLOCK;
+	memset(w->header_buf, 0, BLOCK);
+	wal_segment_header_encode(w->header_buf, &h);
+	w->header_fd = seg->fd;
+	w->header_seq = seg->seq;
+	w->header_pending = true;
+	wal_header_start(w);
+	wal_spare_prepare(w);
+	return w->failed ? w->fail_code : 0;
 }
 
 /* Closes the open write: batch header, zero padding, the end index it makes
@@ -214,7 +332,7 @@ static int wal_put(struct wal *w, const struct wal_record_header *r, const void 
 		if (w->segment_count == 0 ||
 		    w->write_offset + wal_block_round_up(need) >
 			    w->segments[w->segment_count - 1].size) {
-			if ((rc = wal_segment_create(w, next_index)) != 0)
+			if ((rc = wal_segment_activate(w, next_index)) != 0)
 				return rc;
 		}
 		s = wal_slot(w, w->write_used);
@@ -353,6 +471,8 @@ int wal_submit(struct wal *w)
 		return w->fail_code;
 	for (uint32_t i = 0; i < w->write_used && w->inflight < w->cfg.writes_inflight_max; i++) {
 		struct wal_write *s = wal_slot(w, i);
+		if (w->header_pending && s->segment_seq == w->header_seq)
+			break; /* its segment's header is not durable yet */
 		if (s->state == WAL_WRITE_FILLING)
 			wal_seal(w, s);
 		if (s->state != WAL_WRITE_READY)
@@ -408,6 +528,14 @@ void wal_io_done(struct wal *w, const struct storage_cqe *cqe)
 	struct wal_write *s;
 
 	HASP_ASSERT((cqe->user_data >> 56) == WAL_USER_DATA_OWNER);
+	if (kind == WAL_OP_SPARE) {
+		wal_spare_done(w, cqe);
+		return;
+	}
+	if (kind == WAL_OP_HEADER) {
+		wal_header_done(w, cqe);
+		return;
+	}
 	HASP_ASSERT(slot < w->write_count);
 	s = &w->writes[slot];
 	HASP_ASSERT(s->ops_pending > 0);
@@ -488,6 +616,8 @@ unsigned wal_poll(struct wal *w, bool wait)
 
 static bool wal_ops_pending(const struct wal *w)
 {
+	if (w->spare_ops_pending > 0 || w->header_ops_pending > 0)
+		return true;
 	for (uint32_t i = 0; i < w->write_count; i++) {
 		if (w->writes[i].ops_pending > 0)
 			return true;
@@ -564,6 +694,10 @@ int wal_compact(struct wal *w, uint64_t index)
 	/* Oldest first; never the active segment, never one a write still
 	 * uses. */
 	while (drop + 1 < w->segment_count && w->segments[drop].index_max <= index) {
+		/* Keep a segment whose successor's header is not durable yet:
+		 * the oldest segment on disk must always anchor the log. */
+		if (w->header_pending && w->segments[drop + 1].seq == w->header_seq)
+			break;
 		bool busy = false;
 		for (uint32_t i = 0; i < w->write_used; i++)
 			busy |= wal_slot(w, i)->segment_seq == w->segments[drop].seq;
@@ -632,7 +766,11 @@ int wal_reset(struct wal *w, uint64_t index)
 	w->last_index = index;
 	w->durable_index = index;
 	w->replay_allowed = false;
-	return wal_segment_create(w, index + 1);
+	/* The next append starts a segment at index + 1 (from the spare). Until
+	 * its first write is durable a crash leaves an empty log, which the
+	 * snapshot at index covers: the node resets again after loading it. */
+	wal_spare_prepare(w);
+	return w->failed ? w->fail_code : 0;
 }
 
 static int wal_config_check(const struct wal_config *cfg)
@@ -653,17 +791,22 @@ static int wal_repair(struct wal *w, const struct wal_scan *sc)
 {
 	struct storage_io io = w->cfg.io;
 	uint32_t keep = sc->prefix_segment_count;
-	bool unlinked = false;
+	bool unlinked = false, torn = false;
 	int rc;
 
 	for (uint32_t i = keep; i < sc->segment_count; i++) {
-		LOG_WARN(storage, "wal torn tail: deleting segment file=%s", sc->segments[i].name);
+		if (sc->segments[i].empty)
+			LOG_DEBUG(storage, "wal: deleting unused spare file=%s", sc->segments[i].name);
+		else
+			LOG_WARN(storage, "wal torn tail: deleting segment file=%s",
+				 sc->segments[i].name);
 		rc = io.ops->unlink(io.ctx, sc->segments[i].name);
 		if (rc != 0 && rc != -ENOENT) {
 			wal_fail(w, "unlink", sc->segments[i].name, 0, 0, rc);
 			return w->fail_code;
 		}
 		unlinked = true;
+		torn |= !sc->segments[i].empty;
 	}
 	if (unlinked && (rc = io.ops->sync_dir(io.ctx)) != 0) {
 		wal_fail(w, "directory fsync", ".", 0, 0, rc);
@@ -683,7 +826,7 @@ static int wal_repair(struct wal *w, const struct wal_scan *sc)
 			return w->fail_code;
 		}
 	}
-	if (unlinked || sc->stop_dirty)
+	if (torn || sc->stop_dirty)
 		w->stats.recovered_torn_tails++;
 	return 0;
 }
@@ -727,13 +870,15 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 	int rc;
 
 	memset(w, 0, sizeof(*w));
+	w->spare.fd = -1;
 	if ((rc = wal_config_check(cfg)) != 0)
 		return rc;
 	w->cfg = *cfg;
 	w->write_count = cfg->writes_inflight_max + 2;
 	w->writes = hasp_calloc(w->write_count, sizeof(w->writes[0]));
 	w->segments = hasp_calloc(cfg->segment_count_max, sizeof(w->segments[0]));
-	if (w->writes == NULL || w->segments == NULL) {
+	w->header_buf = hasp_alloc_aligned(BLOCK, BLOCK);
+	if (w->writes == NULL || w->segments == NULL || w->header_buf == NULL) {
 		rc = -HASP_ENOMEM;
 		goto fail;
 	}
@@ -789,6 +934,8 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 	sc.markers = NULL;
 	w->replay_allowed = true;
 	wal_scan_free(&sc);
+	if ((rc = wal_spare_prepare_now(w)) != 0)
+		goto fail;
 	HASP_ASSERT(w->first_index <= w->last_index + 1);
 	HASP_ASSERT(w->segment_count == 0 || w->write_offset >= BLOCK);
 	return 0;
@@ -800,6 +947,8 @@ fail:
 
 void wal_close(struct wal *w)
 {
+	if (w->spare.fd >= 0 && w->cfg.io.ops != NULL)
+		w->cfg.io.ops->close(w->cfg.io.ctx, w->spare.fd);
 	for (uint32_t i = 0; i < w->segment_count; i++)
 		w->cfg.io.ops->close(w->cfg.io.ctx, w->segments[i].fd);
 	if (w->writes != NULL) {
@@ -808,6 +957,7 @@ void wal_close(struct wal *w)
 	}
 	hasp_free(w->writes);
 	hasp_free(w->segments);
+	hasp_free(w->header_buf);
 	hasp_free(w->markers);
 	memset(w, 0, sizeof(*w));
 }

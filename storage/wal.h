@@ -26,9 +26,11 @@
  * returns the error. The node must stop acknowledging and restart.
  *
  * Blocking calls (not on the hot path, documented each): wal_open (recovery),
- * segment rollover inside wal_append (create, fallocate, fsync; once per
- * segment), wal_compact and wal_reset (unlink + directory fsync), wal_replay
- * (reads), wal_close.
+ * wal_compact and wal_reset (unlink + directory fsync), wal_replay (reads),
+ * wal_drain. Segment rollover does not wait for the device: the next segment
+ * is prepared ahead (create and fallocate in the call that consumed the last
+ * spare, directory fsync through the ring), and its header is written through
+ * the ring; writes for it start once the header is durable.
  *
  * Single-threaded: one thread calls every function of one wal.
  */
@@ -84,6 +86,13 @@ struct wal_stats {
 	uint64_t truncations;
 	uint64_t segments_dropped;
 	uint64_t recovered_torn_tails;
+	uint64_t spare_waits;       /* rollovers that found the next segment not ready */
+};
+
+enum wal_spare_state {
+	WAL_SPARE_NONE = 0,
+	WAL_SPARE_SYNCING, /* created; its directory fsync is in flight */
+	WAL_SPARE_READY,
 };
 
 enum wal_write_state {
@@ -136,6 +145,15 @@ struct wal {
 	struct wal_segment *segments; /* [0, segment_count), the last is active */
 	uint32_t segment_count;
 	uint64_t segment_seq_next;
+	struct wal_segment spare; /* the next segment, prepared ahead (fd -1: none) */
+	enum wal_spare_state spare_state;
+	uint8_t spare_ops_pending;
+	uint8_t *header_buf;       /* the new segment's header block, while written */
+	bool header_pending;       /* writes to header_seq wait until it is durable */
+	uint64_t header_seq;
+	int header_fd;
+	uint16_t header_attempt;
+	uint8_t header_ops_pending;
 	uint64_t write_offset; /* next free block in the active segment */
 	struct wal_write *writes; /* ring of write_count slots in write order */
 	uint32_t write_count;
@@ -172,7 +190,8 @@ int wal_replay(struct wal *w, int (*visit)(void *arg, const struct wal_entry *e)
 /* Copies one entry into the open write. e->index must be last_index + 1.
  * Returns 0, -HASP_EINVAL (index or type), -HASP_ETOOBIG (cannot fit one
  * write or segment), -HASP_EFULL (every write slot busy: poll, then retry),
- * or the failure code. May block once per segment to create the next one. */
+ * or the failure code. -HASP_EFULL also when the next segment is not ready
+ * yet (stats.spare_waits) or segment_count_max segments exist (compact). */
 int wal_append(struct wal *w, const struct wal_entry *e) __attribute__((warn_unused_result));
 
 /* Starts writes: sealed ones in order, then the open one, while fewer than

@@ -258,6 +258,7 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 		if (rc != 0)
 			return rc;
 		s->file_size = size;
+		s->empty = wal_bytes_zero(image, size);
 		s->header_rc = size < WAL_SEGMENT_HEADER_SIZE
 				       ? -HASP_ETRUNCATED
 				       : wal_segment_header_decode(image, &s->header);
