@@ -419,6 +419,7 @@ int wal_append(struct wal *w, const struct wal_entry *e)
 	if ((rc = wal_put(w, &r, e->data, e->index)) != 0)
 		return rc;
 	w->last_index = e->index;
+	w->replay_allowed = false; /* replay reads the recovered log only */
 	w->stats.appends++;
 	HASP_ASSERT(w->durable_index <= w->last_index);
 	HASP_DASSERT(wal_invariants_ok(w));
@@ -654,6 +655,7 @@ int wal_truncate_suffix(struct wal *w, uint64_t index)
 	if ((rc = wal_put(w, &r, NULL, w->last_index + 1)) != 0)
 		return rc;
 	w->last_index = index;
+	w->replay_allowed = false;
 	if (index + 1 < w->first_index)
 		w->first_index = index + 1; /* everything from index + 1 is appended again */
 	/* Entries above index no longer count, whichever write holds them. */
