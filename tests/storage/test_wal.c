@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "hasp/errors.h"
 #include "storage/simdisk.h"
+#include "storage/storage.h"
 #include "storage/wal.h"
 #include "tests/test_util.h"
 
@@ -478,6 +479,44 @@ static void test_wal_full_is_reported_not_grown(void **state)
 	fixture_free(f);
 }
 
+/* The facade over the simulated disk, as the Raft simulator uses it: what
+ * was reported durable (entries and hard state) survives a power cut. */
+static void test_storage_facade_over_simdisk_survives_a_crash(void **state)
+{
+	(void)state;
+	struct simdisk_config dc;
+	struct simdisk *d;
+	struct storage s;
+	struct storage_config cfg = { 0 };
+	struct hard_state hs = { 0 }, loaded;
+	struct collected c;
+
+	simdisk_config_default(&dc, 15);
+	d = simdisk_create(&dc);
+	cfg.io = simdisk_io(d);
+	cfg.segment_size = 16 * BLOCK;
+	cfg.write_size_max = 2 * BLOCK;
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	hs = (struct hard_state){ 4, 3 };
+	int64_t seq = hardstate_save(&s.hs, &hs);
+	append_range(&s.wal, 1, 100, 4, 200);
+	assert_int_equal(wal_submit(&s.wal), 0);
+	while (wal_durable_index(&s.wal) < 60 || hardstate_durable_seq(&s.hs) < (uint64_t)seq)
+		(void)storage_poll(&s, true);
+	uint64_t durable = wal_durable_index(&s.wal);
+	storage_close(&s);
+	simdisk_crash(d);
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	assert_int_equal(loaded.term, 4);
+	assert_int_equal(loaded.vote, 3);
+	assert_true(wal_last_index(&s.wal) >= durable);
+	replay(&s.wal, &c);
+	assert_int_equal(c.first, 1);
+	assert_true(c.last >= durable);
+	storage_close(&s);
+	simdisk_destroy(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -495,6 +534,7 @@ int main(void)
 		cmocka_unit_test(test_wal_refuses_bad_record_followed_by_writes_that_prove_it_durable),
 		cmocka_unit_test(test_wal_eio_fails_loudly_and_stops_durability),
 		cmocka_unit_test(test_wal_full_is_reported_not_grown),
+		cmocka_unit_test(test_storage_facade_over_simdisk_survives_a_crash),
 	};
 
 	test_util_install_assert_handler();
