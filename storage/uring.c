@@ -110,6 +110,11 @@ void uring_io_stats_get(const struct uring_io *u, struct uring_io_stats *stats)
 	*stats = u->stats;
 }
 
+int uring_io_ring_fd(const struct uring_io *u)
+{
+	return u->ring.ring_fd;
+}
+
 const char *uring_io_fs_name(const struct uring_io *u)
 {
 	return u->fs_name;
