@@ -90,7 +90,7 @@ static void wal_seal(struct wal *w, struct wal_write *s)
 	struct wal_batch_header b = { 0 };
 
 	HASP_ASSERT(s->state == WAL_WRITE_FILLING);
-	HASP_ASSERT(s->record_count > 0);
+	HASP_ASSERT(s->record_count > 0 || s->used == WAL_BATCH_HEADER_SIZE);
 	b.records_size = s->used - WAL_BATCH_HEADER_SIZE;
 	b.record_count = s->record_count;
 	b.first_index = s->first_index;
@@ -101,6 +101,7 @@ static void wal_seal(struct wal *w, struct wal_write *s)
 	memset(s->buf + s->used, 0, s->size - s->used);
 	s->end_index = w->last_index;
 	s->state = WAL_WRITE_READY;
+	w->watermark_written = b.watermark;
 	w->stats.padding_bytes += s->size - b.records_size;
 	w->stats.records_bytes += b.records_size;
 #ifdef HASP_DEBUG_ASSERTS
@@ -121,6 +122,32 @@ static uint64_t wal_slot_capacity(const struct wal *w, const struct wal_write *s
 {
 	uint64_t left = w->segments[s->segment].size - s->offset;
 	return left < w->cfg.write_size_max ? left : w->cfg.write_size_max;
+}
+
+/* Opens the next write slot at the frontier of the active segment. The
+ * caller checked that a slot is free and the segment has room. */
+static struct wal_write *wal_slot_open(struct wal *w, uint64_t next_index)
+{
+	struct wal_write *s = wal_slot(w, w->write_used);
+
+	HASP_ASSERT(w->write_used < w->write_count);
+	HASP_ASSERT(s->state == WAL_WRITE_FREE);
+	HASP_ASSERT(s->ops_pending == 0);
+	s->state = WAL_WRITE_FILLING;
+	s->used = WAL_BATCH_HEADER_SIZE;
+	s->record_count = 0;
+	s->first_index = 0;
+	s->start_index = next_index;
+	s->segment = w->segment_count - 1;
+	s->segment_seq = w->segments[s->segment].seq;
+	s->fd = w->segments[s->segment].fd;
+	s->offset = w->write_offset;
+	s->done_bytes = 0;
+	s->write_done = false;
+	s->reported = false;
+	w->write_used++;
+	w->write_offset = s->offset + BLOCK;
+	return s;
 }
 
 /* Puts one encoded record into the open write, opening a new write (and a
@@ -150,22 +177,7 @@ static int wal_put(struct wal *w, const struct wal_record_header *r, const void 
 			if ((rc = wal_segment_activate(w, next_index)) != 0)
 				return rc;
 		}
-		s = wal_slot(w, w->write_used);
-		HASP_ASSERT(s->state == WAL_WRITE_FREE);
-		HASP_ASSERT(s->ops_pending == 0);
-		s->state = WAL_WRITE_FILLING;
-		s->used = WAL_BATCH_HEADER_SIZE;
-		s->record_count = 0;
-		s->first_index = 0;
-		s->start_index = next_index;
-		s->segment = w->segment_count - 1;
-		s->segment_seq = w->segments[s->segment].seq;
-		s->fd = w->segments[s->segment].fd;
-		s->offset = w->write_offset;
-		s->done_bytes = 0;
-		s->write_done = false;
-		s->reported = false;
-		w->write_used++;
+		s = wal_slot_open(w, next_index);
 	}
 	wal_record_encode(s->buf + s->used, r, payload);
 	s->used += rsize;
@@ -279,12 +291,31 @@ static int wal_start(struct wal *w, struct wal_write *s)
 	return 0;
 }
 
+/* When the WAL goes idle with entries whose durability no write on disk
+ * records yet, it writes an empty batch carrying the durable index as its
+ * watermark. Recovery then refuses (instead of cutting as a torn write) if a
+ * bit flips later in those entries: the newest batches are otherwise the
+ * one place where damage to durable data looks like a torn write. Costs one
+ * 4 KiB write per transition to idle, none under load (every write carries
+ * a watermark). */
+static void wal_watermark_idle(struct wal *w)
+{
+	if (w->write_used > 0 || w->durable_index <= w->watermark_written ||
+	    w->segment_count == 0 || w->header_pending ||
+	    w->write_offset + BLOCK > w->segments[w->segment_count - 1].size)
+		return;
+	struct wal_write *s = wal_slot_open(w, w->last_index + 1);
+	wal_seal(w, s);
+	w->stats.watermark_writes++;
+}
+
 int wal_submit(struct wal *w)
 {
 	int rc;
 
 	if (w->failed)
 		return w->fail_code;
+	wal_watermark_idle(w);
 	for (uint32_t i = 0; i < w->write_used && w->inflight < w->cfg.writes_inflight_max; i++) {
 		struct wal_write *s = wal_slot(w, i);
 		if (w->header_pending && s->segment_seq == w->header_seq)
@@ -476,6 +507,8 @@ int wal_truncate_suffix(struct wal *w, uint64_t index)
 	/* Entries above index no longer count, whichever write holds them. */
 	if (w->durable_index > index)
 		w->durable_index = index;
+	if (w->watermark_written > index)
+		w->watermark_written = index; /* the entries after the cut need their own */
 	for (uint32_t i = 0; i < w->write_used; i++) {
 		struct wal_write *s = wal_slot(w, i);
 		if (!s->reported && s->state != WAL_WRITE_FILLING && s->end_index > index)

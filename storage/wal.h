@@ -87,6 +87,7 @@ struct wal_stats {
 	uint64_t segments_dropped;
 	uint64_t recovered_torn_tails;
 	uint64_t spare_waits;       /* rollovers that found the next segment not ready */
+	uint64_t watermark_writes;  /* empty batches written on going idle */
 };
 
 enum wal_spare_state {
@@ -142,6 +143,7 @@ struct wal {
 	uint64_t first_index;
 	uint64_t last_index;    /* last appended (first_index - 1 when empty) */
 	uint64_t durable_index;
+	uint64_t watermark_written; /* highest watermark in a sealed write */
 	struct wal_segment *segments; /* [0, segment_count), the last is active */
 	uint32_t segment_count;
 	uint64_t segment_seq_next;
