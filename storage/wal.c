@@ -291,22 +291,30 @@ static int wal_start(struct wal *w, struct wal_write *s)
 	return 0;
 }
 
-/* When the WAL goes idle with entries whose durability no write on disk
- * records yet, it writes an empty batch carrying the durable index as its
- * watermark. Recovery then refuses (instead of cutting as a torn write) if a
- * bit flips later in those entries: the newest batches are otherwise the
- * one place where damage to durable data looks like a torn write. Costs one
- * 4 KiB write per transition to idle, none under load (every write carries
- * a watermark). */
-static void wal_watermark_idle(struct wal *w)
+/* When the WAL is idle with entries whose durability no write on disk
+ * records yet, an empty batch carrying the durable index as its watermark
+ * makes recovery refuse (instead of cutting as a torn write) damage found
+ * later in those entries: the newest batches are otherwise the one place
+ * where damage to durable data looks like a torn write. */
+static bool wal_watermark_idle(struct wal *w)
 {
-	if (w->write_used > 0 || w->durable_index <= w->watermark_written ||
+	if (w->failed || w->write_used > 0 || w->durable_index <= w->watermark_written ||
 	    w->segment_count == 0 || w->header_pending ||
 	    w->write_offset + BLOCK > w->segments[w->segment_count - 1].size)
-		return;
+		return false;
 	struct wal_write *s = wal_slot_open(w, w->last_index + 1);
 	wal_seal(w, s);
 	w->stats.watermark_writes++;
+	return true;
+}
+
+int wal_idle(struct wal *w)
+{
+	if (w->failed)
+		return w->fail_code;
+	if (!wal_watermark_idle(w))
+		return 0;
+	return wal_submit(w);
 }
 
 int wal_submit(struct wal *w)
@@ -315,7 +323,6 @@ int wal_submit(struct wal *w)
 
 	if (w->failed)
 		return w->fail_code;
-	wal_watermark_idle(w);
 	for (uint32_t i = 0; i < w->write_used && w->inflight < w->cfg.writes_inflight_max; i++) {
 		struct wal_write *s = wal_slot(w, i);
 		if (w->header_pending && s->segment_seq == w->header_seq)
@@ -482,6 +489,14 @@ int wal_drain(struct wal *w)
 	while (wal_ops_pending(w) ||
 	       (!w->failed && w->durable_index < w->last_index && w->write_used > 0))
 		(void)wal_poll(w, true);
+	/* A clean stop leaves every durable entry vouched for on disk. */
+	if (wal_watermark_idle(w)) {
+		int rc = wal_submit(w);
+		if (rc != 0)
+			return rc;
+		while (wal_ops_pending(w))
+			(void)wal_poll(w, true);
+	}
 	return w->failed ? w->fail_code : 0;
 }
 

@@ -87,7 +87,7 @@ struct wal_stats {
 	uint64_t segments_dropped;
 	uint64_t recovered_torn_tails;
 	uint64_t spare_waits;       /* rollovers that found the next segment not ready */
-	uint64_t watermark_writes;  /* empty batches written on going idle */
+	uint64_t watermark_writes;  /* empty batches written by wal_idle/wal_drain */
 };
 
 enum wal_spare_state {
@@ -205,11 +205,21 @@ int wal_submit(struct wal *w) __attribute__((warn_unused_result));
  * the WAL owns its io alone; storage_poll() does it for a shared ring. */
 unsigned wal_poll(struct wal *w, bool wait);
 
+/* Call when the node's loop is about to sleep (nothing to append). If
+ * entries are durable that no write on disk vouches for yet, writes an empty
+ * batch whose watermark is the durable index (non-blocking; one 4 KiB write),
+ * so that damage found later in the newest entries is refused as corruption
+ * instead of cut as a torn write (docs/STORAGE.md, "Idle watermark"). Not
+ * calling it is safe; it only narrows that window. Returns 0 or the failure
+ * code. */
+int wal_idle(struct wal *w) __attribute__((warn_unused_result));
+
 /* Handles one completion whose user_data has WAL_USER_DATA_OWNER. */
 void wal_io_done(struct wal *w, const struct storage_cqe *cqe);
 
 /* Waits (blocking) until nothing is in flight and the open write is
- * durable. Returns 0 or the failure code. */
+ * durable, then writes the idle watermark (see wal_idle) and waits for it.
+ * Returns 0 or the failure code. */
 int wal_drain(struct wal *w) __attribute__((warn_unused_result));
 
 /* Drops entries > index (a Raft conflict). Non-blocking: it appends a

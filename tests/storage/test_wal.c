@@ -456,7 +456,15 @@ static void test_wal_refuses_damage_to_the_newest_durable_batch_after_idle(void 
 
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
 	append_range(&f->wal, 1, 8, 1, 100);
+	assert_int_equal(wal_submit(&f->wal), 0);
+	while (wal_durable_index(&f->wal) < 8)
+		(void)wal_poll(&f->wal, true);
+	assert_int_equal(f->wal.stats.watermark_writes, 0);
+	/* The node is about to sleep: the WAL vouches for entries 1..8. */
+	assert_int_equal(wal_idle(&f->wal), 0);
+	assert_int_equal(f->wal.stats.watermark_writes, 1);
 	assert_int_equal(wal_drain(&f->wal), 0);
+	assert_int_equal(wal_idle(&f->wal), 0); /* nothing new to vouch for */
 	assert_int_equal(f->wal.stats.watermark_writes, 1);
 	uint64_t at = batch_offset_of(f->disk, "wal-0000000000000001.seg", 1);
 	const uint8_t *data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);

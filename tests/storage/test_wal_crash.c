@@ -275,6 +275,14 @@ static int workload(struct run *r)
 			}
 			if (rc > 0 && upto > r->compacted)
 				r->compacted = upto;
+		} else if (roll < 70) {
+			int rc = wal_idle(&r->wal);
+			if (rc != 0 && wal_failed(&r->wal))
+				return 0;
+			if (rc != 0) {
+				snprintf(r->why, sizeof(r->why), "idle failed rc=%d", rc);
+				return -1;
+			}
 		} else if (roll < 85) {
 			int rc = wal_submit(&r->wal);
 			if (rc != 0 && wal_failed(&r->wal))
