@@ -62,8 +62,8 @@ static struct wal_write *wal_filling(struct wal *w)
 	return s->state == WAL_WRITE_FILLING ? s : NULL;
 }
 
-void wal_fail(struct wal *w, const char *what, const char *file, uint64_t offset,
-		     uint32_t size, int res)
+void wal_fail(struct wal *w, const char *what, const char *file, uint64_t offset, uint32_t size,
+	      int res)
 {
 	if (!w->failed)
 		LOG_ERROR(storage,
