@@ -330,14 +330,8 @@ void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cm
 		n->stats.pending_lost++;
 		return;
 	}
-	if (p->op == HASP_OP_SESSION_OPEN) {
-		for (uint32_t i = 0; i < NODE_OPEN_NONCES; i++)
-			if (n->nonces[i].nonce == p->nonce && n->nonces[i].session_id == 0)
-				n->nonces[i].session_id = res->reply.status == HASP_STATUS_OK ? res->reply.id
-											  : 0;
-		if (res->reply.status == HASP_STATUS_OK)
-			notify_session_seen(n, res->reply.id, p->ip, p->port);
-	}
+	if (p->op == HASP_OP_SESSION_OPEN && res->reply.status == HASP_STATUS_OK)
+		notify_session_seen(n, res->reply.id, p->ip, p->port);
 	struct hasp_wire_msg msg;
 	build_reply(n, p, cmd, res, &msg);
 	send_reply(n, p->ip, p->port, &msg);
@@ -533,6 +527,9 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 		c->session_id = 0;
 		c->seq = 0;
 		c->ttl_ms = m->body.session_open.ttl_ms;
+		/* The state machine deduplicates opens by nonce: a retried open
+		 * (also one proposed twice) gets the same session. */
+		c->nonce = m->body.session_open.client_nonce;
 		break;
 	case HASP_OP_SESSION_KEEPALIVE:
 	case HASP_OP_SESSION_CLOSE:
@@ -582,32 +579,6 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 	}
 }
 
-static bool open_dedup(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *m)
-{
-	uint64_t nonce = m->body.session_open.client_nonce;
-	for (uint32_t i = 0; i < NODE_OPEN_NONCES; i++) {
-		const struct node_open_nonce *o = &n->nonces[i];
-		if (o->nonce != nonce || nonce == 0)
-			continue;
-		n->stats.client_open_dedup++;
-		struct locks_session_info si;
-		if (o->session_id == 0)
-			return true; /* the first open is in flight: its reply will come */
-		if (!locks_session_read(&n->sm, o->session_id, &si))
-			return false; /* expired since: open a new one */
-		struct hasp_wire_msg reply;
-		hasp_wire_reply_init(&reply, &m->hdr, HASP_STATUS_OK);
-		reply.body.session_opened.session_id = o->session_id;
-		reply.body.session_opened.ttl_ms = si.ttl_ms;
-		notify_session_seen(n, o->session_id, ip, port);
-		send_reply(n, ip, port, &reply);
-		return true;
-	}
-	n->nonces[n->nonce_next] = (struct node_open_nonce){ .nonce = nonce };
-	n->nonce_next = (n->nonce_next + 1) % NODE_OPEN_NONCES;
-	return false;
-}
-
 void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t *payload, size_t size)
 {
 	struct hasp_wire_msg m;
@@ -651,8 +622,6 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 						   m.hdr.opcode == HASP_OP_WATCH));
 		return;
 	default: {
-		if (m.hdr.opcode == HASP_OP_SESSION_OPEN && open_dedup(n, ip, port, &m))
-			return;
 		struct locks_cmd c;
 		request_cmd(&m, &c);
 		c.term = n->term;
@@ -660,7 +629,6 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		struct node_pending p = {
 			.session_id = m.hdr.session_id, .seq = m.hdr.seq, .ip = ip, .port = port,
 			.op = m.hdr.opcode,
-			.nonce = m.hdr.opcode == HASP_OP_SESSION_OPEN ? m.body.session_open.client_nonce : 0,
 			.lease_id = m.hdr.opcode == HASP_OP_ACQUIRE ? m.body.acquire.lease_id : 0,
 		};
 		batch_add(n, &c, &p);

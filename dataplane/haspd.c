@@ -5,7 +5,7 @@
  *
  * Binds the node core (node.h) to the dataplane (dp.h): the client and
  * peer UDP ports are handlers on lcore 0, node_work() is the lcore's work
- * hook, and the storage ring's eventfd wakes the idle lcore when a write
+ * hook, and the storage ring's fd wakes the idle lcore when a write
  * completes. v1 runs the whole node on one lcore (run to completion: RX
  * burst -> dispatch -> raft step -> WAL submit/reap -> apply -> replies ->
  * TX); docs/OPERATIONS.md says how more lcores would feed it through
@@ -186,7 +186,7 @@ int main(int argc, char **argv)
 	dp_set_work(&haspd_dp, work, NULL);
 	int wake = node_wake_fd(&haspd_node);
 	if (wake >= 0 && dp_add_wake_fd(&haspd_dp, wake) != 0)
-		fprintf(stderr, "haspd: warning: storage eventfd not registered for wake-ups\n");
+		fprintf(stderr, "haspd: warning: storage ring fd not registered for wake-ups\n");
 
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);

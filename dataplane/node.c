@@ -530,10 +530,7 @@ fail_raft:
 
 int node_wake_fd(struct node *n)
 {
-	if (n->st.uring == NULL)
-		return -1;
-	int fd = uring_io_eventfd(n->st.uring);
-	return fd < 0 ? -1 : fd;
+	return n->st.uring == NULL ? -1 : uring_io_ring_fd(n->st.uring);
 }
 
 static void drain_storage(struct node *n)
@@ -737,24 +734,15 @@ static bool leader_timers(struct node *n, uint64_t *deadline_ns)
 bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 {
 	bool did = false;
-	int fd = n->st.uring != NULL ? node_wake_fd(n) : -1;
+	int fd = node_wake_fd(n);
 
 	n->now_ns = now_ns;
 	if (n->failed)
 		return false;
-	if (storage_poll(&n->st, false) > 0) {
+	/* The ring fd stays readable while completions wait, so the idle
+	 * wait (ppoll) wakes for them and reaping here resets it. */
+	if (storage_poll(&n->st, false) > 0)
 		did = true;
-		/* Completions were posted, so the eventfd counted them: reset it
-		 * (only now: a read per loop iteration would double the
-		 * syscalls of an idle spin). A completion posted after this
-		 * read is reaped in the next iteration (did keeps us spinning);
-		 * one posted after our last peek leaves the fd readable, so
-		 * the idle wait returns at once. */
-		if (fd >= 0) {
-			uint64_t count;
-			(void)!read(fd, &count, sizeof(count));
-		}
-	}
 	if (storage_failed(&n->st) && !n->failed) {
 		n->failed = true;
 		n->stats.storage_failures++;
@@ -800,11 +788,18 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 		take_snapshot(n);
 		did = true;
 	}
-	/* Without an eventfd (the simulated disk) look again soon while I/O
+	/* Without a ring fd (the simulated disk) look again soon while I/O
 	 * is in flight; with one, the dataplane's idle wait (ppoll) wakes on
 	 * the ring's completions. */
 	if (fd < 0 && (wal_inflight(&n->st.wal) > 0 || hardstate_busy(&n->st.hs)) &&
 	    now_ns + NODE_IO_POLL_NS < *deadline_ns)
 		*deadline_ns = now_ns + NODE_IO_POLL_NS;
+	/* About to sleep: let the WAL write its idle watermark if durable
+	 * entries are not vouched for by a later write (docs/STORAGE.md). */
+	if (!did && wal_idle(&n->st.wal) != 0 && !n->failed) {
+		n->failed = true;
+		n->stats.storage_failures++;
+		LOG_ERROR(node, "WAL idle watermark failed dir=%s", n->cfg.data_dir);
+	}
 	return did;
 }

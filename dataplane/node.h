@@ -50,7 +50,6 @@ struct node_stats {
 	uint64_t client_overloaded;    /* answered OVERLOADED (raft window or read queue full) */
 	uint64_t client_unavailable;   /* answered UNAVAILABLE (stopping) */
 	uint64_t client_replies;       /* replies sent */
-	uint64_t client_open_dedup;    /* SESSION_OPEN retries answered from the nonce cache */
 	uint64_t proposals;            /* commands proposed */
 	uint64_t batches;              /* proposal batches */
 	uint64_t batch_full_flushes;   /* batches closed by size (the rest by deadline) */
@@ -87,7 +86,6 @@ struct node_pending {
 	uint64_t index;      /* 0: free */
 	uint64_t session_id; /* header session (0 for SESSION_OPEN) */
 	uint64_t seq;
-	uint64_t nonce;      /* SESSION_OPEN */
 	uint64_t lease_id;   /* ACQUIRE: the lease asked for (0: own TTL) */
 	uint32_t ip;
 	uint16_t port;
@@ -145,12 +143,6 @@ struct node_watch {
 	uint8_t held_name[HASP_NAME_SIZE_MAX];
 };
 
-struct node_open_nonce { /* SESSION_OPEN dedup cache */
-	uint64_t nonce;
-	uint64_t session_id; /* 0 while the open is in flight */
-};
-
-#define NODE_OPEN_NONCES 256u
 #define NODE_EXPIRE_IDS_MAX 256u
 #define NODE_RANGE_MAX 128u
 
@@ -205,9 +197,6 @@ struct node {
 	double watch_tokens;
 	uint64_t watch_refill_ns;
 
-	struct node_open_nonce nonces[NODE_OPEN_NONCES];
-	uint32_t nonce_next;
-
 	/* Apply scratch. */
 	struct locks_event *events;
 	uint32_t events_max;
@@ -260,7 +249,8 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns);
  * in-flight WAL writes (blocking). */
 void node_stop(struct node *n);
 
-/* The storage eventfd to wake an idle lcore, or -1 (simulated disk). */
+/* The storage ring's fd (readable while completions wait) to wake an idle
+ * lcore, or -1 (simulated disk). */
 int node_wake_fd(struct node *n);
 
 /* Counters as one JSON object with a trailing newline; returns its length

@@ -17,7 +17,6 @@
 	X(client_overloaded) \
 	X(client_unavailable) \
 	X(client_replies) \
-	X(client_open_dedup) \
 	X(proposals) \
 	X(batches) \
 	X(batch_full_flushes) \

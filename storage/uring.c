@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/eventfd.h>
 #include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -32,7 +31,6 @@ LOG_TOPIC_DECLARE(storage);
 struct uring_io {
 	struct io_uring ring;
 	int dir_fd;
-	int event_fd;      /* -1 until uring_io_eventfd() */
 	unsigned queued;   /* SQEs prepared but not yet submitted */
 	unsigned inflight; /* submitted ops whose completion is not reaped */
 	bool direct_warned;
@@ -64,7 +62,6 @@ int uring_io_open(struct uring_io **out, const char *dir, unsigned queue_depth)
 
 	if (u == NULL)
 		return -HASP_ENOMEM;
-	u->event_fd = -1;
 	snprintf(u->dir, sizeof(u->dir), "%s", dir);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
 		LOG_ERROR(storage, "mkdir failed dir=%s errno=%d (%s)", dir, errno, strerror(errno));
@@ -104,31 +101,8 @@ void uring_io_close(struct uring_io *u)
 		return;
 	HASP_ASSERT(u->inflight == 0);
 	io_uring_queue_exit(&u->ring);
-	if (u->event_fd >= 0)
-		close(u->event_fd);
 	close(u->dir_fd);
 	hasp_free(u);
-}
-
-int uring_io_eventfd(struct uring_io *u)
-{
-	HASP_ASSERT(u != NULL);
-	if (u->event_fd >= 0)
-		return u->event_fd;
-	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fd < 0) {
-		LOG_ERROR(storage, "eventfd failed errno=%d (%s)", errno, strerror(errno));
-		return -HASP_ESYS;
-	}
-	int rc = io_uring_register_eventfd(&u->ring, fd);
-	if (rc < 0) {
-		LOG_ERROR(storage, "io_uring_register_eventfd failed errno=%d (%s)", -rc, strerror(-rc));
-		close(fd);
-		return -HASP_ESYS;
-	}
-	u->event_fd = fd;
-	HASP_ASSERT(u->event_fd >= 0);
-	return fd;
 }
 
 void uring_io_stats_get(const struct uring_io *u, struct uring_io_stats *stats)

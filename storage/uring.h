@@ -33,13 +33,6 @@ int uring_io_open(struct uring_io **u, const char *dir, unsigned queue_depth)
 void uring_io_close(struct uring_io *u);
 
 struct storage_io uring_io_ops(struct uring_io *u);
-
-/* An eventfd (non-blocking) that the ring signals on every completion, so a
- * polling loop that idles (the node's dataplane lcore) can wait on it and
- * wake when a write or fsync completes. Created and registered on the first
- * call, then returned again; closed by uring_io_close. The caller reads it
- * to reset the count. Returns the fd or -HASP_ESYS. */
-int uring_io_eventfd(struct uring_io *u) __attribute__((warn_unused_result));
 void uring_io_stats_get(const struct uring_io *u, struct uring_io_stats *stats);
 
 /* The ring's fd: it polls readable (POLLIN, epoll) while completions wait
