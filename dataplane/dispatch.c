@@ -488,7 +488,7 @@ static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct ha
 	r->port = port;
 	r->session_id = m->hdr.session_id;
 	r->seq = m->hdr.seq;
-	const struct hasp_wire_bytes *name;
+	const struct hasp_wire_bytes *name = NULL;
 	switch (m->hdr.opcode) {
 	case HASP_OP_LOCK_READ: name = &m->body.lock_read.name; break;
 	case HASP_OP_KV_GET: name = &m->body.kv_get.name; break;
@@ -504,6 +504,7 @@ static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct ha
 		break;
 	default: HASP_UNREACHABLE();
 	}
+	HASP_ASSERT(name != NULL);
 	HASP_ASSERT(name->size <= HASP_NAME_SIZE_MAX);
 	r->name_len = (uint8_t)name->size;
 	memcpy(r->name, name->data, name->size);
