@@ -473,6 +473,39 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 	sim_destroy(s);
 }
 
+/* A follower that stays down must not stop the group: the leader keeps
+ * taking snapshots while its transfer to the dead node goes nowhere, so its
+ * log window never fills, and the node catches up by InstallSnapshot when
+ * it is back. */
+static void test_node_dead_follower_does_not_fill_the_window(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(7));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	s->isolated[f] = true;
+	/* Idle TICKs every 20 ms: 12 s is ~600 entries, more than the
+	 * 512-entry window. */
+	sim_run_ms(s, 12000);
+	assert_int_equal(sim_leader(s), l);
+	assert_true(s->nodes[l].raft.commit > s->nodes[f].applied + 512);
+	uint64_t sid = sim_open(s, l, 51);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/d", 5000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(s->nodes[l].raft.counters.proposals_rejected, 0);
+	assert_int_equal(s->nodes[l].stats.client_overloaded, 0);
+
+	s->isolated[f] = false;
+	sim_run_ms(s, 2000);
+	assert_true(s->nodes[f].stats.snapshots_installed >= 1);
+	assert_true(s->nodes[f].applied >= s->nodes[l].raft.commit - 1);
+	sim_destroy(s);
+}
+
 static void test_node_config_names_the_bad_field(void **state)
 {
 	(void)state;
@@ -503,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
+		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
