@@ -39,6 +39,7 @@ grep -q holding "$HASP_CLUSTER_DIR/hold.out" || { cat "$HASP_CLUSTER_DIR/hold.ou
 max_token() { sort -k2 -n "$HASP_CLUSTER_DIR/held" | tail -1 | cut -d' ' -f2; }
 
 # kill -9 the leader.
+killed_commit=$(stats "$leader" commit)
 t0=$(date +%s%N)
 "$cluster" kill "$leader"
 new=$("$cluster" leader 30) || { echo "FAIL: no new leader within 30 s"; exit 1; }
@@ -48,8 +49,12 @@ echo "itest: node $new leads $(( (t1 - t0) / 1000000 )) ms after the kill"
 "$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
 
 # Enough commands that the leader snapshots and compacts past the killed
-# node's log.
-"$build/tools/hasp-load" --cluster "$HASP_CLUSTER" --threads 2 --seconds 3
+# node's log: it keeps at most log_window/2 - threshold = 64 entries for a
+# lagging follower, so 400 entries past the kill are far beyond.
+for _ in $(seq 1 15); do
+	"$build/tools/hasp-load" --cluster "$HASP_CLUSTER" --threads 2 --seconds 2
+	[ "$(stats "$new" commit)" -ge $((killed_commit + 400)) ] && break
+done
 taken=$(stats "$new" snapshots_taken)
 [ "$taken" -ge 1 ] || { echo "FAIL: the leader took no snapshot"; exit 1; }
 echo "itest: leader took $taken snapshots"
