@@ -1285,6 +1285,15 @@ bool sim_run(const struct sim_options *opt, struct sim_stats *stats)
 		if (!S.healed)
 			fault_tick();
 		if (S.healed && live()) {
+			/* No acknowledged command was lost: the final leader has
+			 * committed (and every member applied, with the same bytes
+			 * and results as when it was acknowledged) every index a
+			 * client was told about. */
+			struct sim_node *l = find_leader();
+			if (S.acked_max > l->raft.commit)
+				sim_fail("acknowledged index %llu lost: leader n%u commit %llu",
+					 (unsigned long long)S.acked_max, l->id,
+					 (unsigned long long)l->raft.commit);
 			ok = true;
 			break;
 		}
