@@ -189,6 +189,7 @@ struct sim {
 	uint32_t read_count;
 	uint64_t read_ctx;
 	uint64_t conf_seen_index;
+	uint64_t executed_seq[SIM_CLIENTS];
 	/* scratch */
 	struct raft_entry *restore_entries;
 	struct raft_entry decode_entries[128];
@@ -485,6 +486,16 @@ static void apply_entry(struct sim_node *n, const struct raft_entry *e)
 		rec->res = res;
 		if (e->index > S.rec_max)
 			S.rec_max = e->index;
+		/* Exactly once (§6.3): a session's commands execute in sequence
+		 * order, each once; a retry is answered from the cache. */
+		if (res.session != 0 && res.session <= SIM_CLIENTS && res.status != SIM_ST_NONE &&
+		    !res.duplicate) {
+			if (res.seq <= S.executed_seq[res.session - 1])
+				sim_fail("session %u: command %llu executed again at index %llu",
+					 res.session, (unsigned long long)res.seq,
+					 (unsigned long long)e->index);
+			S.executed_seq[res.session - 1] = res.seq;
+		}
 		S.stats->commits = S.rec_max;
 	} else if (rec->term != e->term || rec->hash != hash ||
 		   memcmp(&rec->res, &res, sizeof(res)) != 0) {
@@ -1154,6 +1165,7 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 	S.read_count = 0;
 	S.read_ctx = 0;
 	S.conf_seen_index = 0;
+	memset(S.executed_seq, 0, sizeof(S.executed_seq));
 	memset(S.grant_count, 0, sizeof(S.grant_count));
 	memset(S.wheel, 0, sizeof(S.wheel));
 	S.free_list = NULL;
