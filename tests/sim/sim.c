@@ -657,7 +657,12 @@ static void handle_update(struct sim_node *n, struct raft_update *up)
 static void node_step(struct sim_node *n, const struct raft_event *ev, struct raft_update *up)
 {
 	HASP_ASSERT(n->alive && n->raft_up);
+	uint64_t invalid = n->raft.counters.msg_dropped_invalid;
 	raft_step(&n->raft, ev, up);
+	/* Every peer here is honest: a message raft finds invalid is a bug in
+	 * the sender (or in the check). */
+	if (n->raft.counters.msg_dropped_invalid != invalid)
+		sim_fail("n%u dropped an invalid message from an honest peer", n->id);
 	handle_update(n, up);
 	if (n->retire_after && n->alive) {
 		n->retire_after = false;
