@@ -89,7 +89,7 @@ void election_campaign(struct raft *r, bool pre, bool transfer)
 		core_trace(r, "candidate%s", transfer ? " transfer" : "");
 	}
 	r->leader_id = 0;
-	r->verified = 0;
+	r->verified = r->commit; /* committed entries match every leader */
 	r->ack_pending = false;
 	core_reset_election_timer(r);
 	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {

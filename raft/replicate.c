@@ -258,8 +258,8 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 	}
 	if (m->index > r->log.last)
 		return; /* invalid: acknowledges what we never sent */
-	pr->probe_sent = false;
 	if (m->index > pr->match) {
+		pr->probe_sent = false;
 		pr->match = m->index;
 		if (pr->state == RAFT_PROBE)
 			progress_become_replicate(pr);
@@ -276,6 +276,11 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 		}
 	} else if (pr->state == RAFT_PROBE && m->index == pr->match && pr->next == pr->match + 1) {
 		progress_become_replicate(pr);
+	} else {
+		/* A stale ack, or one the follower's disk has not caught up with:
+		 * the ack after its write (or the next heartbeat) moves on.
+		 * Resending here would ping-pong probes at network speed. */
+		return;
 	}
 	replicate_send_append(r, pr);
 }

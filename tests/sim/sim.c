@@ -908,6 +908,11 @@ static void node_recv_raft(struct sim_node *n, const struct packet *p)
 	}
 	ev.msg = &m;
 	node_step(n, &ev, &up);
+	if (getenv("SIM_DEBUG_MSGS") && S.now > 6900 && (m.to == 3 || m.from == 3))
+		fprintf(stderr, "t=%llu %u->%u type=%u term=%llu prev=%llu/%llu n=%u index=%llu reject=%d commit=%llu -> %u msgs\n",
+			(unsigned long long)S.now, m.from, m.to, m.type, (unsigned long long)m.term,
+			(unsigned long long)m.prev_index, (unsigned long long)m.prev_term, m.entry_count,
+			(unsigned long long)m.index, m.reject, (unsigned long long)m.commit, up.msg_count);
 }
 
 static void node_tick(struct sim_node *n)
@@ -1267,6 +1272,39 @@ static void deliver(uint64_t t)
 	(void)keep;
 }
 
+/* The state of every node, for a liveness failure report. */
+static void dump_nodes(void)
+{
+	for (int s = 0; s < SIM_NODES_MAX; s++) {
+		struct sim_node *n = &S.nodes[s];
+		const struct raft *r = &n->raft;
+		if (n->id == 0 || !n->raft_up)
+			continue;
+		fprintf(stderr, "n%u %s%s %s term=%llu vote=%u leader=%u commit=%llu applied=%llu "
+			"last=%llu persisted=%llu snap=%llu conf_index=%llu voters:",
+			n->id, n->alive ? "alive" : "down", n->retired ? " retired" : "",
+			raft_role_name(r->role), (unsigned long long)r->term, r->vote, r->leader_id,
+			(unsigned long long)r->commit, (unsigned long long)n->sm_applied,
+			(unsigned long long)r->log.last, (unsigned long long)r->persisted,
+			(unsigned long long)r->log.snap_index, (unsigned long long)r->conf_index);
+		for (uint32_t m = 0; m < r->conf.count; m++)
+			fprintf(stderr, " %c%u", r->conf.members[m].role == RAFT_VOTER ? 'n' : 'l',
+				r->conf.members[m].id);
+		fprintf(stderr, "\n");
+		if (r->role != RAFT_LEADER)
+			continue;
+		for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+			const struct raft_progress *pr = &r->progress[i];
+			if (pr->id == 0)
+				continue;
+			fprintf(stderr, "   progress n%u state=%u match=%llu next=%llu inflight=%u "
+				"probe_sent=%d active=%d\n", pr->id, pr->state,
+				(unsigned long long)pr->match, (unsigned long long)pr->next,
+				pr->inflight_count, pr->probe_sent, pr->recent_active);
+		}
+	}
+}
+
 bool sim_run(const struct sim_options *opt, struct sim_stats *stats)
 {
 	setup(opt, stats);
@@ -1316,6 +1354,8 @@ bool sim_run(const struct sim_options *opt, struct sim_stats *stats)
 		}
 	}
 	stats->sim_ms = S.now;
+	if (!ok && !S.failed)
+		dump_nodes();
 	if (!ok && !S.failed)
 		sim_fail("liveness: no stable leader with every client served %u ms after healing",
 			 opt->liveness_ms);
