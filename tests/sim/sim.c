@@ -566,6 +566,11 @@ static void handle_update(struct sim_node *n, struct raft_update *up)
 	}
 	if (up->snap_install) {
 		uint32_t next = 1 - d->snap_cur;
+		/* A snapshot becomes durable only after every log write before
+		 * it: a crash must not pair it with a stale log tail that a
+		 * truncation had already replaced (simulator seed 182297). */
+		if (d->dirty_from != UINT64_MAX)
+			disk_flush(d, d->written_last);
 		memcpy(d->snap[next], n->recv_snap, up->snap_size);
 		d->snap_cur = next;
 		d->snap_size = (uint32_t)up->snap_size;
@@ -622,6 +627,8 @@ static void handle_update(struct sim_node *n, struct raft_update *up)
 	}
 	if (up->snapshot_wanted && !n->report_snapshot) {
 		uint32_t next = 1 - d->snap_cur;
+		if (d->dirty_from != UINT64_MAX)
+			disk_flush(d, d->written_last); /* log writes first, as above */
 		uint32_t size = S.opt.sm->snapshot(n->sm, d->snap[next], SIM_SNAP_MAX);
 		struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
 		struct raft_update up2;
@@ -714,6 +721,12 @@ static void node_start(struct sim_node *n)
 	int rc = raft_restore(&n->raft, &ps);
 	if (rc != 0) {
 		sim_fail("n%u raft_restore failed: %d (entries %u)", n->id, rc, count);
+		fprintf(stderr, "term=%llu snap=%llu/%llu entries:", (unsigned long long)ps.term,
+			(unsigned long long)ps.snap_index, (unsigned long long)ps.snap_term);
+		for (uint32_t i = 0; i < count; i++)
+			fprintf(stderr, " %llu/%llu", (unsigned long long)S.restore_entries[i].index,
+				(unsigned long long)S.restore_entries[i].term);
+		fprintf(stderr, "\n");
 		return;
 	}
 	n->raft_up = true;
