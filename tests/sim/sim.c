@@ -921,11 +921,6 @@ static void node_recv_raft(struct sim_node *n, const struct packet *p)
 	}
 	ev.msg = &m;
 	node_step(n, &ev, &up);
-	if (getenv("SIM_DEBUG_MSGS") && S.now > 6900 && (m.to == 3 || m.from == 3))
-		fprintf(stderr, "t=%llu %u->%u type=%u term=%llu prev=%llu/%llu n=%u index=%llu reject=%d commit=%llu -> %u msgs\n",
-			(unsigned long long)S.now, m.from, m.to, m.type, (unsigned long long)m.term,
-			(unsigned long long)m.prev_index, (unsigned long long)m.prev_term, m.entry_count,
-			(unsigned long long)m.index, m.reject, (unsigned long long)m.commit, up.msg_count);
 }
 
 static void node_tick(struct sim_node *n)
@@ -1251,12 +1246,11 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 static void deliver(uint64_t t)
 {
 	struct packet *p = S.wheel[t % SIM_WHEEL];
-	struct packet *keep = NULL;
 
 	S.wheel[t % SIM_WHEEL] = NULL;
-	/* Buckets hold packets of later laps too (delays are < SIM_WHEEL, so
-	 * there are none); deliver in a random order to reorder same-ms
-	 * packets. */
+	/* Delays are below SIM_WHEEL ms, so a bucket holds only packets due
+	 * now; they are delivered in a random order (reordering within a
+	 * millisecond, on top of the random delays). */
 	while (p != NULL && !S.failed) {
 		/* pick a random packet of the remaining list */
 		uint32_t len = 0;
@@ -1282,7 +1276,6 @@ static void deliver(uint64_t t)
 		x->next = S.free_list;
 		S.free_list = x;
 	}
-	(void)keep;
 }
 
 /* The state of every node, for a liveness failure report. */
