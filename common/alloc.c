@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define FAIL_NEVER UINT64_MAX
@@ -51,7 +52,8 @@ void *hasp_alloc(size_t size)
 
 void *hasp_calloc(size_t count, size_t size)
 {
-	if (count == 0 || size == 0 || alloc_injected_failure())
+	/* Refuse an overflowing product here rather than rely on calloc(). */
+	if (count == 0 || size == 0 || count > SIZE_MAX / size || alloc_injected_failure())
 		return alloc_account(NULL);
 	return alloc_account(calloc(count, size));
 }

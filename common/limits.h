@@ -39,4 +39,17 @@ static_assert(HASP_NAME_SIZE_MAX + HASP_VALUE_SIZE_MAX + 256u <= HASP_DATAGRAM_S
 	      "a KV put with the largest key and value must fit one datagram with headers");
 static_assert(HASP_TTL_MS_MAX <= 0xffffffffu, "TTLs travel as 32-bit milliseconds");
 
+/* Wire protocol v1 exactly-once window (docs/PROTOCOL.md "Exactly once"): a
+ * client sends sequence number s only after it has the replies to every
+ * number <= s - HASP_SESSION_INFLIGHT_MAX, so the server caches the replies
+ * of the last HASP_SESSION_INFLIGHT_MAX numbers of a session and no more. */
+#define HASP_SESSION_INFLIGHT_MAX 32u
+
 #endif
+
+/* ---- storage (storage/, docs/STORAGE.md) ---- */
+
+/* The WAL writes whole blocks with O_DIRECT; every group-commit write starts
+ * on a block boundary and is padded to one. */
+#define HASP_WAL_BLOCK_SIZE 4096u
+static_assert(HASP_WAL_BLOCK_SIZE % 4096u == 0, "O_DIRECT needs 4 KiB alignment");

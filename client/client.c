@@ -1,0 +1,397 @@
+/*
+ * libhasp lifecycle: configuration, open and close, the session keepalive
+ * and the optional keepalive thread, counters.
+ *
+ * Opening a client sends nothing: the session opens on the first request,
+ * so that a bad configuration (-HASP_ECONFIG at open) is told apart from an
+ * unreachable cluster (-HASP_ETIMEDOUT on the first call). Everything the
+ * client needs is allocated here, once: the struct with its 32 reply slots
+ * and the event ring.
+ */
+#include "hasp/client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client/client_impl.h"
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "common/clock.h"
+
+#define NS_PER_MS 1000000ull
+
+void hasp_client_config_default(struct hasp_client_config *cfg)
+{
+	HASP_ASSERT(cfg != NULL);
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->request_timeout_ms = 200;
+	cfg->backoff_ms = 20;
+	cfg->backoff_max_ms = 1000;
+	cfg->deadline_ms = 5000;
+	cfg->session_ttl_ms = 10000;
+	cfg->drift_margin_ms = 5;
+	cfg->drift_ppm = 10000;
+	cfg->wait_recheck_ms = 500;
+}
+
+int client_nodes_parse(const char *list, struct sockaddr_in *nodes, uint32_t nodes_max,
+		       uint32_t *count)
+{
+	const char *p = list;
+
+	*count = 0;
+	if (list == NULL || *list == '\0')
+		return -HASP_ECONFIG;
+	while (*p != '\0') {
+		const char *end = strchr(p, ',');
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+		char item[32];
+		char *colon;
+		char *port_end;
+		unsigned long port;
+		struct sockaddr_in a = { .sin_family = AF_INET };
+
+		if (len == 0 || len >= sizeof(item) || *count == nodes_max)
+			return -HASP_ECONFIG;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		colon = strrchr(item, ':');
+		if (colon == NULL)
+			return -HASP_ECONFIG;
+		*colon = '\0';
+		errno = 0;
+		port = strtoul(colon + 1, &port_end, 10);
+		if (errno != 0 || port_end == colon + 1 || *port_end != '\0' || port == 0 ||
+		    port > 65535)
+			return -HASP_ECONFIG;
+		if (inet_pton(AF_INET, item, &a.sin_addr) != 1)
+			return -HASP_ECONFIG;
+		a.sin_port = htons((uint16_t)port);
+		nodes[(*count)++] = a;
+		p += len;
+		if (*p == ',')
+			p++;
+		if (*p == '\0' && end != NULL)
+			return -HASP_ECONFIG; /* trailing comma */
+	}
+	return 0;
+}
+
+int client_name(const char *name, struct hasp_wire_bytes *out)
+{
+	size_t size;
+
+	if (name == NULL)
+		return -HASP_EINVAL;
+	size = strnlen(name, HASP_NAME_SIZE_MAX + 1);
+	if (!hasp_name_valid(name, size))
+		return -HASP_ENAME;
+	out->data = (const uint8_t *)name;
+	out->size = size;
+	return 0;
+}
+
+static int config_check(const struct hasp_client_config *cfg)
+{
+	if (cfg->request_timeout_ms == 0 || cfg->deadline_ms == 0 || cfg->wait_recheck_ms == 0)
+		return -HASP_ECONFIG;
+	if (cfg->backoff_max_ms < cfg->backoff_ms)
+		return -HASP_ECONFIG;
+	if (cfg->session_ttl_ms < HASP_TTL_MS_MIN || cfg->session_ttl_ms > HASP_TTL_MS_MAX)
+		return -HASP_ECONFIG;
+	if (cfg->drift_ppm >= 1000000u)
+		return -HASP_ECONFIG;
+	return 0;
+}
+
+static uint64_t random_seed(void)
+{
+	uint64_t seed = 0;
+
+	/* Nonces only need to differ between clients; the clock and pid are
+	 * a fallback when getrandom is unavailable. */
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = clock_realtime_ns() ^ ((uint64_t)getpid() << 32) ^ clock_monotonic_ns();
+	return seed;
+}
+
+int hasp_client_open(struct hasp_client **client, const struct hasp_client_config *cfg)
+{
+	struct hasp_client *c;
+	pthread_condattr_t attr;
+	int rc;
+
+	if (client == NULL || cfg == NULL)
+		return -HASP_EINVAL;
+	*client = NULL;
+	if ((rc = config_check(cfg)) != 0)
+		return rc;
+	c = hasp_calloc(1, sizeof(*c));
+	if (c == NULL)
+		return -HASP_ENOMEM;
+	c->events = hasp_calloc(HASP_CLIENT_EVENTS_MAX, sizeof(*c->events));
+	if (c->events == NULL) {
+		rc = -HASP_ENOMEM;
+		goto fail_client;
+	}
+	rc = client_nodes_parse(cfg->cluster, c->nodes, HASP_CLIENT_NODES_MAX, &c->node_count);
+	if (rc != 0)
+		goto fail_events;
+	c->config_node_count = c->node_count;
+	c->cfg = *cfg;
+	c->cfg.cluster = NULL; /* the caller keeps the string */
+	prng_seed(&c->prng, cfg->nonce_seed != 0 ? cfg->nonce_seed : random_seed());
+
+	c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		rc = -HASP_ESYS;
+		goto fail_events;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	/* Deadlines are monotonic: so are the condition variables. */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &attr);
+	pthread_cond_init(&c->ka_cv, &attr);
+	pthread_condattr_destroy(&attr);
+	*client = c;
+	HASP_ASSERT(c->node_count > 0);
+	HASP_ASSERT(c->session_state == SESSION_NONE);
+	return 0;
+
+fail_events:
+	hasp_free(c->events);
+fail_client:
+	hasp_free(c);
+	return rc;
+}
+
+void hasp_client_close(struct hasp_client *c)
+{
+	if (c == NULL)
+		return;
+	hasp_client_keepalive_stop(c);
+	pthread_mutex_lock(&c->mu);
+	bool open = c->session_state == SESSION_OPEN;
+	pthread_mutex_unlock(&c->mu);
+	if (open) {
+		/* Best effort and short: the session expires anyway. */
+		struct client_call call;
+		memset(&call, 0, sizeof(call));
+		call.req.hdr.opcode = HASP_OP_SESSION_CLOSE;
+		call.deadline_ns = clock_monotonic_ns() +
+				   (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
+		int rc = client_call(c, &call);
+		(void)rc; /* unanswered: the session expires on its own */
+	}
+	close(c->fd);
+	pthread_cond_destroy(&c->ka_cv);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	hasp_free(c->events);
+	hasp_free(c);
+}
+
+int hasp_client_set_deadline(struct hasp_client *c, uint32_t deadline_ms)
+{
+	HASP_ASSERT(c != NULL);
+	if (deadline_ms == 0)
+		return -HASP_EINVAL;
+	/* Read without the mutex by client_deadline(): one atomic word. */
+	__atomic_store_n(&c->cfg.deadline_ms, deadline_ms, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int hasp_client_connect(struct hasp_client *c)
+{
+	int rc;
+
+	HASP_ASSERT(c != NULL);
+	pthread_mutex_lock(&c->mu);
+	rc = client_session_ensure_locked(c, client_deadline(c));
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+uint64_t hasp_client_session_id(struct hasp_client *c)
+{
+	uint64_t id;
+
+	HASP_ASSERT(c != NULL);
+	pthread_mutex_lock(&c->mu);
+	id = c->session_state == SESSION_OPEN ? c->session_id : 0;
+	pthread_mutex_unlock(&c->mu);
+	return id;
+}
+
+void hasp_client_stats_get(struct hasp_client *c, struct hasp_client_stats *stats)
+{
+	HASP_ASSERT(c != NULL);
+	HASP_ASSERT(stats != NULL);
+	pthread_mutex_lock(&c->mu);
+	*stats = c->stats;
+	pthread_mutex_unlock(&c->mu);
+}
+
+struct lease_entry *client_lease_find_locked(struct hasp_client *c, uint64_t lease_id)
+{
+	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
+		if (c->leases[i].used && c->leases[i].lease_id == lease_id)
+			return &c->leases[i];
+	}
+	return NULL;
+}
+
+void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t ttl_ms,
+			      uint64_t send_ns)
+{
+	struct lease_entry *l = client_lease_find_locked(c, lease_id);
+
+	for (uint32_t i = 0; l == NULL && i < HASP_CLIENT_LEASES_MAX; i++) {
+		if (!c->leases[i].used) {
+			l = &c->leases[i];
+			memset(l, 0, sizeof(*l));
+			l->used = true;
+			l->lease_id = lease_id;
+		}
+	}
+	if (l == NULL)
+		return; /* table full: the caller keeps this one alive itself */
+	/* Answers may arrive out of order between threads: keep the latest. */
+	if (send_ns >= l->last_ok_send_ns) {
+		l->ttl_ms = ttl_ms;
+		l->last_ok_send_ns = send_ns;
+		l->valid_until_ns = client_valid_until(c, send_ns, ttl_ms);
+	}
+}
+
+int hasp_client_keepalive(struct hasp_client *c)
+{
+	uint64_t due_ids[HASP_CLIENT_LEASES_MAX];
+	uint32_t due_count = 0;
+	uint64_t now = clock_monotonic_ns();
+	bool session_due;
+	int first_err = 0;
+
+	HASP_ASSERT(c != NULL);
+	pthread_mutex_lock(&c->mu);
+	/* A third of the TTL: two more tries fit before the node expires it. */
+	session_due = c->session_state == SESSION_OPEN &&
+		      now - c->session_last_ok_send_ns >=
+			      (uint64_t)c->session_ttl_ms * NS_PER_MS / 3;
+	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
+		const struct lease_entry *l = &c->leases[i];
+		if (l->used && now - l->last_ok_send_ns >= (uint64_t)l->ttl_ms * NS_PER_MS / 3)
+			due_ids[due_count++] = l->lease_id;
+	}
+	pthread_mutex_unlock(&c->mu);
+
+	if (session_due) {
+		struct client_call call;
+		int rc;
+
+		memset(&call, 0, sizeof(call));
+		call.req.hdr.opcode = HASP_OP_SESSION_KEEPALIVE;
+		rc = client_call(c, &call);
+		if (rc < 0)
+			first_err = rc;
+		else if (rc == HASP_STATUS_OK) {
+			pthread_mutex_lock(&c->mu);
+			if (c->session_id == call.session_id)
+				c->session_ttl_ms = call.reply.body.session_alive.ttl_ms;
+			pthread_mutex_unlock(&c->mu);
+		} else if (rc == HASP_STATUS_SESSION_EXPIRED) {
+			/* Open the next one now so watches come back. */
+			rc = hasp_client_connect(c);
+			if (rc < 0)
+				first_err = rc;
+		}
+	}
+	for (uint32_t i = 0; i < due_count; i++) {
+		int rc = hasp_client_lease_keepalive(c, due_ids[i], NULL);
+		if (rc < 0 && first_err == 0)
+			first_err = rc;
+	}
+	return first_err;
+}
+
+/* How often the keepalive thread looks: a sixth of the shortest TTL it
+ * keeps, between 5 ms and 1 s. */
+static uint64_t keepalive_tick_ns(struct hasp_client *c)
+{
+	uint64_t ttl_ms = c->session_state == SESSION_OPEN ? c->session_ttl_ms : 1000;
+
+	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
+		if (c->leases[i].used && c->leases[i].ttl_ms < ttl_ms)
+			ttl_ms = c->leases[i].ttl_ms;
+	}
+	ttl_ms /= 6;
+	if (ttl_ms < 5)
+		ttl_ms = 5;
+	if (ttl_ms > 1000)
+		ttl_ms = 1000;
+	return ttl_ms * NS_PER_MS;
+}
+
+static void *keepalive_main(void *arg)
+{
+	struct hasp_client *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	while (!c->ka_stop) {
+		uint64_t until = clock_monotonic_ns() + keepalive_tick_ns(c);
+		struct timespec ts = { .tv_sec = (time_t)(until / 1000000000ull),
+				       .tv_nsec = (long)(until % 1000000000ull) };
+
+		(void)pthread_cond_timedwait(&c->ka_cv, &c->mu, &ts);
+		if (c->ka_stop)
+			break;
+		pthread_mutex_unlock(&c->mu);
+		/* Errors are retried on the next tick; the counters show them. */
+		int rc = hasp_client_keepalive(c);
+		(void)rc;
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+int hasp_client_keepalive_start(struct hasp_client *c)
+{
+	int rc;
+
+	HASP_ASSERT(c != NULL);
+	pthread_mutex_lock(&c->mu);
+	if (c->ka_running) {
+		pthread_mutex_unlock(&c->mu);
+		return -HASP_ESTATE;
+	}
+	c->ka_stop = false;
+	rc = pthread_create(&c->ka_thread, NULL, keepalive_main, c);
+	c->ka_running = rc == 0;
+	pthread_mutex_unlock(&c->mu);
+	return rc == 0 ? 0 : -HASP_ESYS;
+}
+
+void hasp_client_keepalive_stop(struct hasp_client *c)
+{
+	bool running;
+
+	HASP_ASSERT(c != NULL);
+	pthread_mutex_lock(&c->mu);
+	running = c->ka_running;
+	c->ka_stop = true;
+	pthread_cond_broadcast(&c->ka_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (running) {
+		pthread_join(c->ka_thread, NULL);
+		pthread_mutex_lock(&c->mu);
+		c->ka_running = false;
+		pthread_mutex_unlock(&c->mu);
+	}
+}

@@ -1,0 +1,581 @@
+/*
+ * The request engine of libhasp: one UDP socket, a window of 32 request
+ * slots, retransmission with the same sequence number, leader redirects,
+ * and the dispatch of every received datagram.
+ *
+ * Shape: callers are ordinary blocking threads. A caller encodes its request,
+ * takes the next sequence number and its slot, sends, and then waits. One
+ * waiting thread at a time (`receiving`) drops the mutex, polls the socket,
+ * and dispatches each datagram under the mutex: a reply is copied into the
+ * slot whose (session, seq, opcode) it matches and the owner is woken; an
+ * EVENT goes to a WAIT-mode acquirer or to the event ring; anything else is
+ * counted and dropped. So several threads can each have a request in flight
+ * (at most HASP_SESSION_INFLIGHT_MAX), a keepalive thread never waits behind
+ * a long call, and no datagram is lost to the wrong reader.
+ *
+ * Exactly once (PROTOCOL.md): a retransmission sends the same bytes with the
+ * same sequence number, whether it follows a timeout, a NOT_LEADER redirect
+ * or an UNAVAILABLE answer, so the cluster applies a mutation at most once
+ * and answers a duplicate from its reply cache. A request given up at its
+ * deadline keeps its slot (ABANDONED) until a late reply frees it; if the
+ * window wraps onto it, the session is dropped and a new one opened, because
+ * sending s requires the replies to everything up to s - 32.
+ */
+#include "client/client_impl.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "common/assert.h"
+#include "common/clock.h"
+#include "hasp/errors.h"
+
+#define NS_PER_MS 1000000ull
+/* Datagrams read per turn as receiver: bounds the time the mutex is held. */
+#define RX_BATCH_MAX 64
+
+static struct timespec ns_to_timespec(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	return ts;
+}
+
+uint64_t client_deadline(const struct hasp_client *c)
+{
+	uint32_t deadline_ms = __atomic_load_n(&c->cfg.deadline_ms, __ATOMIC_RELAXED);
+
+	return clock_monotonic_ns() + (uint64_t)deadline_ms * NS_PER_MS;
+}
+
+uint64_t client_valid_until(const struct hasp_client *c, uint64_t send_ns, uint32_t ttl_ms)
+{
+	/* Fixed margin for scheduling and a rate term for the two clocks
+	 * running at different speeds over the TTL. */
+	uint64_t margin_ns = (uint64_t)c->cfg.drift_margin_ms * NS_PER_MS +
+			     (uint64_t)ttl_ms * c->cfg.drift_ppm; /* ms * ppm = ns */
+	uint64_t ttl_ns = (uint64_t)ttl_ms * NS_PER_MS;
+
+	if (margin_ns >= ttl_ns)
+		return send_ns;
+	return send_ns + ttl_ns - margin_ns;
+}
+
+static int node_index_of(const struct hasp_client *c, const struct sockaddr_in *a)
+{
+	for (uint32_t i = 0; i < c->node_count; i++) {
+		if (c->nodes[i].sin_addr.s_addr == a->sin_addr.s_addr &&
+		    c->nodes[i].sin_port == a->sin_port)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* The node a NOT_LEADER reply names, added to the list if new (up to the
+ * limit; then the last learned slot is reused). */
+static uint32_t node_learn(struct hasp_client *c, const struct hasp_wire_not_leader *nl)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int idx;
+
+	memcpy(&a.sin_addr.s_addr, nl->ipv4, 4); /* dotted order is network order */
+	a.sin_port = htons(nl->port);
+	idx = node_index_of(c, &a);
+	if (idx >= 0)
+		return (uint32_t)idx;
+	if (c->node_count < HASP_CLIENT_NODES_MAX)
+		c->node_count++;
+	c->nodes[c->node_count - 1] = a;
+	return c->node_count - 1;
+}
+
+static bool name_matches_watch(const struct hasp_client *c, const char *name, size_t size)
+{
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
+		const struct watch_entry *w = &c->watches[i];
+		size_t wsize;
+
+		if (!w->used)
+			continue;
+		wsize = strlen(w->name);
+		if (w->prefix ? (wsize <= size && memcmp(w->name, name, wsize) == 0)
+			      : (wsize == size && memcmp(w->name, name, size) == 0))
+			return true;
+	}
+	return false;
+}
+
+static void event_push_locked(struct hasp_client *c, const struct hasp_wire_msg *m)
+{
+	struct hasp_event *ev;
+
+	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
+		c->stats.events_dropped++;
+		return;
+	}
+	ev = &c->events[(c->event_head + c->event_count) % HASP_CLIENT_EVENTS_MAX];
+	c->event_count++;
+	ev->type = m->body.event.type;
+	ev->revision = m->body.event.revision;
+	ev->seq = m->hdr.seq;
+	HASP_ASSERT(m->body.event.name.size < sizeof(ev->name));
+	memcpy(ev->name, m->body.event.name.data, m->body.event.name.size);
+	ev->name[m->body.event.name.size] = '\0';
+	HASP_ASSERT(m->body.event.value.size <= sizeof(ev->value));
+	ev->value_size = m->body.event.value.size;
+	if (ev->value_size > 0)
+		memcpy(ev->value, m->body.event.value.data, ev->value_size);
+}
+
+static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_msg *m)
+{
+	const struct hasp_wire_event *e = &m->body.event;
+	bool watched = name_matches_watch(c, (const char *)e->name.data, e->name.size);
+	bool taken = false;
+
+	if (c->session_state != SESSION_OPEN || m->hdr.session_id != c->session_id) {
+		c->stats.rx_stray++;
+		return;
+	}
+	c->stats.events++;
+	if (c->event_seq_last != 0 && m->hdr.seq <= c->event_seq_last) {
+		c->stats.rx_duplicates++;
+		return;
+	}
+	if (c->event_seq_last != 0 && m->hdr.seq > c->event_seq_last + 1) {
+		/* Events are not acknowledged: a gap means one was lost, maybe
+		 * a grant. Every waiter re-reads its lock now. */
+		c->stats.events_gaps++;
+		for (struct waiter *w = c->waiters; w != NULL; w = w->next)
+			w->recheck = true;
+	}
+	c->event_seq_last = m->hdr.seq;
+
+	if (e->type == HASP_EVENT_LOCK_GRANTED) {
+		for (struct waiter *w = c->waiters; w != NULL; w = w->next) {
+			if (w->name_size != e->name.size ||
+			    memcmp(w->name, e->name.data, e->name.size) != 0)
+				continue;
+			/* Only a waiter and the watchers of the name are told
+			 * of a grant. Without a watch it is ours; with one it
+			 * may be another's, so confirm with LOCK_READ. */
+			if (watched)
+				w->recheck = true;
+			else {
+				w->granted = true;
+				w->token = e->revision;
+			}
+			taken = true;
+		}
+	}
+	if (watched || !taken)
+		event_push_locked(c, m);
+}
+
+/* Matches one reply to the slot waiting for it. */
+static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_msg *m,
+				  const uint8_t *data, size_t size, uint32_t from)
+{
+	struct pending *p;
+
+	if (m->hdr.session_id == 0 && m->hdr.opcode == HASP_OP_SESSION_OPEN) {
+		p = &c->open_slot;
+	} else if (c->session_state == SESSION_OPEN && m->hdr.session_id == c->session_id) {
+		p = &c->slots[m->hdr.seq % HASP_SESSION_INFLIGHT_MAX];
+	} else {
+		c->stats.rx_stray++;
+		return;
+	}
+	if (p->seq != m->hdr.seq || p->opcode != m->hdr.opcode || p->state == PENDING_FREE ||
+	    p->session_id != m->hdr.session_id) {
+		/* Answered and consumed already, or never sent. */
+		uint64_t sent_below = p == &c->open_slot ? c->open_count + 1 : c->next_seq;
+		if (m->hdr.seq < sent_below)
+			c->stats.rx_duplicates++;
+		else
+			c->stats.rx_stray++;
+		return;
+	}
+	if (p->state == PENDING_DONE) {
+		c->stats.rx_duplicates++;
+		return;
+	}
+	if (p->state == PENDING_ABANDONED) {
+		/* The window may move past it now. */
+		c->stats.rx_late++;
+		p->state = PENDING_FREE;
+		return;
+	}
+	HASP_ASSERT(p->state == PENDING_WAITING);
+	HASP_ASSERT(size <= sizeof(p->reply));
+	memcpy(p->reply, data, size);
+	p->reply_size = size;
+	p->from_index = from;
+	p->state = PENDING_DONE;
+	c->stats.rx_replies++;
+}
+
+static void dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t size,
+			    const struct sockaddr_in *from)
+{
+	struct hasp_wire_msg m;
+	int idx = node_index_of(c, from);
+
+	if (idx < 0) {
+		c->stats.rx_unknown_source++;
+		return;
+	}
+	if (hasp_wire_decode_reply(data, size, &m) != 0) {
+		c->stats.rx_malformed++;
+		return;
+	}
+	if (m.hdr.opcode == HASP_OP_EVENT)
+		dispatch_event_locked(c, &m);
+	else
+		dispatch_reply_locked(c, &m, data, size, (uint32_t)idx);
+}
+
+void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
+{
+	uint64_t now = clock_monotonic_ns();
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+	int timeout_ms;
+
+	if (now >= until_ns)
+		return;
+	if (c->receiving) {
+		struct timespec ts = ns_to_timespec(until_ns);
+		int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		HASP_ASSERT(rc == 0 || rc == ETIMEDOUT);
+		return;
+	}
+	c->receiving = true;
+	timeout_ms = (int)((until_ns - now + NS_PER_MS - 1) / NS_PER_MS);
+	pthread_mutex_unlock(&c->mu);
+	(void)poll(&pfd, 1, timeout_ms); /* EINTR: the caller loops */
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < RX_BATCH_MAX; i++) {
+		struct sockaddr_in from;
+		socklen_t from_size = sizeof(from);
+		ssize_t n = recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
+				     (struct sockaddr *)&from, &from_size);
+		if (n < 0)
+			break;
+		if (from_size != sizeof(from) || from.sin_family != AF_INET) {
+			c->stats.rx_unknown_source++;
+			continue;
+		}
+		/* A truncated read reports the full size: the decoder refuses
+		 * anything over 1472 bytes as too big. */
+		dispatch_locked(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf), &from);
+	}
+	c->receiving = false;
+	pthread_cond_broadcast(&c->cv);
+}
+
+static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, size_t size)
+{
+	struct sockaddr_in to = c->nodes[target];
+
+	/* A failed send is a lost datagram: the retransmit timer covers it. */
+	(void)sendto(c->fd, req, size, 0, (const struct sockaddr *)&to, sizeof(to));
+}
+
+enum timer_kind { TIMER_SEND, TIMER_SILENCE };
+
+/*
+ * Runs one request to a final reply: sends it, retransmits the same bytes
+ * after silence to the next node, follows NOT_LEADER, backs off on
+ * UNAVAILABLE and OVERLOADED. Returns 0 with p DONE, or -HASP_ETIMEDOUT
+ * with p ABANDONED. Called with c->mu held; drops it while waiting.
+ */
+static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8_t *req,
+			   size_t req_size, uint64_t deadline_ns, uint64_t *first_send_ns)
+{
+	uint64_t backoff_ns = (uint64_t)c->cfg.backoff_ms * NS_PER_MS;
+	uint64_t backoff_max_ns = (uint64_t)c->cfg.backoff_max_ms * NS_PER_MS;
+	uint32_t target = c->target < c->node_count ? c->target : 0;
+	uint32_t redirects = 0;
+	enum timer_kind kind = TIMER_SEND;
+	uint64_t timer_ns = 0;
+	bool sent = false;
+
+	HASP_ASSERT(p->state == PENDING_WAITING);
+	HASP_ASSERT(req_size >= HASP_WIRE_HEADER_SIZE && req_size <= HASP_DATAGRAM_SIZE_MAX);
+	for (;;) {
+		uint64_t now = clock_monotonic_ns();
+
+		if (p != &c->open_slot && p->state == PENDING_WAITING &&
+		    (c->session_state != SESSION_OPEN || c->session_id != p->session_id)) {
+			/* Another thread replaced the session (it expired, or
+			 * the window wrapped): no answer can come any more,
+			 * and the outcome is unknown, as after a timeout. */
+			p->state = PENDING_FREE;
+			c->stats.timeouts++;
+			return -HASP_ETIMEDOUT;
+		}
+		if (p->state == PENDING_DONE) {
+			struct hasp_wire_msg m;
+			int rc = hasp_wire_decode_reply(p->reply, p->reply_size, &m);
+
+			HASP_ASSERT(rc == 0); /* dispatch decoded it already */
+			if (m.hdr.status == HASP_STATUS_NOT_LEADER) {
+				c->stats.redirects++;
+				p->state = PENDING_WAITING;
+				kind = TIMER_SEND;
+				const struct hasp_wire_not_leader *nl = &m.body.not_leader;
+				bool usable = nl->known && nl->port != 0 &&
+					      (nl->ipv4[0] | nl->ipv4[1] | nl->ipv4[2] | nl->ipv4[3]) != 0;
+				if (usable && redirects < c->node_count) {
+					/* Straight to the named leader, same seq. */
+					redirects++;
+					target = node_learn(c, nl);
+					c->target = target;
+					timer_ns = now;
+					continue;
+				}
+				/* Unknown leader (an election), or redirects
+				 * going round in circles: next node, later. */
+				target = (p->from_index + 1) % c->node_count;
+				timer_ns = now + backoff_ns;
+				backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2
+									       : backoff_max_ns;
+				continue;
+			}
+			if (m.hdr.status == HASP_STATUS_UNAVAILABLE ||
+			    m.hdr.status == HASP_STATUS_OVERLOADED) {
+				/* Retry the same seq after a backoff; a node
+				 * without quorum may be in the minority, so
+				 * UNAVAILABLE moves on to the next node. */
+				p->state = PENDING_WAITING;
+				kind = TIMER_SEND;
+				if (m.hdr.status == HASP_STATUS_UNAVAILABLE)
+					target = (p->from_index + 1) % c->node_count;
+				timer_ns = now + backoff_ns;
+				backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2
+									       : backoff_max_ns;
+				continue;
+			}
+			/* A final answer: this node serves us; remember it. */
+			c->target = p->from_index;
+			return 0;
+		}
+		/* Send at least once: a number taken is a request made. */
+		if (now >= deadline_ns && sent) {
+			p->state = PENDING_ABANDONED;
+			c->stats.timeouts++;
+			return -HASP_ETIMEDOUT;
+		}
+		if (now >= timer_ns) {
+			if (kind == TIMER_SEND) {
+				send_to(c, target, req, req_size);
+				if (!sent) {
+					*first_send_ns = now;
+					c->stats.tx_requests++;
+					sent = true;
+				} else {
+					c->stats.tx_retransmits++;
+				}
+				kind = TIMER_SILENCE;
+				timer_ns = now + (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
+			} else {
+				/* Silence: the node may be down or partitioned
+				 * away; try the next address after a backoff,
+				 * still listening for a late reply meanwhile. */
+				target = (target + 1) % c->node_count;
+				kind = TIMER_SEND;
+				timer_ns = now + backoff_ns;
+				backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2
+									       : backoff_max_ns;
+			}
+			continue;
+		}
+		client_wait_io_locked(c, timer_ns < deadline_ns ? timer_ns : deadline_ns);
+	}
+}
+
+static uint64_t nonce_next(struct hasp_client *c)
+{
+	uint64_t n;
+
+	do {
+		n = prng_next(&c->prng);
+	} while (n == 0);
+	return n;
+}
+
+int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
+{
+	struct hasp_wire_msg req;
+	struct hasp_wire_msg rep;
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	uint64_t first_send_ns = 0;
+	int size;
+	int rc;
+
+	while (c->session_state == SESSION_OPENING) {
+		if (clock_monotonic_ns() >= deadline_ns)
+			return -HASP_ETIMEDOUT;
+		client_wait_io_locked(c, deadline_ns);
+	}
+	if (c->session_state == SESSION_OPEN)
+		return 0;
+
+	/* One nonce per open; its retransmissions carry the same bytes, so a
+	 * node that saw the first one returns the same session. */
+	memset(&req, 0, sizeof(req));
+	req.hdr.opcode = HASP_OP_SESSION_OPEN;
+	req.hdr.seq = ++c->open_count;
+	req.body.session_open.client_nonce = nonce_next(c);
+	req.body.session_open.ttl_ms = c->cfg.session_ttl_ms;
+	size = hasp_wire_encode(&req, buf, sizeof(buf));
+	HASP_ASSERT(size > 0); /* the TTL was checked at open */
+
+	c->session_state = SESSION_OPENING;
+	c->open_slot.session_id = 0;
+	c->open_slot.seq = req.hdr.seq;
+	c->open_slot.opcode = HASP_OP_SESSION_OPEN;
+	c->open_slot.state = PENDING_WAITING;
+	rc = exchange_locked(c, &c->open_slot, buf, (size_t)size, deadline_ns, &first_send_ns);
+	if (rc != 0) {
+		c->session_state = SESSION_NONE;
+		pthread_cond_broadcast(&c->cv);
+		return rc;
+	}
+	c->open_slot.state = PENDING_FREE;
+	rc = hasp_wire_decode_reply(c->open_slot.reply, c->open_slot.reply_size, &rep);
+	HASP_ASSERT(rc == 0);
+	if (rep.hdr.status != HASP_STATUS_OK) {
+		c->session_state = SESSION_NONE;
+		pthread_cond_broadcast(&c->cv);
+		return rep.hdr.status;
+	}
+	c->session_id = rep.body.session_opened.session_id;
+	c->session_ttl_ms = rep.body.session_opened.ttl_ms;
+	c->session_last_ok_send_ns = first_send_ns;
+	c->next_seq = 1; /* PROTOCOL.md: the first request after SESSION_OPEN */
+	c->event_seq_last = 0;
+	/* Abandoned slots of the old session can never be answered now.
+	 * Waiting ones belong to threads that will notice the new session
+	 * and free them (exchange_locked); slot_take waits for those. */
+	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++) {
+		if (c->slots[i].state == PENDING_ABANDONED)
+			c->slots[i].state = PENDING_FREE;
+	}
+	c->session_state = SESSION_OPEN;
+	c->stats.session_opens++;
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
+		c->watches_stale |= c->watches[i].used && c->watches[i].session_id != 0;
+	pthread_cond_broadcast(&c->cv);
+	HASP_ASSERT(c->session_id != 0);
+	return 0;
+}
+
+static bool any_waiting_locked(const struct hasp_client *c)
+{
+	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++) {
+		if (c->slots[i].state == PENDING_WAITING || c->slots[i].state == PENDING_DONE)
+			return true;
+	}
+	return false;
+}
+
+/* Takes the slot of the next sequence number, opening a session first and
+ * replacing it when an abandoned request blocks the window. */
+static int slot_take_locked(struct hasp_client *c, uint8_t opcode, uint64_t deadline_ns,
+			    struct pending **slot)
+{
+	for (;;) {
+		struct pending *p;
+		int rc = client_session_ensure_locked(c, deadline_ns);
+
+		if (rc != 0)
+			return rc;
+		p = &c->slots[c->next_seq % HASP_SESSION_INFLIGHT_MAX];
+		if (p->state == PENDING_FREE) {
+			p->session_id = c->session_id;
+			p->seq = c->next_seq++;
+			p->opcode = opcode;
+			p->state = PENDING_WAITING;
+			*slot = p;
+			return 0;
+		}
+		if (p->state == PENDING_ABANDONED && !any_waiting_locked(c)) {
+			/* s - 32 was never answered, so s cannot be sent in
+			 * this session: start another one. */
+			c->session_state = SESSION_NONE;
+			continue;
+		}
+		if (clock_monotonic_ns() >= deadline_ns)
+			return -HASP_ETIMEDOUT;
+		client_wait_io_locked(c, deadline_ns);
+	}
+}
+
+int client_call(struct hasp_client *c, struct client_call *call)
+{
+	uint8_t req[HASP_DATAGRAM_SIZE_MAX];
+	struct pending *p = NULL;
+	bool resend;
+	int size;
+	int rc;
+
+	HASP_ASSERT(c != NULL);
+	HASP_ASSERT(call != NULL);
+	if (call->deadline_ns == 0)
+		call->deadline_ns = client_deadline(c);
+	if (clock_monotonic_ns() >= call->deadline_ns)
+		return -HASP_ETIMEDOUT; /* before taking a number */
+	/* Encode once before taking a sequence number: a request the codec
+	 * refuses must not leave a gap in the session's numbering. */
+	call->req.hdr.flags = 0;
+	call->req.hdr.status = 0;
+	call->req.hdr.session_id = 1;
+	call->req.hdr.seq = 0;
+	size = hasp_wire_encode(&call->req, req, sizeof(req));
+	if (size < 0)
+		return size;
+
+	pthread_mutex_lock(&c->mu);
+	rc = slot_take_locked(c, call->req.hdr.opcode, call->deadline_ns, &p);
+	if (rc != 0) {
+		pthread_mutex_unlock(&c->mu);
+		return rc;
+	}
+	call->session_id = c->session_id;
+	call->req.hdr.session_id = c->session_id;
+	call->req.hdr.seq = p->seq;
+	size = hasp_wire_encode(&call->req, req, sizeof(req));
+	HASP_ASSERT(size > 0);
+	rc = exchange_locked(c, p, req, (size_t)size, call->deadline_ns, &call->first_send_ns);
+	if (rc == 0) {
+		memcpy(call->reply_buf, p->reply, p->reply_size);
+		rc = hasp_wire_decode_reply(call->reply_buf, p->reply_size, &call->reply);
+		HASP_ASSERT(rc == 0);
+		p->state = PENDING_FREE;
+		rc = call->reply.hdr.status;
+		if (rc == HASP_STATUS_SESSION_EXPIRED) {
+			/* Every lock and watch of the session is gone on the
+			 * cluster; the next call opens a new one. */
+			if (c->session_id == call->session_id)
+				c->session_state = SESSION_NONE;
+		} else if (call->first_send_ns > c->session_last_ok_send_ns) {
+			c->session_last_ok_send_ns = call->first_send_ns;
+		}
+	}
+	pthread_cond_broadcast(&c->cv); /* a slot may have freed */
+	resend = c->watches_stale && c->session_state == SESSION_OPEN;
+	if (resend)
+		c->watches_stale = false;
+	pthread_mutex_unlock(&c->mu);
+	/* A new session has no watches: register them again (the WATCH calls
+	 * find the flag clear, so this does not recurse). */
+	if (resend)
+		client_watches_resend(c);
+	HASP_ASSERT(rc >= 0 || rc == -HASP_ETIMEDOUT);
+	return rc;
+}

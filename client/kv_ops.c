@@ -1,0 +1,424 @@
+/*
+ * libhasp leases, watches with their pushed events, and KV operations.
+ *
+ * Leases granted through this client are remembered (up to
+ * HASP_CLIENT_LEASES_MAX) so hasp_client_keepalive can renew them and so a
+ * lease lock's validity follows its lease. Watches are remembered (up to
+ * HASP_CLIENT_WATCHES_MAX) because they belong to a session: a new session
+ * registers them again. Events wait in a bounded ring until polled; a full
+ * ring drops and counts (events carry a counter, so the gap is visible).
+ */
+#include <string.h>
+
+#include "client/client_impl.h"
+#include "common/assert.h"
+#include "common/clock.h"
+#include "hasp/client.h"
+
+#define NS_PER_MS 1000000ull
+
+/* ---- leases ---- */
+
+static void lease_fill(struct hasp_client *c, const struct client_call *call,
+		       struct hasp_lease *lease)
+{
+	const struct hasp_wire_lease_ok *ok = &call->reply.body.lease_ok;
+
+	pthread_mutex_lock(&c->mu);
+	client_lease_note_locked(c, ok->lease_id, ok->ttl_ms, call->first_send_ns);
+	pthread_mutex_unlock(&c->mu);
+	if (lease != NULL) {
+		lease->lease_id = ok->lease_id;
+		lease->ttl_ms = ok->ttl_ms;
+		lease->valid_until_ns = client_valid_until(c, call->first_send_ns, ok->ttl_ms);
+	}
+}
+
+static void lease_forget(struct hasp_client *c, uint64_t lease_id)
+{
+	pthread_mutex_lock(&c->mu);
+	struct lease_entry *l = client_lease_find_locked(c, lease_id);
+	if (l != NULL)
+		l->used = false;
+	pthread_mutex_unlock(&c->mu);
+}
+
+int hasp_client_lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct hasp_lease *lease)
+{
+	struct client_call call;
+	int rc;
+
+	if (c == NULL)
+		return -HASP_EINVAL;
+	if (ttl_ms < HASP_TTL_MS_MIN || ttl_ms > HASP_TTL_MS_MAX)
+		return -HASP_ERANGE;
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_LEASE_GRANT;
+	call.req.body.lease_grant.ttl_ms = ttl_ms;
+	rc = client_call(c, &call);
+	if (rc == HASP_STATUS_OK)
+		lease_fill(c, &call, lease);
+	return rc;
+}
+
+int hasp_client_lease_keepalive(struct hasp_client *c, uint64_t lease_id, struct hasp_lease *lease)
+{
+	struct client_call call;
+	int rc;
+
+	if (c == NULL || lease_id == 0)
+		return -HASP_EINVAL;
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_LEASE_KEEPALIVE;
+	call.req.body.lease_keepalive.lease_id = lease_id;
+	rc = client_call(c, &call);
+	if (rc == HASP_STATUS_OK)
+		lease_fill(c, &call, lease);
+	else if (rc == HASP_STATUS_LEASE_EXPIRED || rc == HASP_STATUS_NOT_FOUND)
+		lease_forget(c, lease_id); /* its locks and keys are gone */
+	return rc;
+}
+
+int hasp_client_lease_revoke(struct hasp_client *c, uint64_t lease_id)
+{
+	struct client_call call;
+
+	if (c == NULL || lease_id == 0)
+		return -HASP_EINVAL;
+	/* Stop keeping it alive first: a keepalive racing the revoke must not
+	 * find it. */
+	lease_forget(c, lease_id);
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_LEASE_REVOKE;
+	call.req.body.lease_revoke.lease_id = lease_id;
+	return client_call(c, &call);
+}
+
+/* ---- watches and events ---- */
+
+static int watch_call(struct hasp_client *c, uint8_t opcode, const struct hasp_wire_bytes *name,
+		      bool prefix, uint64_t *session_id)
+{
+	struct client_call call;
+	int rc;
+
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = opcode;
+	call.req.body.watch.name = *name;
+	call.req.body.watch.flags = prefix ? HASP_WIRE_WATCH_PREFIX : 0;
+	rc = client_call(c, &call);
+	*session_id = call.session_id;
+	return rc;
+}
+
+static struct watch_entry *watch_find_locked(struct hasp_client *c, const struct hasp_wire_bytes *n,
+					     bool prefix)
+{
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
+		struct watch_entry *w = &c->watches[i];
+		if (w->used && w->prefix == prefix && strlen(w->name) == n->size &&
+		    memcmp(w->name, n->data, n->size) == 0)
+			return w;
+	}
+	return NULL;
+}
+
+int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
+{
+	struct hasp_wire_bytes n;
+	struct watch_entry *w;
+	uint64_t session_id;
+	int rc;
+
+	if (c == NULL)
+		return -HASP_EINVAL;
+	if ((rc = client_name(name, &n)) != 0)
+		return rc;
+	/* Remember it first: events may arrive before the OK does, and a
+	 * grant to a watched name must not be mistaken for our own. */
+	pthread_mutex_lock(&c->mu);
+	w = watch_find_locked(c, &n, prefix);
+	for (uint32_t i = 0; w == NULL && i < HASP_CLIENT_WATCHES_MAX; i++) {
+		if (!c->watches[i].used) {
+			w = &c->watches[i];
+			w->used = true;
+			w->prefix = prefix;
+			w->session_id = 0;
+			memcpy(w->name, n.data, n.size);
+			w->name[n.size] = '\0';
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (w == NULL)
+		return -HASP_EFULL;
+	rc = watch_call(c, HASP_OP_WATCH, &n, prefix, &session_id);
+	pthread_mutex_lock(&c->mu);
+	if (rc == HASP_STATUS_OK)
+		w->session_id = session_id;
+	else
+		w->used = false;
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
+{
+	struct hasp_wire_bytes n;
+	uint64_t session_id;
+	int rc;
+
+	if (c == NULL)
+		return -HASP_EINVAL;
+	if ((rc = client_name(name, &n)) != 0)
+		return rc;
+	pthread_mutex_lock(&c->mu);
+	struct watch_entry *w = watch_find_locked(c, &n, prefix);
+	if (w != NULL)
+		w->used = false;
+	pthread_mutex_unlock(&c->mu);
+	return watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id);
+}
+
+void client_watches_resend(struct hasp_client *c)
+{
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
+		struct hasp_wire_bytes n;
+		char name[HASP_CLIENT_NAME_BUF];
+		uint64_t session_id;
+		bool prefix;
+		bool used;
+
+		pthread_mutex_lock(&c->mu);
+		/* Skip watches already registered in the current session (a
+		 * WATCH call that raced the new session did it). */
+		used = c->watches[i].used && c->watches[i].session_id != c->session_id;
+		prefix = c->watches[i].prefix;
+		memcpy(name, c->watches[i].name, sizeof(name));
+		pthread_mutex_unlock(&c->mu);
+		if (!used)
+			continue;
+		n.data = (const uint8_t *)name;
+		n.size = strlen(name);
+		int rc = watch_call(c, HASP_OP_WATCH, &n, prefix, &session_id);
+		pthread_mutex_lock(&c->mu);
+		if (rc < 0)
+			c->watches_stale = true; /* try again after the next call */
+		else if (rc == HASP_STATUS_OK && c->watches[i].used)
+			c->watches[i].session_id = session_id;
+		pthread_mutex_unlock(&c->mu);
+		if (rc < 0)
+			return;
+	}
+}
+
+int hasp_client_next_event(struct hasp_client *c, struct hasp_event *ev, uint32_t timeout_ms)
+{
+	uint64_t until;
+
+	if (c == NULL || ev == NULL)
+		return -HASP_EINVAL;
+	until = clock_monotonic_ns() + (uint64_t)timeout_ms * NS_PER_MS;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		if (c->event_count > 0) {
+			*ev = c->events[c->event_head];
+			c->event_head = (c->event_head + 1) % HASP_CLIENT_EVENTS_MAX;
+			c->event_count--;
+			pthread_mutex_unlock(&c->mu);
+			return 0;
+		}
+		if (clock_monotonic_ns() >= until)
+			break;
+		client_wait_io_locked(c, until);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return -HASP_ETIMEDOUT;
+}
+
+int hasp_client_poll(struct hasp_client *c, uint32_t timeout_ms)
+{
+	struct hasp_event ev;
+	int delivered = 0;
+	uint32_t wait_ms = timeout_ms;
+
+	if (c == NULL || c->cfg.event_fn == NULL)
+		return -HASP_EINVAL;
+	/* Wait for the first event only; then drain what is buffered. The
+	 * callback runs without the client's mutex held. */
+	while (delivered < (int)HASP_CLIENT_EVENTS_MAX && hasp_client_next_event(c, &ev, wait_ms) == 0) {
+		c->cfg.event_fn(&ev, c->cfg.event_arg);
+		delivered++;
+		wait_ms = 0;
+	}
+	return delivered;
+}
+
+/* ---- KV ---- */
+
+int hasp_client_kv_put(struct hasp_client *c, const char *key, const void *value,
+		       size_t value_size, uint64_t lease_id, uint64_t *revision)
+{
+	struct client_call call;
+	int rc;
+
+	if (c == NULL || (value == NULL && value_size > 0))
+		return -HASP_EINVAL;
+	if (value_size > HASP_VALUE_SIZE_MAX)
+		return -HASP_ETOOBIG;
+	memset(&call, 0, sizeof(call));
+	if ((rc = client_name(key, &call.req.body.kv_put.key)) != 0)
+		return rc;
+	call.req.hdr.opcode = HASP_OP_KV_PUT;
+	call.req.body.kv_put.value.data = value;
+	call.req.body.kv_put.value.size = value_size;
+	call.req.body.kv_put.lease_id = lease_id;
+	rc = client_call(c, &call);
+	if (rc == HASP_STATUS_OK && revision != NULL)
+		*revision = call.reply.body.kv_revision.revision;
+	return rc;
+}
+
+int hasp_client_kv_get(struct hasp_client *c, const char *key, struct hasp_kv_value *out)
+{
+	struct client_call call;
+	int rc;
+
+	if (c == NULL || out == NULL)
+		return -HASP_EINVAL;
+	memset(&call, 0, sizeof(call));
+	if ((rc = client_name(key, &call.req.body.kv_get.name)) != 0)
+		return rc;
+	call.req.hdr.opcode = HASP_OP_KV_GET;
+	rc = client_call(c, &call);
+	memset(out, 0, sizeof(*out));
+	if (rc == HASP_STATUS_OK) {
+		const struct hasp_wire_kv_value *v = &call.reply.body.kv_value;
+		HASP_ASSERT(v->value.size <= sizeof(out->value)); /* decoder checked */
+		out->revision = v->revision;
+		out->lease_id = v->lease_id;
+		out->value_size = v->value.size;
+		if (v->value.size > 0)
+			memcpy(out->value, v->value.data, v->value.size);
+	}
+	return rc;
+}
+
+int hasp_client_kv_delete(struct hasp_client *c, const char *key, uint64_t *revision)
+{
+	struct client_call call;
+	int rc;
+
+	if (c == NULL)
+		return -HASP_EINVAL;
+	memset(&call, 0, sizeof(call));
+	if ((rc = client_name(key, &call.req.body.kv_delete.name)) != 0)
+		return rc;
+	call.req.hdr.opcode = HASP_OP_KV_DELETE;
+	rc = client_call(c, &call);
+	if (rc == HASP_STATUS_OK && revision != NULL)
+		*revision = call.reply.body.kv_revision.revision;
+	return rc;
+}
+
+int hasp_client_kv_cas(struct hasp_client *c, const char *key, const struct hasp_kv_cas *cas,
+		       uint64_t *revision)
+{
+	struct client_call call;
+	struct hasp_wire_kv_cas *b = &call.req.body.kv_cas;
+	int rc;
+
+	if (c == NULL || cas == NULL || (cas->value == NULL && cas->value_size > 0) ||
+	    (cas->expected_value == NULL && cas->expected_value_size > 0))
+		return -HASP_EINVAL;
+	if (cas->value_size > HASP_VALUE_SIZE_MAX || cas->expected_value_size > HASP_VALUE_SIZE_MAX)
+		return -HASP_ETOOBIG;
+	if (!cas->compare_value && cas->expected_value_size > 0)
+		return -HASP_EINVAL;
+	memset(&call, 0, sizeof(call));
+	if ((rc = client_name(key, &b->key)) != 0)
+		return rc;
+	call.req.hdr.opcode = HASP_OP_KV_CAS;
+	b->flags = cas->compare_value ? HASP_WIRE_CAS_VALUE : 0;
+	b->expected_revision = cas->compare_value ? 0 : cas->expected_revision;
+	b->expected_value.data = cas->expected_value;
+	b->expected_value.size = cas->compare_value ? cas->expected_value_size : 0;
+	b->value.data = cas->value;
+	b->value.size = cas->value_size;
+	b->lease_id = cas->lease_id;
+	rc = client_call(c, &call);
+	if (rc == HASP_STATUS_OK && revision != NULL)
+		*revision = call.reply.body.kv_revision.revision;
+	return rc;
+}
+
+/* True when `key` sorts bytewise after `after` ("" sorts first). */
+static bool key_after(const struct hasp_wire_bytes *key, const char *after)
+{
+	size_t after_size = strlen(after);
+	size_t common = key->size < after_size ? key->size : after_size;
+	int cmp = memcmp(key->data, after, common);
+
+	return cmp > 0 || (cmp == 0 && key->size > after_size);
+}
+
+int hasp_client_kv_range(struct hasp_client *c, const char *prefix, uint32_t limit,
+			 hasp_client_range_fn *fn, void *arg)
+{
+	char after[HASP_CLIENT_NAME_BUF] = "";
+	char key[HASP_CLIENT_NAME_BUF];
+	struct hasp_wire_bytes p = { NULL, 0 };
+	uint64_t deadline_ns;
+	uint32_t delivered = 0;
+	int rc;
+
+	if (c == NULL || fn == NULL)
+		return -HASP_EINVAL;
+	if (prefix != NULL && prefix[0] != '\0' && (rc = client_name(prefix, &p)) != 0)
+		return rc;
+	/* One deadline for the whole walk, so a node that keeps saying MORE
+	 * cannot hold the caller forever. */
+	deadline_ns = client_deadline(c);
+	for (;;) {
+		struct client_call call;
+		struct hasp_wire_kv_iter it;
+		struct hasp_wire_kv_entry e;
+		uint32_t left = limit == 0 ? 0 : limit - delivered;
+
+		memset(&call, 0, sizeof(call));
+		call.req.hdr.opcode = HASP_OP_KV_RANGE;
+		call.req.body.kv_range.prefix = p;
+		call.req.body.kv_range.start_after.data = (const uint8_t *)after;
+		call.req.body.kv_range.start_after.size = strlen(after);
+		call.req.body.kv_range.limit = left > UINT16_MAX ? UINT16_MAX : (uint16_t)left;
+		call.deadline_ns = deadline_ns;
+		rc = client_call(c, &call);
+		if (rc != HASP_STATUS_OK)
+			return rc;
+		const struct hasp_wire_kv_entries *es = &call.reply.body.kv_entries;
+		hasp_wire_kv_iter_init(&it, es);
+		while (hasp_wire_kv_iter_next(&it, &e)) {
+			struct hasp_kv_entry out;
+
+			/* Keys come back in order; one that does not move
+			 * forward would loop the walk. */
+			if (e.key.size >= sizeof(key) || !key_after(&e.key, after))
+				return -HASP_ECORRUPT;
+			memcpy(key, e.key.data, e.key.size);
+			key[e.key.size] = '\0';
+			out.key = key;
+			out.value = e.value.data;
+			out.value_size = e.value.size;
+			out.revision = e.revision;
+			memcpy(after, key, e.key.size + 1);
+			delivered++;
+			if (fn(&out, arg) != 0)
+				return HASP_STATUS_OK;
+			if (limit != 0 && delivered >= limit)
+				return HASP_STATUS_OK;
+		}
+		if (!(es->flags & HASP_WIRE_RANGE_MORE))
+			return HASP_STATUS_OK;
+		if (es->entry_count == 0)
+			return -HASP_ECORRUPT; /* MORE with nothing: no progress */
+	}
+}

@@ -1,0 +1,54 @@
+/*
+ * One DPDK Ethernet port for the dataplane: pick it, size its mbuf pool,
+ * configure one RX/TX queue pair per dataplane lcore (RSS when the port has
+ * it and there is more than one queue), enable checksum offload where the
+ * port advertises it, and start it.
+ *
+ * Works with a real NIC (by PCI address, bound to vfio-pci), net_tap,
+ * net_af_packet and net_memif. Must run after rte_eal_init(), on the main
+ * lcore. The pool and port are released by port_close().
+ */
+#ifndef HASP_DATAPLANE_PORT_H
+#define HASP_DATAPLANE_PORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_mempool.h>
+
+#include "dataplane/eth.h"
+
+#define PORT_QUEUES_MAX 16u
+
+struct port_config {
+	const char *name;      /* "0000:03:00.0", "net_tap0"; NULL: the only port */
+	struct eth_addr mac;   /* our MAC (never the tap's, see eth.h) */
+	uint16_t queue_count;  /* RX/TX queue pairs, one per dataplane lcore */
+	uint16_t rxd_count;    /* RX descriptors per queue (adjusted by the PMD) */
+	uint16_t txd_count;    /* TX descriptors per queue */
+	uint16_t mtu;          /* HASP_MTU_DEFAULT unless jumbo */
+	uint32_t extra_mbufs;  /* per queue: mbufs the lcore may hold outside the
+				* rings (burst, TX buffer, ARP-parked datagrams) */
+};
+
+struct port {
+	uint16_t port_id;
+	uint16_t queue_count;
+	uint16_t rxd_count;
+	uint16_t txd_count;
+	struct rte_mempool *pool;
+	uint32_t mbuf_count;
+	bool rss;          /* RSS spreads flows over the queues */
+	bool rx_csum;      /* RX IPv4+UDP checksum offload enabled */
+	bool tx_csum;      /* TX IPv4+UDP checksum offload enabled */
+	bool promiscuous;  /* our MAC could not be installed as a filter */
+	char driver[32];
+	struct eth_addr port_mac; /* the port's own MAC (for diagnostics) */
+};
+
+/* Returns 0, -HASP_ENOENT (no such port), -HASP_ECONFIG (too many queues,
+ * bad MTU), -HASP_ENOMEM (pool), -HASP_EIO (the PMD refused). */
+int port_open(struct port *p, const struct port_config *cfg) __attribute__((warn_unused_result));
+void port_close(struct port *p);
+
+#endif

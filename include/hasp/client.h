@@ -1,0 +1,303 @@
+/*
+ * libhasp: the C client of a hasp cluster, over ordinary kernel UDP sockets.
+ *
+ * One struct hasp_client speaks wire protocol v1 (docs/PROTOCOL.md) to a
+ * cluster given as a list of ip:port addresses. It opens a session lazily on
+ * the first request (SESSION_OPEN with a random client nonce; a retried open
+ * carries the same nonce), numbers every request with the session's next
+ * sequence number and retransmits a request with the SAME number and bytes
+ * until a node answers, so that a retried mutation applies once
+ * (exactly-once, PROTOCOL.md "Exactly once"). NOT_LEADER with a known leader
+ * sends the request there at once; an unknown leader or a silent node moves
+ * to the next address after a backoff; the last node that answered is
+ * remembered. docs/CLIENT.md explains each behaviour and the CLI built on it.
+ *
+ * Returns: calls that exchange a request return the reply's status (an enum
+ * hasp_status, >= 0) when a node answered, or a negative -HASP_E* code when
+ * none did or the call was refused locally:
+ *   -HASP_EINVAL     a NULL or inconsistent argument
+ *   -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
+ *   -HASP_ERANGE     a TTL outside 10 ms .. 1 day
+ *   -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
+ *   -HASP_ETIMEDOUT  no answer before the deadline (every node tried), or a
+ *                    wait that did not end in a grant in time
+ *   -HASP_ESYS       a socket call failed
+ *   -HASP_ECORRUPT   a node broke the protocol (e.g. MORE with no entries)
+ * A refusal by the cluster (BUSY, NOT_HOLDER, NOT_FOUND, ...) is a status,
+ * not an error. NOT_LEADER, UNAVAILABLE and OVERLOADED are handled inside
+ * (redirect, retry after a backoff) and reach the caller only as
+ * -HASP_ETIMEDOUT when the deadline passes.
+ *
+ * Threads: every function may be called from several threads at once on
+ * one client. A mutex guards the client's state and is never held across a
+ * blocking socket call or a callback; up to HASP_SESSION_INFLIGHT_MAX
+ * requests may be in flight at once (one per calling thread), and one
+ * waiting thread at a time reads the socket for all of them. The keepalive
+ * helper thread (hasp_client_keepalive_start) is such a caller. Event
+ * callbacks run on the thread that calls hasp_client_poll(), never on the
+ * keepalive thread, and must not call hasp_client_close().
+ *
+ * Ownership: the client copies every string and buffer it keeps; pointers
+ * handed to callbacks are valid only during the call.
+ *
+ * Time: all deadlines and validity instants are CLOCK_MONOTONIC nanoseconds
+ * (as clock_monotonic_ns() in common/clock.h reads it).
+ */
+#ifndef HASP_CLIENT_H
+#define HASP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hasp/errors.h"
+#include "hasp/types.h"
+
+#define HASP_CLIENT_NODES_MAX 16u   /* addresses in a cluster, incl. learned leaders */
+#define HASP_CLIENT_LEASES_MAX 16u  /* leases kept alive by one client */
+#define HASP_CLIENT_WATCHES_MAX 32u /* watches re-registered after a new session */
+#define HASP_CLIENT_EVENTS_MAX 64u  /* pushed events buffered until polled */
+#define HASP_CLIENT_NAME_BUF 129u   /* a name of up to 128 bytes and its NUL */
+#define HASP_CLIENT_VALUE_MAX 1024u /* the protocol's value limit */
+
+struct hasp_client; /* opaque */
+
+struct hasp_event {
+	uint8_t type;      /* enum hasp_event_type */
+	uint64_t revision; /* of the change; the fencing token for lock events */
+	uint64_t seq;      /* the session's event counter (gaps mean lost events) */
+	char name[HASP_CLIENT_NAME_BUF];
+	size_t value_size; /* KV_PUT only */
+	uint8_t value[HASP_CLIENT_VALUE_MAX];
+};
+
+typedef void hasp_client_event_fn(const struct hasp_event *ev, void *arg);
+
+struct hasp_client_config {
+	/* "ip:port,ip:port,...", IPv4, any node of the cluster first. Required. */
+	const char *cluster;
+	uint32_t request_timeout_ms; /* silence before a retransmit (default 200) */
+	uint32_t backoff_ms;         /* first backoff before the next node (default 20) */
+	uint32_t backoff_max_ms;     /* backoff doubles up to this (default 1000) */
+	uint32_t deadline_ms;        /* overall deadline of one call (default 5000) */
+	uint32_t session_ttl_ms;     /* requested session TTL (default 10000) */
+	/* Clock-drift margin subtracted from every validity deadline:
+	 * drift_margin_ms + ttl * drift_ppm / 10^6 (defaults 5 ms, 10000 ppm). */
+	uint32_t drift_margin_ms;
+	uint32_t drift_ppm;
+	/* While queued in WAIT mode, re-read the lock this often in case the
+	 * LOCK_GRANTED event was lost (default 500). */
+	uint32_t wait_recheck_ms;
+	hasp_client_event_fn *event_fn; /* optional; see hasp_client_poll */
+	void *event_arg;
+	uint64_t nonce_seed; /* 0: random nonces (getrandom); else deterministic, for tests */
+};
+
+/* A held lock, filled by hasp_client_acquire; the caller owns it. */
+struct hasp_lock {
+	char name[HASP_CLIENT_NAME_BUF];
+	uint64_t token;    /* fencing token: pass it to every guarded resource */
+	uint64_t lease_id; /* non-zero: the lock lives on this lease */
+	uint32_t ttl_ms;
+	/* Conservative local deadline for a lock with its own TTL: the SEND
+	 * time of the first transmission of the granting request + ttl - drift
+	 * margin. Read hasp_client_lock_valid_until(), which also follows the
+	 * lease of a lease lock. */
+	uint64_t valid_until_ns;
+};
+
+struct hasp_acquire_opts {
+	uint32_t ttl_ms;   /* the lock's own TTL (10 ms .. 1 day) when lease_id is 0 */
+	uint64_t lease_id; /* non-zero: put the lock on this lease (ttl_ms must be 0) */
+	bool wait;         /* join the FIFO queue instead of answering BUSY */
+	uint32_t wait_timeout_ms; /* wait mode only: 0 waits without limit */
+};
+
+struct hasp_lock_info { /* LOCK_READ */
+	uint64_t holder_session_id;
+	uint64_t token;
+	uint64_t lease_id;
+	uint32_t ttl_remaining_ms;
+	uint32_t waiter_count;
+	bool ours; /* held by this client's current session */
+};
+
+struct hasp_lease {
+	uint64_t lease_id;
+	uint32_t ttl_ms;
+	uint64_t valid_until_ns; /* send time of the granting request + ttl - drift */
+};
+
+struct hasp_kv_value {
+	uint64_t revision; /* of the key's last change */
+	uint64_t lease_id;
+	size_t value_size;
+	uint8_t value[HASP_CLIENT_VALUE_MAX];
+};
+
+struct hasp_kv_cas {
+	bool compare_value;         /* compare the value, else the revision */
+	uint64_t expected_revision; /* 0: the key must not exist */
+	const void *expected_value; /* compare_value only */
+	size_t expected_value_size;
+	const void *value; /* the new value */
+	size_t value_size;
+	uint64_t lease_id; /* of the new value; 0: none */
+};
+
+/* One KV_RANGE entry, valid during the callback only. key is NUL-terminated. */
+struct hasp_kv_entry {
+	const char *key;
+	const uint8_t *value;
+	size_t value_size;
+	uint64_t revision;
+};
+
+/* Returns 0 to continue, anything else to stop the range early. */
+typedef int hasp_client_range_fn(const struct hasp_kv_entry *entry, void *arg);
+
+/* Counters: nothing is logged per datagram. */
+struct hasp_client_stats {
+	uint64_t tx_requests;       /* first transmissions */
+	uint64_t tx_retransmits;    /* same seq sent again (timeout or redirect) */
+	uint64_t rx_replies;        /* replies matched to a waiting request */
+	uint64_t rx_duplicates;     /* replies to a request already answered */
+	uint64_t rx_late;           /* replies to a request given up on */
+	uint64_t rx_stray;          /* another session, or a seq never sent */
+	uint64_t rx_malformed;      /* refused by hasp_wire_decode_reply */
+	uint64_t rx_unknown_source; /* not from a cluster address */
+	uint64_t redirects;         /* NOT_LEADER answers */
+	uint64_t timeouts;          /* requests that hit their deadline */
+	uint64_t session_opens;     /* sessions opened (1 + reopens) */
+	uint64_t events;            /* events received */
+	uint64_t events_dropped;    /* event buffer full */
+	uint64_t events_gaps;       /* jumps in the event counter (lost events) */
+	uint64_t wait_rechecks;     /* LOCK_READs sent while queued */
+};
+
+/* Fills `cfg` with the defaults above and no cluster. */
+void hasp_client_config_default(struct hasp_client_config *cfg);
+
+/* Allocates a client, parses cfg->cluster and opens a UDP socket. No
+ * datagram is sent. Returns 0, -HASP_ECONFIG (bad cluster list or option),
+ * -HASP_ENOMEM or -HASP_ESYS. The caller keeps cfg. */
+int hasp_client_open(struct hasp_client **client, const struct hasp_client_config *cfg)
+	__attribute__((warn_unused_result));
+
+/* Stops the keepalive thread, sends SESSION_CLOSE once without waiting long
+ * (best effort) and frees the client. Locks with their own TTL or on a lease
+ * stay held until they expire or are released with their token. */
+void hasp_client_close(struct hasp_client *client);
+
+/* Changes the overall deadline of each later call (cfg.deadline_ms), e.g.
+ * to bound a renew by the lock's remaining validity. 0 is refused
+ * (-HASP_EINVAL). */
+int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms);
+
+/* Opens the session now (otherwise the first request does). Returns the
+ * status (OK) or -HASP_E*. */
+int hasp_client_connect(struct hasp_client *client) __attribute__((warn_unused_result));
+/* The current session id, 0 when none is open. */
+uint64_t hasp_client_session_id(struct hasp_client *client);
+void hasp_client_stats_get(struct hasp_client *client, struct hasp_client_stats *stats);
+
+/* ---- locks ---- */
+
+/* Returns GRANTED (lock filled), BUSY (TRY mode; lock->token is the holder's
+ * token), or another status; in WAIT mode the call returns GRANTED when the
+ * grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ) or
+ * -HASP_ETIMEDOUT after wait_timeout_ms (the request may stay queued on the
+ * cluster; see docs/CLIENT.md). */
+int hasp_client_acquire(struct hasp_client *client, const char *name,
+			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
+	__attribute__((warn_unused_result));
+/* OK or NOT_HOLDER. */
+int hasp_client_release(struct hasp_client *client, const char *name, uint64_t token)
+	__attribute__((warn_unused_result));
+/* GRANTED or NOT_HOLDER. When `lock` is not NULL its TTL and validity
+ * deadline are refreshed from this renew's send time. */
+int hasp_client_renew(struct hasp_client *client, const char *name, uint64_t token,
+		      uint32_t ttl_ms, struct hasp_lock *lock) __attribute__((warn_unused_result));
+/* OK when `token` is the current holder's, else NOT_HOLDER. */
+int hasp_client_check(struct hasp_client *client, const char *name, uint64_t token)
+	__attribute__((warn_unused_result));
+/* OK (info filled) or NOT_FOUND (free). */
+int hasp_client_lock_read(struct hasp_client *client, const char *name,
+			  struct hasp_lock_info *info) __attribute__((warn_unused_result));
+
+/* The conservative monotonic deadline (ns) until which `lock` is ours: its
+ * own valid_until_ns, or for a lease lock the lease's current deadline as
+ * kept by this client (0 when this client does not know the lease). */
+uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock);
+/* True when the lock is still valid `work_ms` from now: act on the guarded
+ * resource only then, and still fence the act with lock->token. */
+bool hasp_client_lock_safe(struct hasp_client *client, const struct hasp_lock *lock,
+			   uint32_t work_ms);
+
+/* ---- leases ---- */
+
+/* OK (lease filled and kept alive by hasp_client_keepalive) or a status. */
+int hasp_client_lease_grant(struct hasp_client *client, uint32_t ttl_ms,
+			    struct hasp_lease *lease) __attribute__((warn_unused_result));
+/* OK (lease may be NULL) or LEASE_EXPIRED / NOT_FOUND. Also works on a lease
+ * this client did not grant. */
+int hasp_client_lease_keepalive(struct hasp_client *client, uint64_t lease_id,
+				struct hasp_lease *lease) __attribute__((warn_unused_result));
+/* OK or a status; the lease is forgotten either way. */
+int hasp_client_lease_revoke(struct hasp_client *client, uint64_t lease_id)
+	__attribute__((warn_unused_result));
+
+/* Sends what is due: SESSION_KEEPALIVE when a third of the session TTL
+ * passed since the last answered request, LEASE_KEEPALIVE for each lease
+ * granted by this client when a third of its TTL passed. Returns 0 or the
+ * first -HASP_E* (a lease answered LEASE_EXPIRED is dropped and counted as
+ * 0). Call it at least every ttl/6, or start the helper thread. */
+int hasp_client_keepalive(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Starts a thread that calls hasp_client_keepalive on time until
+ * hasp_client_keepalive_stop or close. Returns 0, -HASP_ESTATE (already
+ * running) or -HASP_ESYS. */
+int hasp_client_keepalive_start(struct hasp_client *client) __attribute__((warn_unused_result));
+void hasp_client_keepalive_stop(struct hasp_client *client);
+
+/* ---- watches and events ---- */
+
+/* OK or a status. Watches are re-sent when a new session opens. */
+int hasp_client_watch(struct hasp_client *client, const char *name, bool prefix)
+	__attribute__((warn_unused_result));
+/* OK or NOT_FOUND. */
+int hasp_client_unwatch(struct hasp_client *client, const char *name, bool prefix)
+	__attribute__((warn_unused_result));
+/* Takes the next pushed event, waiting up to timeout_ms (0: do not wait).
+ * Returns 0 (ev filled), -HASP_ETIMEDOUT or -HASP_ESYS. */
+int hasp_client_next_event(struct hasp_client *client, struct hasp_event *ev,
+			   uint32_t timeout_ms) __attribute__((warn_unused_result));
+/* Waits up to timeout_ms for events and passes each buffered one to
+ * cfg->event_fn on this thread. Returns the count delivered or -HASP_E*
+ * (-HASP_EINVAL when no event_fn was configured). */
+int hasp_client_poll(struct hasp_client *client, uint32_t timeout_ms)
+	__attribute__((warn_unused_result));
+
+/* ---- KV ---- */
+
+/* OK (*revision set when not NULL) or a status. */
+int hasp_client_kv_put(struct hasp_client *client, const char *key, const void *value,
+		       size_t value_size, uint64_t lease_id, uint64_t *revision)
+	__attribute__((warn_unused_result));
+/* OK (out filled) or NOT_FOUND. */
+int hasp_client_kv_get(struct hasp_client *client, const char *key, struct hasp_kv_value *out)
+	__attribute__((warn_unused_result));
+/* OK or NOT_FOUND. */
+int hasp_client_kv_delete(struct hasp_client *client, const char *key, uint64_t *revision)
+	__attribute__((warn_unused_result));
+/* OK or COMPARE_FAILED. */
+int hasp_client_kv_cas(struct hasp_client *client, const char *key,
+		       const struct hasp_kv_cas *cas, uint64_t *revision)
+	__attribute__((warn_unused_result));
+/* Calls fn for each key with `prefix` ("" or NULL: every key) in key order,
+ * at most `limit` of them (0: all), following the MORE flag across
+ * datagrams with start-after = the last key received. Returns OK when done
+ * (or stopped by fn), another status, or -HASP_E*. */
+int hasp_client_kv_range(struct hasp_client *client, const char *prefix, uint32_t limit,
+			 hasp_client_range_fn *fn, void *arg) __attribute__((warn_unused_result));
+
+#endif

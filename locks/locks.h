@@ -1,0 +1,354 @@
+/*
+ * The replicated lock state machine of hasp: locks with fencing tokens, FIFO
+ * waiter queues, leases (private per lock, or shared etcd-style), a KV store
+ * with revisions, and client sessions with exactly-once replies.
+ *
+ * It is a pure step function (STYLE.md §1): locks_apply() takes one committed
+ * command at a log index and fills a caller-owned result (the reply and the
+ * events for the watch layer). It never reads a clock, does no I/O, never
+ * logs and never allocates after locks_init(); time arrives inside each
+ * command as (leader term, leader monotonic ms) and becomes "log time"
+ * (docs/STATE_MACHINE.md, "Lease time"). Replicas that apply the same
+ * commands reach byte-identical snapshots and give identical replies.
+ *
+ * Expiry is never decided here on our own: the leader asks the queries below
+ * which leases and sessions are due, proposes EXPIRE / SESSION_EXPIRE, and
+ * apply re-checks the deadline in log time (a keepalive committed in between
+ * wins and the EXPIRE becomes a no-op).
+ *
+ * Ownership: the caller owns `struct locks` (init in place), every command
+ * and the bytes its name/value point at (apply copies what it keeps), and the
+ * result's event array, which must hold locks_events_max() events. Pointers
+ * returned by queries point into the state machine and stay valid until the
+ * next apply, restore or deinit.
+ *
+ * Not thread-safe: one thread applies and queries. A struct locks must not
+ * be moved or copied after locks_init() (its tables call back into it).
+ */
+#ifndef HASP_LOCKS_LOCKS_H
+#define HASP_LOCKS_LOCKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+#include "hasp/types.h"
+#include "locks/arena.h"
+#include "locks/dheap.h"
+#include "locks/hindex.h"
+#include "locks/slots.h"
+
+#define LOCKS_NONE UINT32_MAX
+#define LOCKS_DEADLINE_NONE UINT64_MAX
+
+/* Commands. Client commands reuse the wire opcodes of hasp/types.h; the
+ * leader's and the operator's commands are numbered above them. */
+enum locks_op {
+	LOCKS_OP_SESSION_OPEN = HASP_OP_SESSION_OPEN,
+	LOCKS_OP_SESSION_KEEPALIVE = HASP_OP_SESSION_KEEPALIVE,
+	LOCKS_OP_SESSION_CLOSE = HASP_OP_SESSION_CLOSE,
+	LOCKS_OP_LEASE_GRANT = HASP_OP_LEASE_GRANT,
+	LOCKS_OP_LEASE_KEEPALIVE = HASP_OP_LEASE_KEEPALIVE,
+	LOCKS_OP_LEASE_REVOKE = HASP_OP_LEASE_REVOKE,
+	LOCKS_OP_ACQUIRE = HASP_OP_ACQUIRE,
+	LOCKS_OP_RELEASE = HASP_OP_RELEASE,
+	LOCKS_OP_RENEW = HASP_OP_RENEW,
+	LOCKS_OP_KV_PUT = HASP_OP_KV_PUT,
+	LOCKS_OP_KV_DELETE = HASP_OP_KV_DELETE,
+	LOCKS_OP_KV_CAS = HASP_OP_KV_CAS,
+	LOCKS_OP_TICK = 64,           /* leader: carries time only */
+	LOCKS_OP_LEASE_EXPIRE = 65,   /* leader: lease_id is past its deadline */
+	LOCKS_OP_SESSION_EXPIRE = 66, /* leader: session_id is idle past its deadline */
+	LOCKS_OP_FORCE_RELEASE = 67,  /* operator: release `name` whoever holds it */
+};
+
+/* Finer detail behind a status, for clients, counters and tests. */
+enum locks_reason {
+	LOCKS_REASON_NONE = 0,
+	LOCKS_REASON_SEQ_TOO_OLD = 1,     /* seq fell out of the session's reply window */
+	LOCKS_REASON_SEQ_INVALID = 2,     /* seq 0 */
+	LOCKS_REASON_NO_LOCK = 3,         /* the lock is not held by anyone */
+	LOCKS_REASON_TOKEN_MISMATCH = 4,  /* held, but this is not the current token */
+	LOCKS_REASON_SELF_HELD = 5,       /* this session already holds the lock */
+	LOCKS_REASON_ALREADY_QUEUED = 6,  /* this session already waits for the lock */
+	LOCKS_REASON_PRIVATE_LEASE = 7,   /* a lock's own TTL lease is not addressable */
+	LOCKS_REASON_NOT_DUE = 8,         /* expiry re-check: deadline not reached */
+	LOCKS_REASON_LOCKS_FULL = 9,
+	LOCKS_REASON_LEASES_FULL = 10,
+	LOCKS_REASON_SESSIONS_FULL = 11,
+	LOCKS_REASON_WAITERS_FULL = 12,
+	LOCKS_REASON_NAMES_FULL = 13,     /* lock name bytes */
+	LOCKS_REASON_KV_FULL = 14,        /* KV entries */
+	LOCKS_REASON_KV_BYTES_FULL = 15,
+	LOCKS_REASON_LEASE_ITEMS_FULL = 16, /* locks_per_lease_max or keys_per_lease_max */
+	LOCKS_REASON_SESSION_LOCKS_FULL = 17, /* locks_per_session_max */
+	LOCKS_REASON_BAD_FIELDS = 18,     /* fields inconsistent with the opcode */
+	LOCKS_REASON_STALE_TERM = 19,     /* command from a term older than one applied */
+};
+
+/* One command. Fields an opcode does not use must be zero (the codec
+ * enforces it; apply answers BAD_REQUEST otherwise). */
+struct locks_cmd {
+	uint8_t op;          /* enum locks_op */
+	uint8_t mode;        /* ACQUIRE: enum hasp_acquire_mode */
+	uint32_t ttl_ms;     /* SESSION_OPEN, LEASE_GRANT, ACQUIRE with own TTL, RENEW */
+	uint64_t term;       /* proposing leader's term */
+	uint64_t now_ms;     /* proposing leader's monotonic clock */
+	uint64_t session_id; /* client commands; SESSION_EXPIRE target */
+	uint64_t seq;        /* client commands: 1, 2, 3... per session */
+	uint64_t lease_id;   /* ACQUIRE on a shared lease, LEASE_*, KV_PUT/CAS attach */
+	uint64_t token;      /* RELEASE, RENEW: fencing token; KV_CAS: expected mod revision */
+	uint64_t nonce;      /* SESSION_OPEN: client nonce (a retried open gets the same
+			      * session while it lives); 0: no deduplication */
+	const uint8_t *name; /* lock name or KV key; caller-owned */
+	const uint8_t *value; /* KV value; caller-owned */
+	uint16_t name_len;
+	uint16_t value_len;
+};
+
+/* The reply to one command; memcmp-comparable (all padding zero), which is
+ * what "a duplicate returns the identical reply" is checked with. */
+struct locks_reply {
+	uint8_t status;       /* enum hasp_status */
+	uint8_t reason;       /* enum locks_reason */
+	uint16_t reserved;
+	uint32_t position;    /* QUEUED: 1-based place in the FIFO queue */
+	uint32_t ttl_ms;      /* granted/renewed lease TTL, session TTL */
+	uint32_t reserved2;
+	uint64_t token;       /* GRANTED/renew: our token; BUSY: the holder's */
+	uint64_t id;          /* SESSION_OPEN: session id; LEASE_GRANT, GRANTED: lease id */
+	uint64_t revision;    /* KV: mod revision (current one on COMPARE_FAILED) */
+	uint64_t deadline_ms; /* lease or session deadline in log time */
+};
+
+/* Why a lock was released (LOCK_RELEASED events). */
+enum locks_release_cause {
+	LOCKS_CAUSE_NONE = 0,
+	LOCKS_CAUSE_RELEASE = 1,
+	LOCKS_CAUSE_EXPIRE = 2,
+	LOCKS_CAUSE_REVOKE = 3,
+	LOCKS_CAUSE_FORCE = 4,
+	/* Not emitted since locks outlive their session (a session's end only
+	 * drops its waiters); the value stays reserved. */
+	LOCKS_CAUSE_SESSION_END = 5,
+};
+
+/* One event for the watch layer. The name is copied in, so events stay valid
+ * after the state machine moves on. */
+struct locks_event {
+	uint8_t type;         /* enum hasp_event_type */
+	uint8_t cause;        /* enum locks_release_cause (RELEASED), else 0 */
+	uint8_t name_len;
+	uint8_t reserved;
+	uint32_t reserved2;
+	uint64_t session_id;  /* RELEASED: session that acquired it (may have ended);
+			       * GRANTED: new holder */
+	uint64_t token;       /* RELEASED: the ended grant's token; GRANTED: the new one */
+	uint64_t lease_id;    /* GRANTED: lease of the new grant */
+	uint64_t revision;    /* revision of the command (KV: the key's mod revision) */
+	uint64_t deadline_ms; /* GRANTED: lease deadline in log time */
+	uint8_t name[HASP_NAME_SIZE_MAX];
+};
+
+/* Filled by locks_apply(). The caller sets `events` and `event_count_max`
+ * (>= locks_events_max()) before the call. */
+struct locks_result {
+	struct locks_reply reply;
+	bool duplicate;          /* reply came from the session's reply cache, or
+				  * is a retried SESSION_OPEN's (same nonce) */
+	uint64_t revision;       /* the state machine's revision after the command */
+	uint64_t log_time_ms;    /* log time after the command */
+	struct locks_event *events;
+	uint32_t event_count_max;
+	uint32_t event_count;
+};
+
+/*
+ * Capacities. Every table is sized from these in locks_init(); "full" is the
+ * typed reply HASP_STATUS_FULL with a reason, never a crash or an allocation.
+ * locks_config_default() fills modest values; locks_memory_size() gives the
+ * bytes they cost (the sizing sum lives in locks.c).
+ */
+struct locks_config {
+	uint32_t locks_max;             /* held locks (a lock exists while held) */
+	uint32_t leases_max;            /* shared leases + one private lease per TTL lock or TTL waiter */
+	uint32_t sessions_max;
+	uint32_t waiters_max;           /* waiters over all queues */
+	uint32_t kv_entries_max;
+	uint32_t kv_bytes_max;          /* key + value bytes over all entries */
+	uint32_t lock_name_bytes_max;   /* lock name bytes over all locks */
+	uint32_t locks_per_lease_max;   /* locks + waiters on one shared lease */
+	uint32_t keys_per_lease_max;    /* KV entries attached to one lease */
+	uint32_t locks_per_session_max; /* locks held + waited for by one live session */
+	uint32_t session_window;        /* cached replies per session (pipelining depth) */
+	uint64_t hash_seed;             /* may differ per node: hash layout is never observable */
+};
+
+/* Counters (not replicated, not in snapshots): what happened, for haspctl. */
+struct locks_stats {
+	uint64_t applied;
+	uint64_t duplicates;        /* cached replies, and retried opens (same nonce) */
+	uint64_t seq_too_old;
+	uint64_t bad_requests;
+	uint64_t full;
+	uint64_t expire_noop;       /* EXPIRE / SESSION_EXPIRE that lost to a keepalive */
+	uint64_t stale_term;        /* commands whose term went backwards */
+	uint64_t grants;
+	uint64_t handoffs;          /* grants to a waiter inside another command */
+};
+
+struct locks_lock;
+struct locks_lease;
+struct locks_session;
+struct locks_waiter;
+struct locks_kv;
+struct locks_cached_reply;
+
+struct locks {
+	struct locks_config cfg;
+
+	/* Replicated state (all of it goes into snapshots). */
+	uint64_t revision;       /* bumped once by every command that changes state */
+	uint64_t applied_index;  /* log index of the last applied command */
+	uint64_t log_time_ms;    /* never goes backwards */
+	uint64_t last_term;      /* term of the last applied command */
+	int64_t time_offset_ms;  /* log time = leader now + offset, within last_term */
+	uint64_t id_counter;     /* source of session and lease ids */
+	uint64_t lock_name_bytes; /* logical bytes of lock names */
+	uint64_t kv_bytes;       /* logical bytes of keys + values */
+
+	struct locks_lock *locks;
+	struct locks_lease *leases;
+	struct locks_session *sessions;
+	struct locks_waiter *waiters;
+	struct locks_kv *kvs;
+	struct locks_cached_reply *replies; /* sessions_max * session_window */
+
+	struct slots lock_slots, lease_slots, session_slots, waiter_slots, kv_slots;
+
+	/* Derived state, rebuilt on restore. */
+	struct hindex lock_index, kv_index;
+	struct hindex nonce_index; /* live sessions by non-zero open nonce */
+	struct arena lock_names, kv_bytes_arena;
+	struct dheap lease_heap, session_heap;
+	uint32_t events_max;
+
+	/* Per-apply scratch. */
+	struct locks_result *res;
+	bool bumped;
+
+	struct locks_stats stats;
+};
+
+/* Modest capacities for tests and small deployments. */
+void locks_config_default(struct locks_config *cfg);
+
+/* 0 or -HASP_ECONFIG when a capacity is zero or out of range. */
+int locks_config_check(const struct locks_config *cfg) __attribute__((warn_unused_result));
+
+/* Bytes all tables take for `cfg` (the sizing sum in locks.c). */
+uint64_t locks_memory_size(const struct locks_config *cfg);
+
+/* Events one command can emit at most: the size of locks_result.events. */
+uint32_t locks_events_max(const struct locks_config *cfg);
+
+/* Sizes every table (the only allocation of the module). Returns 0,
+ * -HASP_ECONFIG or -HASP_ENOMEM (nothing left allocated). */
+int locks_init(struct locks *sm, const struct locks_config *cfg) __attribute__((warn_unused_result));
+void locks_deinit(struct locks *sm);
+
+/* Applies one committed command at log `index` (> every earlier index).
+ * Deterministic; fills `res` (reply, events, revision, log time). */
+void locks_apply(struct locks *sm, uint64_t index, const struct locks_cmd *cmd,
+		 struct locks_result *res);
+
+/* The O(n) invariant checker, called through HASP_DASSERT after each apply. */
+bool locks_invariants_ok(const struct locks *sm);
+
+/* --- Leader-side time queries (docs/STATE_MACHINE.md, "Lease time") --- */
+
+/* The log time a command proposed now by the leader of `term` would get:
+ * leader_now_ms rebased onto log time, never before the last log time. */
+uint64_t locks_log_time(const struct locks *sm, uint64_t term, uint64_t leader_now_ms);
+
+/* The earliest lease or session deadline in log time, or LOCKS_DEADLINE_NONE. */
+uint64_t locks_deadline_min(const struct locks *sm);
+
+/* Up to `max` ids of leases (or sessions) whose deadline is <= log_time_ms;
+ * the leader proposes LEASE_EXPIRE (SESSION_EXPIRE) for each. */
+uint32_t locks_leases_due(const struct locks *sm, uint64_t log_time_ms, uint64_t *ids, uint32_t max);
+uint32_t locks_sessions_due(const struct locks *sm, uint64_t log_time_ms, uint64_t *ids,
+			    uint32_t max);
+
+/* --- Read-only queries (linearizable when the node serves them after a
+ * ReadIndex or under the leader lease) --- */
+
+struct locks_lock_info {
+	uint64_t holder_session_id; /* the session that acquired it; it may have ended
+				     * (a lock outlives its session until its lease ends) */
+	uint64_t token;
+	uint64_t lease_id;
+	uint64_t deadline_ms;  /* log time */
+	uint32_t ttl_ms;
+	uint32_t waiter_count;
+	bool private_lease;    /* the lock's own TTL, not a shared lease */
+};
+
+/* True when `name` is held; fills `info`. */
+bool locks_lock_read(const struct locks *sm, const uint8_t *name, uint32_t name_len,
+		     struct locks_lock_info *info);
+
+/* True when `token` is the current holder's token of `name`. */
+bool locks_check(const struct locks *sm, const uint8_t *name, uint32_t name_len, uint64_t token);
+
+struct locks_kv_info {
+	const uint8_t *key;    /* into the state machine */
+	const uint8_t *value;
+	uint32_t key_len;
+	uint32_t value_len;
+	uint64_t create_revision;
+	uint64_t mod_revision;
+	uint64_t version;      /* puts since creation, 1 for a new key */
+	uint64_t lease_id;     /* 0: none */
+};
+
+bool locks_kv_get(const struct locks *sm, const uint8_t *key, uint32_t key_len,
+		  struct locks_kv_info *info);
+
+/* Keys with `prefix`, strictly after `start_after` (NULL/0: from the start),
+ * in ascending bytewise order (a shorter key sorts before its extensions), at
+ * most `max` of them. Returns the count; O(kv entries * log max). */
+uint32_t locks_kv_range(const struct locks *sm, const uint8_t *prefix, uint32_t prefix_len,
+			const uint8_t *start_after, uint32_t start_after_len,
+			struct locks_kv_info *out, uint32_t max);
+
+struct locks_lease_info {
+	uint64_t deadline_ms;
+	uint32_t ttl_ms;
+	uint32_t lock_count;
+	uint32_t waiter_count;
+	uint32_t key_count;
+	bool private_lease;
+};
+bool locks_lease_read(const struct locks *sm, uint64_t lease_id, struct locks_lease_info *info);
+
+struct locks_session_info {
+	uint64_t deadline_ms;
+	uint64_t seq_max;
+	uint32_t ttl_ms;
+	uint32_t lock_count;   /* held (acquired by it and not yet released) */
+	uint32_t waiter_count; /* waiting */
+};
+bool locks_session_read(const struct locks *sm, uint64_t session_id, struct locks_session_info *info);
+
+/* Live counts, for stats and the benchmark. */
+struct locks_counts {
+	uint32_t locks, leases, sessions, waiters, kv_entries;
+};
+void locks_counts_get(const struct locks *sm, struct locks_counts *counts);
+
+/* True when `name` is 1..HASP_NAME_SIZE_MAX bytes of 0x21..0x7e. */
+bool locks_name_valid(const uint8_t *name, uint32_t name_len);
+
+#endif

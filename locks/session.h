@@ -1,0 +1,84 @@
+/*
+ * Client sessions and exactly-once replies (Raft thesis §6.3).
+ *
+ * A client opens a session (the id comes from replicated state, so every
+ * replica assigns the same one), then numbers its requests 1, 2, 3... Each
+ * session keeps the replies of its last `session_window` requests in a ring
+ * indexed by seq % window; a retried request finds its reply there and gets
+ * it back byte for byte, and the state machine changes nothing. A pipelining
+ * client may have up to `session_window` requests in flight, even reordered.
+ * A seq older than the window can no longer be answered and gets
+ * BAD_REQUEST / LOCKS_REASON_SEQ_TOO_OLD.
+ *
+ * SESSION_OPEN has no session (and no seq) yet; it is deduplicated by the
+ * client's nonce instead (docs/PROTOCOL.md): while the session an open
+ * created lives, an open with the same non-zero nonce gets that open's reply
+ * again, byte for byte, and changes nothing. A hash index keyed by nonce
+ * (derived state, rebuilt on restore) finds it. Nonce 0 opts out.
+ *
+ * Idle sessions end only by a SESSION_EXPIRE command from the leader,
+ * re-checked here against log time; any command of the session pushes its
+ * deadline out (ZooKeeper-style: requests are heartbeats). A session is for
+ * exactly-once replies and wait queues, not for ownership: its end drops its
+ * waiters (and their pending private leases) but leaves the locks it holds
+ * to their tokens and leases (docs/STATE_MACHINE.md, "Sessions").
+ */
+#ifndef HASP_LOCKS_SESSION_H
+#define HASP_LOCKS_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "locks/locks.h"
+
+struct locks_session {
+	uint64_t id;
+	uint64_t deadline_ms;      /* log time */
+	uint64_t seq_max;          /* highest seq applied */
+	uint64_t nonce;            /* client nonce of the open; 0: none */
+	uint64_t open_deadline_ms; /* the open's reply, for a retried open */
+	uint32_t ttl_ms;
+	uint32_t heap_pos;
+	uint32_t waiter_head;      /* waiters (via locks_waiter.session_next) */
+	uint32_t lock_count;       /* locks it acquired that are still held */
+	uint32_t waiter_count;
+};
+
+struct locks_cached_reply {
+	uint64_t seq; /* 0: empty */
+	struct locks_reply reply;
+};
+
+enum session_seq_verdict {
+	SESSION_SEQ_NEW,
+	SESSION_SEQ_DUPLICATE,
+	SESSION_SEQ_TOO_OLD,
+};
+
+/* The slot of live session `id`, or LOCKS_NONE. */
+uint32_t session_find(const struct locks *sm, uint64_t id);
+
+/* The slot of the live session opened with non-zero `nonce`, or LOCKS_NONE. */
+uint32_t session_find_nonce(const struct locks *sm, uint64_t nonce);
+/* Hash of a nonce in sm->nonce_index, and its hindex callback. */
+uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce);
+uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot);
+
+/* Classifies `seq` (> 0) for session slot `s`; for a duplicate, `*cached`
+ * points at the stored reply. */
+enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, uint64_t seq,
+					   const struct locks_reply **cached);
+/* Stores the reply of a new `seq` and pushes the idle deadline out. */
+void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, const struct locks_reply *reply);
+
+/* Command handlers; the dispatcher in locks.c did the session and seq checks
+ * for the ones that take a session. */
+void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd);
+void session_cmd_keepalive(struct locks *sm, uint32_t s);
+void session_cmd_close(struct locks *sm, uint32_t s);
+void session_cmd_expire(struct locks *sm, const struct locks_cmd *cmd);
+
+uint64_t session_heap_key(const void *ctx, uint32_t slot);
+void session_heap_set_pos(void *ctx, uint32_t slot, uint32_t pos);
+
+#endif

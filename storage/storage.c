@@ -1,0 +1,106 @@
+/*
+ * The storage facade (see storage.h): one ring shared by the WAL and the
+ * hard state, completions dispatched on the owner byte of user_data.
+ */
+#include "storage/storage.h"
+
+#include <string.h>
+
+#include "common/assert.h"
+#include "hasp/errors.h"
+#include "storage/uring.h"
+
+/* Ring entries: each WAL write is at most two ops (write + sync), the hard
+ * state one write + one sync, and a margin for resubmissions. */
+static unsigned storage_queue_depth(uint32_t writes_inflight_max)
+{
+	unsigned need = 2 * (writes_inflight_max + 2) /* WAL writes and their syncs */
+			+ 2                           /* hard-state write and sync */
+			+ 8;                          /* retries in the same poll */
+	unsigned depth = 1;
+	while (depth < need)
+		depth *= 2;
+	return depth;
+}
+
+int storage_open(struct storage *s, const struct storage_config *cfg, struct hard_state *hs)
+{
+	struct wal_config wc;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	uint32_t inflight = cfg->writes_inflight_max ? cfg->writes_inflight_max : 16;
+	if (cfg->io.ops != NULL) {
+		s->io = cfg->io;
+	} else {
+		if (cfg->dir == NULL)
+			return -HASP_EINVAL;
+		rc = uring_io_open(&s->uring, cfg->dir, storage_queue_depth(inflight));
+		if (rc != 0)
+			return rc;
+		s->io = uring_io_ops(s->uring);
+	}
+	wal_config_default(&wc, s->io);
+	if (cfg->segment_size)
+		wc.segment_size = cfg->segment_size;
+	if (cfg->write_size_max)
+		wc.write_size_max = cfg->write_size_max;
+	else if (wc.write_size_max > wc.segment_size / 4)
+		wc.write_size_max = (uint32_t)(wc.segment_size / 4); /* small segments: 4 writes each */
+	wc.writes_inflight_max = inflight;
+	if (cfg->segment_count_max)
+		wc.segment_count_max = cfg->segment_count_max;
+	wc.sync_mode = cfg->sync_mode;
+	if ((rc = hardstate_open(&s->hs, s->io, hs)) != 0)
+		goto fail_io;
+	if ((rc = wal_open(&s->wal, &wc)) != 0)
+		goto fail_hs;
+	return 0;
+
+fail_hs:
+	hardstate_close(&s->hs);
+fail_io:
+	uring_io_close(s->uring);
+	s->uring = NULL;
+	return rc;
+}
+
+void storage_close(struct storage *s)
+{
+	if (s->uring != NULL) {
+		/* The kernel reads the WAL's buffers until each op completes:
+		 * reap everything still in flight before freeing them. */
+		struct storage_cqe cqes[32];
+		while (s->io.ops->reap(s->io.ctx, cqes, 32, true) > 0)
+			;
+	}
+	wal_close(&s->wal);
+	hardstate_close(&s->hs);
+	uring_io_close(s->uring);
+	memset(s, 0, sizeof(*s));
+}
+
+unsigned storage_poll(struct storage *s, bool wait)
+{
+	struct storage_cqe cqes[32];
+	unsigned n = s->io.ops->reap(s->io.ctx, cqes, 32, wait);
+
+	for (unsigned i = 0; i < n; i++) {
+		switch (cqes[i].user_data >> 56) {
+		case WAL_USER_DATA_OWNER:
+			wal_io_done(&s->wal, &cqes[i]);
+			break;
+		case HARDSTATE_USER_DATA_OWNER:
+			hardstate_io_done(&s->hs, &cqes[i]);
+			break;
+		default:
+			HASP_UNREACHABLE();
+		}
+	}
+	if (!s->wal.failed)
+		{
+		int submit_rc = wal_submit(&s->wal);
+		(void)submit_rc; /* a failure is recorded in the wal */
+	}
+	return n;
+}

@@ -1,0 +1,1557 @@
+/*
+ * libhasp against the scripted responder on 127.0.0.1 (responder.h): the
+ * session handshake, exactly-once retransmission, redirects, address
+ * rotation, WAIT mode and its LOCK_READ fallback, validity deadlines, KV
+ * range continuation, junk datagrams, keepalive, events and threads.
+ *
+ * Every test bounds its waits by the client's own deadlines (a few hundred
+ * ms to 3 s) and the responder stops within one 5 ms tick.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/bytes.h"
+#include "common/clock.h"
+#include "common/prng.h"
+#include "hasp/client.h"
+#include "tests/client/responder.h"
+#include "tests/test_util.h"
+
+#define MS 1000000ull
+
+static void test_config(struct hasp_client_config *cfg, const char *cluster)
+{
+	hasp_client_config_default(cfg);
+	cfg->cluster = cluster;
+	cfg->request_timeout_ms = 50;
+	cfg->backoff_ms = 5;
+	cfg->backoff_max_ms = 20;
+	cfg->deadline_ms = 3000;
+	cfg->nonce_seed = test_util_seed(0x5eed);
+}
+
+static struct hasp_client *client_on(struct responder *r, struct hasp_client_config *cfg,
+				     char *cluster, size_t cluster_size)
+{
+	struct hasp_client *c = NULL;
+
+	responder_cluster(r, cluster, cluster_size);
+	cfg->cluster = cluster;
+	assert_int_equal(hasp_client_open(&c, cfg), 0);
+	return c;
+}
+
+static void reply_status(struct responder *r, int node, const struct hasp_wire_msg *req,
+			 const struct sockaddr_in *from, enum hasp_status status)
+{
+	struct hasp_wire_msg rep;
+
+	responder_reply_init(&rep, req, status);
+	responder_send(r, node, from, &rep);
+}
+
+static void reply_granted(struct responder *r, int node, const struct hasp_wire_msg *req,
+			  const struct sockaddr_in *from, uint64_t token)
+{
+	struct hasp_wire_msg rep;
+
+	responder_reply_init(&rep, req, HASP_STATUS_GRANTED);
+	rep.body.granted.token = token;
+	rep.body.granted.ttl_ms = req->hdr.opcode == HASP_OP_ACQUIRE ? req->body.acquire.ttl_ms
+								     : req->body.renew.ttl_ms;
+	responder_send(r, node, from, &rep);
+}
+
+/* ---- session handshake ---- */
+
+struct drop_opens {
+	int opens_seen;
+};
+
+static void script_drop_two_opens(struct responder *r, int node, const struct hasp_wire_msg *req,
+				  const struct sockaddr_in *from, void *arg)
+{
+	struct drop_opens *s = arg;
+
+	if (req == NULL)
+		return;
+	if (req->hdr.opcode == HASP_OP_SESSION_OPEN && s->opens_seen++ < 2)
+		return; /* lost */
+	if (!responder_answer_session(r, node, req, from))
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_session_open_retries_reuse_nonce_and_first_seq_is_one(void **state)
+{
+	static struct drop_opens s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct responder_rx a, b, chk;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_drop_two_opens, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_session_id(c), 0); /* open sends nothing */
+	assert_int_equal(hasp_client_check(c, "job", 5), HASP_STATUS_OK);
+
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 3);
+	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 0, &a));
+	for (uint32_t i = 1; i < 3; i++) {
+		assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, i, &b));
+		/* The same bytes: same nonce, same seq. */
+		assert_int_equal(a.size, b.size);
+		assert_memory_equal(a.data, b.data, a.size);
+		assert_int_equal(a.nonce, b.nonce);
+	}
+	assert_int_not_equal(a.nonce, 0);
+	assert_int_equal(a.hdr.session_id, 0);
+	assert_true(responder_find(&r, HASP_OP_CHECK, 0, &chk));
+	assert_int_equal(chk.hdr.seq, 1);
+	assert_int_equal(chk.hdr.session_id, r.last_session_id);
+	assert_int_equal(hasp_client_session_id(c), r.last_session_id);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.session_opens, 1);
+	assert_int_equal(st.tx_retransmits, 2);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- exactly once ---- */
+
+struct lose_first {
+	int acquires;
+};
+
+static void script_lose_first_reply_then_duplicate(struct responder *r, int node,
+						   const struct hasp_wire_msg *req,
+						   const struct sockaddr_in *from, void *arg)
+{
+	struct lose_first *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_ACQUIRE) {
+		if (s->acquires++ == 0)
+			return; /* the reply is "lost" */
+		reply_granted(r, node, req, from, 42);
+		reply_granted(r, node, req, from, 42); /* and duplicated */
+		return;
+	}
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored(void **state)
+{
+	static struct lose_first s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock lock;
+	struct responder_rx a, b;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_lose_first_reply_then_duplicate, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	assert_int_equal(lock.token, 42);
+	assert_string_equal(lock.name, "job");
+
+	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, -1), 2);
+	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 0, &a));
+	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 1, &b));
+	assert_int_equal(a.hdr.seq, 1);
+	assert_int_equal(a.size, b.size);
+	assert_memory_equal(a.data, b.data, a.size);
+
+	/* The next request takes the next number; the duplicate GRANTED is
+	 * read by then and dropped, not mistaken for its answer. */
+	assert_int_equal(hasp_client_release(c, "job", 42), HASP_STATUS_OK);
+	assert_true(responder_find(&r, HASP_OP_RELEASE, 0, &b));
+	assert_int_equal(b.hdr.seq, 2);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.rx_duplicates, 1);
+	assert_int_equal(st.tx_retransmits, 1);
+	assert_int_equal(st.rx_replies, 3); /* open, acquire, release */
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- leader discovery ---- */
+
+static void script_redirect_to_node2(struct responder *r, int node, const struct hasp_wire_msg *req,
+				     const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (node != 2) {
+		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER);
+		rep.body.not_leader.known = 1;
+		rep.body.not_leader.leader_id = 3;
+		memcpy(rep.body.not_leader.ipv4, (uint8_t[]){ 127, 0, 0, 1 }, 4);
+		rep.body.not_leader.port = r->ports[2];
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_ACQUIRE)
+		reply_granted(r, node, req, from, 7);
+	else
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_not_leader_redirects_to_named_leader_with_same_seq(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock lock;
+	struct responder_rx a, b;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 3, script_redirect_to_node2, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	assert_int_equal(lock.token, 7);
+
+	/* Node 0 opened the session (any node may) and redirected the
+	 * ACQUIRE; node 2 got the same seq and bytes; node 1 was skipped. */
+	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, 0), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, 1), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, 2), 1);
+	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 0, &a));
+	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 1, &b));
+	assert_int_equal(a.node, 0);
+	assert_int_equal(b.node, 2);
+	assert_memory_equal(a.data, b.data, a.size);
+
+	/* The leader is remembered: the next request goes straight there. */
+	assert_int_equal(hasp_client_check(c, "job", 7), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, 2), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 1);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.redirects, 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void script_only_node2_answers(struct responder *r, int node, const struct hasp_wire_msg *req,
+				      const struct sockaddr_in *from, void *arg)
+{
+	(void)arg;
+	if (req == NULL || node != 2)
+		return; /* nodes 0 and 1 are down */
+	if (!responder_answer_session(r, node, req, from))
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_timeout_rotates_through_addresses(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct responder_rx x;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 3, script_only_node2_answers, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	/* Two silences of 50 ms plus backoffs: well under the deadline. */
+	assert_true(clock_monotonic_ns() - t0 < 1000 * MS);
+
+	for (int i = 0; i < 3; i++) {
+		assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, (uint32_t)i, &x));
+		assert_int_equal(x.node, i);
+	}
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 3);
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, 2), 2);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 2);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void script_node0_leader_unknown(struct responder *r, int node, const struct hasp_wire_msg *req,
+					const struct sockaddr_in *from, void *arg)
+{
+	(void)arg;
+	if (req == NULL)
+		return;
+	if (node == 0) {
+		struct hasp_wire_msg rep;
+		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER); /* known = 0 */
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	if (!responder_answer_session(r, node, req, from))
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_unknown_leader_moves_to_next_node(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct responder_rx a, b;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_node0_leader_unknown, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 0, &a));
+	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 1, &b));
+	assert_int_equal(a.node, 0);
+	assert_int_equal(b.node, 1);
+	assert_int_equal(a.nonce, b.nonce);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void script_silent(struct responder *r, int node, const struct hasp_wire_msg *req,
+			  const struct sockaddr_in *from, void *arg)
+{
+	(void)r, (void)node, (void)req, (void)from, (void)arg;
+}
+
+static void test_silent_cluster_times_out_at_deadline(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_silent, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 300;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ETIMEDOUT);
+	uint64_t took = clock_monotonic_ns() - t0;
+	assert_true(took >= 300 * MS);
+	assert_true(took < 1500 * MS);
+	/* Both nodes were tried, with the same nonce each time. */
+	assert_true(responder_count(&r, HASP_OP_SESSION_OPEN, 0) >= 2);
+	assert_true(responder_count(&r, HASP_OP_SESSION_OPEN, 1) >= 2);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(hasp_client_session_id(c), 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- WAIT mode ---- */
+
+struct wait_script {
+	uint64_t grant_at_ns; /* 0: no event planned */
+	bool event_sent;
+	int lock_reads;
+	int reads_until_ours; /* LOCK_READ answers "another holder" this often */
+	bool gap_events;      /* push events 1 and 3 right after QUEUED */
+	bool reads_silent;    /* LOCK_READ goes unanswered */
+};
+
+static void script_wait(struct responder *r, int node, const struct hasp_wire_msg *req,
+			const struct sockaddr_in *from, void *arg)
+{
+	struct wait_script *s = arg;
+	struct hasp_wire_msg rep;
+
+	if (req == NULL) {
+		responder_lock(r);
+		uint64_t grant_at_ns = s->grant_at_ns;
+		responder_unlock(r);
+		if (grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= grant_at_ns) {
+			s->event_sent = true;
+			responder_push_event(r, node < 0 ? 0 : node, HASP_EVENT_LOCK_GRANTED, "job",
+					     77, NULL, 0);
+		}
+		return;
+	}
+	if (responder_answer_session(r, node, req, from))
+		return;
+	switch (req->hdr.opcode) {
+	case HASP_OP_ACQUIRE:
+		responder_reply_init(&rep, req, HASP_STATUS_QUEUED);
+		rep.body.queued.position = 1;
+		responder_send(r, node, from, &rep);
+		if (s->gap_events) {
+			responder_push_event_seq(r, node, 1, HASP_EVENT_KV_PUT, "other", 5);
+			responder_push_event_seq(r, node, 3, HASP_EVENT_KV_PUT, "other", 6);
+		}
+		return;
+	case HASP_OP_LOCK_READ:
+		if (s->reads_silent)
+			return;
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		if (++s->lock_reads <= s->reads_until_ours) {
+			rep.body.lock_info.holder_session_id = 999;
+			rep.body.lock_info.token = 5;
+			rep.body.lock_info.ttl_remaining_ms = 100;
+			rep.body.lock_info.waiter_count = 1;
+		} else {
+			rep.body.lock_info.holder_session_id = req->hdr.session_id;
+			rep.body.lock_info.token = 99;
+			rep.body.lock_info.ttl_remaining_ms = 4000;
+		}
+		responder_send(r, node, from, &rep);
+		return;
+	default:
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+	}
+}
+
+static void test_wait_mode_completes_via_pushed_event(void **state)
+{
+	static struct wait_script s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 10000; /* no fallback read in this test */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	uint64_t t0 = clock_monotonic_ns();
+	responder_lock(&r);
+	s.grant_at_ns = t0 + 150 * MS;
+	responder_unlock(&r);
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	uint64_t t1 = clock_monotonic_ns();
+	assert_int_equal(lock.token, 77);
+	assert_true(t1 - t0 >= 140 * MS);
+	assert_int_equal(responder_count(&r, HASP_OP_LOCK_READ, -1), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, -1), 1);
+	/* Granted after the ACQUIRE was sent: its deadline counts from then. */
+	assert_true(lock.valid_until_ns >= t0 + 4900 * MS);
+	assert_true(lock.valid_until_ns <= t0 + 5000 * MS);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.wait_rechecks, 0);
+	assert_int_equal(st.events, 1);
+	/* The grant was ours, not a watched event: nothing to poll. */
+	struct hasp_event ev;
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_mode_falls_back_to_lock_read_when_event_lost(void **state)
+{
+	static struct wait_script s = { .reads_until_ours = 2 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 50;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	uint64_t t1 = clock_monotonic_ns();
+	assert_int_equal(lock.token, 99);
+	assert_int_equal(responder_count(&r, HASP_OP_LOCK_READ, -1), 3);
+	/* Each re-read is a new request (a new seq), unlike a retransmit. */
+	struct responder_rx a, b;
+	assert_true(responder_find(&r, HASP_OP_LOCK_READ, 0, &a));
+	assert_true(responder_find(&r, HASP_OP_LOCK_READ, 1, &b));
+	assert_int_equal(b.hdr.seq, a.hdr.seq + 1);
+	/* The deadline is the granting read's send + remaining TTL. */
+	assert_true(lock.valid_until_ns <= t1 + 4000 * MS);
+	assert_true(lock.valid_until_ns >= t1 + 3800 * MS);
+	assert_true(hasp_client_lock_safe(c, &lock, 1000));
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_mode_rereads_at_once_after_event_gap(void **state)
+{
+	static struct wait_script s = { .gap_events = true };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 10000;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	/* Event 2 is missing: it might have been our grant. */
+	assert_true(clock_monotonic_ns() - t0 < 2000 * MS);
+	assert_int_equal(lock.token, 99);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.events_gaps, 1);
+	assert_int_equal(st.wait_rechecks, 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_mode_times_out_when_never_granted(void **state)
+{
+	static struct wait_script s = { .reads_until_ours = 1000 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 50;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
+	uint64_t took = clock_monotonic_ns() - t0;
+	assert_true(took >= 300 * MS && took < 1500 * MS);
+	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 3);
+	assert_false(hasp_client_lock_safe(c, &lock, 0));
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_timeout_bounds_unanswered_rereads(void **state)
+{
+	static struct wait_script s = { .reads_silent = true };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL); /* 3 s per request */
+	cfg.wait_recheck_ms = 50;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	uint64_t t0 = clock_monotonic_ns();
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
+	uint64_t took = clock_monotonic_ns() - t0;
+	/* The silent re-read gives up with the wait, not after 3 s. */
+	assert_true(took >= 300 * MS && took < 1000 * MS);
+	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- validity ---- */
+
+struct slow_grant {
+	int acquires;
+};
+
+static void script_lose_first_then_slow_grant(struct responder *r, int node,
+					      const struct hasp_wire_msg *req,
+					      const struct sockaddr_in *from, void *arg)
+{
+	struct slow_grant *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_ACQUIRE) {
+		if (s->acquires++ % 2 == 0)
+			return; /* lost */
+		usleep(100 * 1000);
+		reply_granted(r, node, req, from, 11);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_RENEW)
+		reply_granted(r, node, req, from, 11);
+	else
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_validity_deadline_counts_from_first_send_minus_drift(void **state)
+{
+	static struct slow_grant s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_lose_first_then_slow_grant, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 100;
+	cfg.drift_margin_ms = 0;
+	cfg.drift_ppm = 0;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+
+	struct hasp_acquire_opts opts = { .ttl_ms = 1000 };
+	uint64_t t0 = clock_monotonic_ns();
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	uint64_t t1 = clock_monotonic_ns();
+	/* Reply came >= 200 ms after the first send (a lost reply, then a
+	 * slow one); the deadline still counts from the first send. */
+	assert_true(t1 - t0 >= 200 * MS);
+	assert_true(lock.valid_until_ns >= t0 + 1000 * MS);
+	assert_true(lock.valid_until_ns <= t0 + 1000 * MS + 50 * MS);
+	assert_int_equal(hasp_client_lock_valid_until(c, &lock), lock.valid_until_ns);
+	hasp_client_close(c);
+
+	/* Default margin: 5 ms + 1% of 1000 ms = 15 ms earlier. */
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 100;
+	c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	t0 = clock_monotonic_ns();
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	assert_true(lock.valid_until_ns >= t0 + 985 * MS);
+	assert_true(lock.valid_until_ns <= t0 + 985 * MS + 50 * MS);
+	assert_true(hasp_client_lock_safe(c, &lock, 0));
+	assert_false(hasp_client_lock_safe(c, &lock, 2000));
+	/* Renew moves the deadline to the renew's send + its TTL. */
+	uint64_t t2 = clock_monotonic_ns();
+	assert_int_equal(hasp_client_renew(c, "job", 11, 2000, &lock), HASP_STATUS_GRANTED);
+	assert_int_equal(lock.ttl_ms, 2000);
+	assert_true(lock.valid_until_ns >= t2 + 1975 * MS);
+	assert_true(lock.valid_until_ns <= t2 + 1975 * MS + 50 * MS);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- KV range ---- */
+
+static const char *const range_keys[] = { "k1", "k2", "k3", "k4", "k5" };
+
+static void script_kv_range_two_per_datagram(struct responder *r, int node,
+					     const struct hasp_wire_msg *req,
+					     const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_kv_entry entries[5];
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	size_t count = 0;
+	size_t packed;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode != HASP_OP_KV_RANGE) {
+		reply_status(r, node, req, from, HASP_STATUS_BAD_OPCODE);
+		return;
+	}
+	const struct hasp_wire_bytes *after = &req->body.kv_range.start_after;
+	for (size_t i = 0; i < 5; i++) {
+		const char *k = range_keys[i];
+		if (after->size > 0 && strncmp(k, (const char *)after->data, after->size) <= 0)
+			continue;
+		entries[count].key.data = (const uint8_t *)k;
+		entries[count].key.size = strlen(k);
+		entries[count].value.data = (const uint8_t *)"v";
+		entries[count].value.size = 1;
+		entries[count].revision = 100 + i;
+		count++;
+	}
+	size_t send = count < 2 ? count : 2;
+	if (req->body.kv_range.limit != 0 && send > req->body.kv_range.limit)
+		send = req->body.kv_range.limit;
+	int size = hasp_wire_encode_kv_range_reply(&req->hdr, entries, send, count > send, buf,
+						   sizeof(buf), &packed);
+	if (size > 0)
+		responder_send_raw(r, node, from, buf, (size_t)size);
+}
+
+struct range_seen {
+	int count;
+	char keys[8][8];
+	uint64_t revisions[8];
+};
+
+static int range_collect(const struct hasp_kv_entry *e, void *arg)
+{
+	struct range_seen *s = arg;
+
+	if (s->count < 8) {
+		snprintf(s->keys[s->count], sizeof(s->keys[0]), "%s", e->key);
+		s->revisions[s->count] = e->revision;
+	}
+	s->count++;
+	return 0;
+}
+
+static void test_kv_range_follows_more_across_datagrams(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct range_seen seen = { 0 };
+	struct responder_rx x;
+	struct hasp_wire_msg m;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_kv_range_two_per_datagram, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_kv_range(c, "k", 0, range_collect, &seen), HASP_STATUS_OK);
+	assert_int_equal(seen.count, 5);
+	for (int i = 0; i < 5; i++) {
+		assert_string_equal(seen.keys[i], range_keys[i]);
+		assert_int_equal(seen.revisions[i], 100 + i);
+	}
+	assert_int_equal(responder_count(&r, HASP_OP_KV_RANGE, -1), 3);
+	assert_true(responder_find(&r, HASP_OP_KV_RANGE, 1, &x));
+	assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+	assert_int_equal(m.body.kv_range.start_after.size, 2);
+	assert_memory_equal(m.body.kv_range.start_after.data, "k2", 2);
+	assert_memory_equal(m.body.kv_range.prefix.data, "k", 1);
+
+	/* A limit stops the walk early. */
+	memset(&seen, 0, sizeof(seen));
+	assert_int_equal(hasp_client_kv_range(c, NULL, 3, range_collect, &seen), HASP_STATUS_OK);
+	assert_int_equal(seen.count, 3);
+	assert_int_equal(responder_count(&r, HASP_OP_KV_RANGE, -1), 5);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- junk ---- */
+
+static void script_junk_before_reply(struct responder *r, int node, const struct hasp_wire_msg *req,
+				     const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	responder_reply_init(&rep, req, HASP_STATUS_OK);
+	size = hasp_wire_encode(&rep, buf, sizeof(buf));
+	assert_true(size > 0);
+
+	responder_send_raw(r, node, from, "short", 5); /* truncated */
+	uint8_t bad[64];
+	memcpy(bad, buf, (size_t)size);
+	bad[0] ^= 0xff; /* bad magic */
+	responder_send_raw(r, node, from, bad, (size_t)size);
+	memcpy(bad, buf, (size_t)size);
+	bad[4] = 2; /* version */
+	responder_send_raw(r, node, from, bad, (size_t)size);
+	memcpy(bad, buf, (size_t)size);
+	bad[6] = 0; /* REPLY flag cleared: a request */
+	responder_send_raw(r, node, from, bad, (size_t)size);
+	struct hasp_wire_msg other = rep;
+	other.hdr.session_id ^= 1; /* another session */
+	responder_send(r, node, from, &other);
+	other = rep;
+	other.hdr.seq = 999; /* never sent */
+	responder_send(r, node, from, &other);
+	responder_send_raw(r, node, from, buf, (size_t)size); /* the answer */
+}
+
+static void test_malformed_and_stray_datagrams_are_counted_and_ignored(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_junk_before_reply, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_check(c, "job", 3), HASP_STATUS_OK);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.rx_malformed, 4);
+	assert_int_equal(st.rx_stray, 2);
+	assert_int_equal(st.tx_retransmits, 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- session expiry ---- */
+
+struct expire_once {
+	int checks;
+};
+
+static void script_expire_first_check(struct responder *r, int node, const struct hasp_wire_msg *req,
+				      const struct sockaddr_in *from, void *arg)
+{
+	struct expire_once *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_CHECK && s->checks++ == 0)
+		reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
+	else
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_session_expired_is_reported_and_next_call_opens_new_session(void **state)
+{
+	static struct expire_once s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct responder_rx a, b, chk;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_expire_first_check, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_SESSION_EXPIRED);
+	assert_int_equal(hasp_client_session_id(c), 0);
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 2);
+	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 0, &a));
+	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 1, &b));
+	assert_int_not_equal(a.nonce, b.nonce);
+	assert_true(responder_find(&r, HASP_OP_CHECK, 1, &chk));
+	assert_int_equal(chk.hdr.seq, 1);
+	assert_int_equal(chk.hdr.session_id, r.last_session_id);
+	/* The watch belonged to the old session: registered again. */
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, -1), 2);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- keepalive ---- */
+
+static void script_leases(struct responder *r, int node, const struct hasp_wire_msg *req,
+			  const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	switch (req->hdr.opcode) {
+	case HASP_OP_LEASE_GRANT:
+	case HASP_OP_LEASE_KEEPALIVE:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.lease_ok.lease_id = 7;
+		rep.body.lease_ok.ttl_ms = 90;
+		responder_send(r, node, from, &rep);
+		return;
+	case HASP_OP_ACQUIRE:
+		responder_reply_init(&rep, req, HASP_STATUS_GRANTED);
+		rep.body.granted.token = 21;
+		rep.body.granted.lease_id = req->body.acquire.lease_id;
+		rep.body.granted.ttl_ms = 90;
+		responder_send(r, node, from, &rep);
+		return;
+	default:
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+	}
+}
+
+static void test_keepalive_thread_keeps_session_and_lease_alive(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lease lease;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_leases, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90;
+	cfg.drift_margin_ms = 1;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_lease_grant(c, 90, &lease), HASP_STATUS_OK);
+	assert_int_equal(lease.lease_id, 7);
+	struct hasp_acquire_opts opts = { .lease_id = 7 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	assert_int_equal(lock.lease_id, 7);
+	uint64_t first_until = hasp_client_lock_valid_until(c, &lock);
+
+	assert_int_equal(hasp_client_keepalive_start(c), 0);
+	assert_int_equal(hasp_client_keepalive_start(c), -HASP_ESTATE);
+	usleep(400 * 1000);
+	hasp_client_keepalive_stop(c);
+	/* One per 30 ms (a third of 90 ms) for 400 ms; the shared machine
+	 * may delay a few. */
+	assert_true(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1) >= 4);
+	assert_true(responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1) >= 4);
+	/* The lease lock's validity followed the lease. */
+	assert_true(hasp_client_lock_valid_until(c, &lock) > first_until + 200 * MS);
+
+	assert_int_equal(hasp_client_lease_revoke(c, 7), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_lock_valid_until(c, &lock), lock.valid_until_ns);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void *acquire_waiting_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 400 };
+	struct hasp_lock lock;
+
+	return (void *)(intptr_t)hasp_client_acquire(c, "job", &opts, &lock);
+}
+
+static void test_keepalive_is_not_held_up_by_a_waiting_acquire(void **state)
+{
+	static struct wait_script s = { .reads_until_ours = 1000 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t waiter;
+	void *result;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90;
+	cfg.wait_recheck_ms = 10000; /* the waiter sits in one long wait */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_keepalive_start(c), 0);
+	assert_int_equal(pthread_create(&waiter, NULL, acquire_waiting_main, c), 0);
+	pthread_join(waiter, &result);
+	hasp_client_keepalive_stop(c);
+	assert_int_equal((intptr_t)result, -HASP_ETIMEDOUT);
+	/* The waiter read the socket for 400 ms; keepalives (every 30 ms)
+	 * still got their answers through it. */
+	assert_true(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1) >= 5);
+	struct hasp_client_stats st;
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- watches and events ---- */
+
+struct event_script {
+	bool push;
+};
+
+static void script_watch_events(struct responder *r, int node, const struct hasp_wire_msg *req,
+				const struct sockaddr_in *from, void *arg)
+{
+	struct event_script *s = arg;
+	(void)s;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+	if (req->hdr.opcode == HASP_OP_WATCH) {
+		responder_push_event_seq(r, node, 1, HASP_EVENT_LOCK_RELEASED, "svc/a", 10);
+		responder_push_event(r, node, HASP_EVENT_KV_PUT, "svc/b", 11, "hello", 5);
+		responder_push_event_seq(r, node, 5, HASP_EVENT_KV_DELETED, "svc/c", 12);
+		responder_push_event_seq(r, node, 5, HASP_EVENT_KV_DELETED, "svc/c", 12);
+	}
+}
+
+struct event_sink {
+	int count;
+	uint8_t types[4];
+};
+
+static void event_collect(const struct hasp_event *ev, void *arg)
+{
+	struct event_sink *s = arg;
+
+	if (s->count < 4)
+		s->types[s->count] = ev->type;
+	s->count++;
+}
+
+static void test_watch_events_reach_next_event_and_poll_callback(void **state)
+{
+	static struct event_script s = { 0 };
+	static struct event_sink sink = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_watch_events, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.event_fn = event_collect;
+	cfg.event_arg = &sink;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_next_event(c, &ev, 1000), 0);
+	assert_int_equal(ev.type, HASP_EVENT_LOCK_RELEASED);
+	assert_string_equal(ev.name, "svc/a");
+	assert_int_equal(ev.revision, 10);
+	assert_int_equal(ev.seq, 1);
+	/* The rest through the callback, on this thread. */
+	int got = 0;
+	for (int i = 0; i < 20 && got < 2; i++) {
+		int n = hasp_client_poll(c, 100);
+		assert_true(n >= 0);
+		got += n;
+	}
+	assert_int_equal(got, 2);
+	assert_int_equal(sink.types[0], HASP_EVENT_KV_PUT);
+	assert_int_equal(sink.types[1], HASP_EVENT_KV_DELETED);
+	/* The repeated event 5 may still be in the socket: read on. */
+	hasp_client_stats_get(c, &st);
+	for (int i = 0; i < 20 && st.rx_duplicates == 0; i++) {
+		assert_int_equal(hasp_client_poll(c, 50), 0);
+		hasp_client_stats_get(c, &st);
+	}
+	assert_int_equal(st.events_gaps, 1);   /* 2 -> 5 */
+	assert_int_equal(st.rx_duplicates, 1); /* 5 twice */
+	assert_int_equal(hasp_client_unwatch(c, "svc/", true), HASP_STATUS_OK);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- threads ---- */
+
+#define THREADS 4
+#define CALLS_PER_THREAD 25
+
+struct flaky {
+	uint32_t seen;
+};
+
+static void script_drop_every_seventh(struct responder *r, int node, const struct hasp_wire_msg *req,
+				      const struct sockaddr_in *from, void *arg)
+{
+	struct flaky *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (++s->seen % 7 == 0)
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void *checker_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	intptr_t failures = 0;
+
+	for (int i = 0; i < CALLS_PER_THREAD; i++)
+		failures += hasp_client_check(c, "job", 1) != HASP_STATUS_OK;
+	return (void *)failures;
+}
+
+static void test_threads_share_a_client_with_unique_seqs(void **state)
+{
+	static struct flaky s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t threads[THREADS];
+	bool seen[THREADS * CALLS_PER_THREAD + 1] = { false };
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_drop_every_seventh, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 30;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_keepalive_start(c), 0);
+	for (int i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&threads[i], NULL, checker_main, c), 0);
+	for (int i = 0; i < THREADS; i++) {
+		void *failures;
+		pthread_join(threads[i], &failures);
+		assert_int_equal((intptr_t)failures, 0);
+	}
+	hasp_client_keepalive_stop(c);
+	/* Every number 1..100 was used, by exactly one request (retransmits
+	 * repeat a number, new requests never do). */
+	uint32_t checks = responder_count(&r, HASP_OP_CHECK, -1);
+	assert_true(checks >= THREADS * CALLS_PER_THREAD);
+	for (uint32_t i = 0; i < checks; i++) {
+		struct responder_rx x;
+		assert_true(responder_find(&r, HASP_OP_CHECK, i, &x));
+		assert_true(x.hdr.seq >= 1 && x.hdr.seq <= THREADS * CALLS_PER_THREAD);
+		seen[x.hdr.seq] = true;
+	}
+	for (uint32_t i = 1; i <= THREADS * CALLS_PER_THREAD; i++)
+		assert_true(seen[i]);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- retry statuses, window, randomized loss ---- */
+
+struct busy_nodes {
+	int checks;
+};
+
+static void script_overloaded_then_unavailable(struct responder *r, int node,
+					       const struct hasp_wire_msg *req,
+					       const struct sockaddr_in *from, void *arg)
+{
+	struct busy_nodes *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	switch (s->checks++) {
+	case 0:
+		reply_status(r, node, req, from, HASP_STATUS_OVERLOADED);
+		return;
+	case 1:
+		reply_status(r, node, req, from, HASP_STATUS_UNAVAILABLE);
+		return;
+	default:
+		reply_status(r, node, req, from, HASP_STATUS_NOT_HOLDER);
+	}
+}
+
+static void test_overloaded_and_unavailable_retry_same_seq_after_backoff(void **state)
+{
+	static struct busy_nodes s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct responder_rx x[3];
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_overloaded_then_unavailable, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_check(c, "job", 9), HASP_STATUS_NOT_HOLDER);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 3);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_true(responder_find(&r, HASP_OP_CHECK, i, &x[i]));
+	/* OVERLOADED: same node again; UNAVAILABLE: the next node. */
+	assert_int_equal(x[0].node, 0);
+	assert_int_equal(x[1].node, 0);
+	assert_int_equal(x[2].node, 1);
+	for (int i = 1; i < 3; i++) {
+		assert_int_equal(x[i].size, x[0].size);
+		assert_memory_equal(x[i].data, x[0].data, x[0].size);
+		assert_true(x[i].at_ns - x[i - 1].at_ns >= 4 * MS); /* backed off */
+	}
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+struct never_first {
+	uint64_t first_session;
+};
+
+static void script_never_answer_first_check(struct responder *r, int node,
+					    const struct hasp_wire_msg *req,
+					    const struct sockaddr_in *from, void *arg)
+{
+	struct never_first *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (s->first_session == 0)
+		s->first_session = req->hdr.session_id;
+	if (req->hdr.session_id == s->first_session && req->hdr.seq == 1)
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_unanswered_request_blocks_window_until_new_session(void **state)
+{
+	static struct never_first s = { 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct responder_rx x;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_never_answer_first_check, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 150;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ETIMEDOUT);
+	uint64_t first = hasp_client_session_id(c);
+	/* Seqs 2..32 fit the window beside the unanswered 1. */
+	for (int i = 0; i < 31; i++)
+		assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_session_id(c), first);
+	/* 33 would need the answer to 1: a new session instead. */
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	assert_int_not_equal(hasp_client_session_id(c), first);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 2);
+	uint32_t n = responder_count(&r, HASP_OP_CHECK, -1);
+	assert_true(responder_find(&r, HASP_OP_CHECK, n - 1, &x));
+	assert_int_equal(x.hdr.seq, 1);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(st.session_opens, 2);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+struct lossy {
+	struct prng prng;
+	uint32_t answered;
+};
+
+static void script_lossy_kv(struct responder *r, int node, const struct hasp_wire_msg *req,
+			    const struct sockaddr_in *from, void *arg)
+{
+	struct lossy *s = arg;
+	struct hasp_wire_msg rep;
+
+	if (req == NULL)
+		return;
+	/* Everything may be lost, opens included (the responder thread is
+	 * the only user of the PRNG). */
+	if (prng_chance(&s->prng, 250000))
+		return;
+	if (prng_chance(&s->prng, 100000))
+		responder_send_raw(r, node, from, "junk-junk-junk", 14);
+	if (responder_answer_session(r, node, req, from))
+		return;
+	responder_reply_init(&rep, req, HASP_STATUS_OK);
+	rep.body.kv_revision.revision = req->hdr.seq + 1000;
+	responder_send(r, node, from, &rep);
+	if (prng_chance(&s->prng, 150000))
+		responder_send(r, node, from, &rep); /* duplicated */
+	s->answered++;
+}
+
+static void test_random_loss_and_duplicates_keep_one_seq_per_request(void **state)
+{
+	static struct lossy s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	enum { OPS = 150 };
+	uint64_t seed = test_util_seed(0x5eed);
+	(void)state;
+
+	printf("seed=%llu\n", (unsigned long long)seed);
+	prng_seed(&s.prng, seed);
+	s.answered = 0;
+	assert_int_equal(responder_start(&r, 1, script_lossy_kv, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 20;
+	cfg.backoff_ms = 1;
+	cfg.backoff_max_ms = 2;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	for (int i = 0; i < OPS; i++) {
+		char value[32];
+		uint64_t rev = 0;
+		snprintf(value, sizeof(value), "value-%d", i);
+		assert_int_equal(hasp_client_kv_put(c, "key", value, strlen(value), 0, &rev),
+				 HASP_STATUS_OK);
+		assert_int_equal(rev, (uint64_t)i + 1 + 1000); /* the answer to its own seq */
+	}
+	/* Every seq 1..OPS carried one request: all its copies are the same
+	 * bytes, and the value it carries is that op's. */
+	uint32_t n = responder_count(&r, HASP_OP_KV_PUT, -1);
+	assert_true(n >= OPS);
+	for (uint32_t i = 0; i < n; i++) {
+		struct responder_rx x, first;
+		struct hasp_wire_msg m;
+		char expect[32];
+
+		assert_true(responder_find(&r, HASP_OP_KV_PUT, i, &x));
+		assert_true(x.hdr.seq >= 1 && x.hdr.seq <= OPS);
+		assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+		snprintf(expect, sizeof(expect), "value-%llu", (unsigned long long)x.hdr.seq - 1);
+		assert_int_equal(m.body.kv_put.value.size, strlen(expect));
+		assert_memory_equal(m.body.kv_put.value.data, expect, strlen(expect));
+		for (uint32_t j = 0; j < i; j++) {
+			assert_true(responder_find(&r, HASP_OP_KV_PUT, j, &first));
+			if (first.hdr.seq == x.hdr.seq) {
+				assert_int_equal(first.size, x.size);
+				assert_memory_equal(first.data, x.data, x.size);
+				break;
+			}
+		}
+	}
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.session_opens, 1);
+	assert_true(st.tx_retransmits > 0);
+	assert_true(st.rx_malformed > 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- KV bodies ---- */
+
+static void script_kv(struct responder *r, int node, const struct hasp_wire_msg *req,
+		      const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	switch (req->hdr.opcode) {
+	case HASP_OP_KV_GET:
+		if (req->body.kv_get.name.size == 4) { /* "gone" */
+			reply_status(r, node, req, from, HASP_STATUS_NOT_FOUND);
+			return;
+		}
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_value.value.data = (const uint8_t *)"he\0lo";
+		rep.body.kv_value.value.size = 5;
+		rep.body.kv_value.revision = 9;
+		rep.body.kv_value.lease_id = 3;
+		break;
+	case HASP_OP_KV_CAS: {
+		const struct hasp_wire_kv_cas *k = &req->body.kv_cas;
+		bool ok = (k->flags & HASP_WIRE_CAS_VALUE)
+				  ? k->expected_value.size == 3 &&
+					    memcmp(k->expected_value.data, "old", 3) == 0
+				  : k->expected_revision == 9;
+		if (!ok) {
+			reply_status(r, node, req, from, HASP_STATUS_COMPARE_FAILED);
+			return;
+		}
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_revision.revision = 10;
+		break;
+	}
+	default:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_revision.revision = 8;
+	}
+	responder_send(r, node, from, &rep);
+}
+
+static void test_kv_operations_carry_their_fields(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_kv_value v;
+	struct responder_rx x;
+	struct hasp_wire_msg m;
+	uint64_t rev = 0;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_kv, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_kv_put(c, "cfg/a", "x", 1, 3, &rev), HASP_STATUS_OK);
+	assert_int_equal(rev, 8);
+	assert_true(responder_find(&r, HASP_OP_KV_PUT, 0, &x));
+	assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+	assert_int_equal(m.body.kv_put.lease_id, 3);
+	assert_int_equal(m.body.kv_put.key.size, 5);
+
+	assert_int_equal(hasp_client_kv_get(c, "cfg/a", &v), HASP_STATUS_OK);
+	assert_int_equal(v.value_size, 5);
+	assert_memory_equal(v.value, "he\0lo", 5); /* values are bytes */
+	assert_int_equal(v.revision, 9);
+	assert_int_equal(v.lease_id, 3);
+	assert_int_equal(hasp_client_kv_get(c, "gone", &v), HASP_STATUS_NOT_FOUND);
+	assert_int_equal(v.value_size, 0);
+
+	struct hasp_kv_cas cas = { .expected_revision = 9, .value = "new", .value_size = 3 };
+	assert_int_equal(hasp_client_kv_cas(c, "cfg/a", &cas, &rev), HASP_STATUS_OK);
+	assert_int_equal(rev, 10);
+	cas.expected_revision = 8;
+	assert_int_equal(hasp_client_kv_cas(c, "cfg/a", &cas, &rev), HASP_STATUS_COMPARE_FAILED);
+	struct hasp_kv_cas by_value = { .compare_value = true, .expected_value = "old",
+					.expected_value_size = 3, .value = "new", .value_size = 3 };
+	assert_int_equal(hasp_client_kv_cas(c, "cfg/a", &by_value, &rev), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_kv_delete(c, "cfg/a", &rev), HASP_STATUS_OK);
+	assert_int_equal(rev, 8);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* Holds every request and answers them all every 20 ms, so that many are
+ * in flight at once; checks the window rule as each new number arrives. */
+#define HELD_MAX 256
+
+struct batcher {
+	uint64_t last_tick_ns;
+	uint32_t held_count;
+	struct {
+		struct hasp_wire_header hdr;
+		struct sockaddr_in from;
+		int node;
+	} held[HELD_MAX];
+	bool answered[HELD_MAX];
+	bool seen[HELD_MAX];
+	uint32_t outstanding_max;
+	uint32_t violations;
+};
+
+static void script_batch_answers(struct responder *r, int node, const struct hasp_wire_msg *req,
+				 const struct sockaddr_in *from, void *arg)
+{
+	struct batcher *s = arg;
+
+	if (req == NULL) {
+		uint64_t now = clock_monotonic_ns();
+		if (now - s->last_tick_ns < 20 * MS)
+			return;
+		s->last_tick_ns = now;
+		for (uint32_t i = 0; i < s->held_count; i++) {
+			struct hasp_wire_msg rep;
+			memset(&rep, 0, sizeof(rep));
+			hasp_wire_reply_init(&rep, &s->held[i].hdr, HASP_STATUS_OK);
+			responder_send(r, s->held[i].node, &s->held[i].from, &rep);
+			if (s->held[i].hdr.seq < HELD_MAX)
+				s->answered[s->held[i].hdr.seq] = true;
+		}
+		s->held_count = 0;
+		return;
+	}
+	if (responder_answer_session(r, node, req, from))
+		return;
+	uint64_t seq = req->hdr.seq;
+	if (seq == 0 || seq >= HELD_MAX || s->held_count == HELD_MAX) {
+		s->violations++;
+		return;
+	}
+	if (!s->seen[seq]) {
+		s->seen[seq] = true;
+		/* PROTOCOL.md: s only after the replies to everything <= s - 32. */
+		for (uint64_t k = 1; k + HASP_SESSION_INFLIGHT_MAX <= seq; k++)
+			s->violations += !s->answered[k];
+		uint32_t outstanding = 0;
+		for (uint64_t k = 1; k < HELD_MAX; k++)
+			outstanding += s->seen[k] && !s->answered[k];
+		if (outstanding > s->outstanding_max)
+			s->outstanding_max = outstanding;
+	}
+	s->held[s->held_count].hdr = req->hdr;
+	s->held[s->held_count].from = *from;
+	s->held[s->held_count].node = node;
+	s->held_count++;
+}
+
+#define WINDOW_THREADS 40
+#define WINDOW_CALLS 3
+
+static void *window_checker_main(void *arg)
+{
+	struct hasp_client *c = arg;
+	intptr_t failures = 0;
+
+	for (int i = 0; i < WINDOW_CALLS; i++)
+		failures += hasp_client_check(c, "job", 1) != HASP_STATUS_OK;
+	return (void *)failures;
+}
+
+static void test_at_most_32_requests_in_flight(void **state)
+{
+	static struct batcher s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	pthread_t threads[WINDOW_THREADS];
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_batch_answers, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.request_timeout_ms = 500; /* answers come every 20 ms: no retransmits */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	for (int i = 0; i < WINDOW_THREADS; i++)
+		assert_int_equal(pthread_create(&threads[i], NULL, window_checker_main, c), 0);
+	for (int i = 0; i < WINDOW_THREADS; i++) {
+		void *failures;
+		pthread_join(threads[i], &failures);
+		assert_int_equal((intptr_t)failures, 0);
+	}
+	responder_stop(&r);
+	assert_int_equal(s.violations, 0);
+	/* The 40 threads did fill the window. */
+	assert_int_equal(s.outstanding_max, HASP_SESSION_INFLIGHT_MAX);
+	hasp_client_close(c);
+}
+
+/* ---- local refusals ---- */
+
+static void test_bad_arguments_are_refused_before_sending(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	struct hasp_client *c = NULL;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_silent, NULL), 0);
+	test_config(&cfg, "127.0.0.1");
+	assert_int_equal(hasp_client_open(&c, &cfg), -HASP_ECONFIG);
+	cfg.cluster = "127.0.0.1:1,";
+	assert_int_equal(hasp_client_open(&c, &cfg), -HASP_ECONFIG);
+	cfg.cluster = "localhost:1";
+	assert_int_equal(hasp_client_open(&c, &cfg), -HASP_ECONFIG);
+	cfg.cluster = "127.0.0.1:70000";
+	assert_int_equal(hasp_client_open(&c, &cfg), -HASP_ECONFIG);
+
+	c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_acquire(c, "has space", &opts, &lock), -HASP_ENAME);
+	assert_int_equal(hasp_client_acquire(c, "", &opts, &lock), -HASP_ENAME);
+	opts.ttl_ms = 5;
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ERANGE);
+	opts.lease_id = 3;
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_EINVAL);
+	uint8_t big[HASP_CLIENT_VALUE_MAX + 1] = { 0 };
+	assert_int_equal(hasp_client_kv_put(c, "k", big, sizeof(big), 0, NULL), -HASP_ETOOBIG);
+	assert_int_equal(hasp_client_poll(c, 0), -HASP_EINVAL); /* no event_fn */
+	usleep(20 * 1000);
+	assert_int_equal(responder_count(&r, 0, -1), 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+int main(void)
+{
+	test_util_install_assert_handler();
+	printf("seed=%llu\n", (unsigned long long)test_util_seed(0x5eed));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_session_open_retries_reuse_nonce_and_first_seq_is_one, responder_teardown),
+		cmocka_unit_test_teardown(test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored, responder_teardown),
+		cmocka_unit_test_teardown(test_not_leader_redirects_to_named_leader_with_same_seq, responder_teardown),
+		cmocka_unit_test_teardown(test_timeout_rotates_through_addresses, responder_teardown),
+		cmocka_unit_test_teardown(test_unknown_leader_moves_to_next_node, responder_teardown),
+		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_timeout_bounds_unanswered_rereads, responder_teardown),
+		cmocka_unit_test_teardown(test_validity_deadline_counts_from_first_send_minus_drift, responder_teardown),
+		cmocka_unit_test_teardown(test_kv_range_follows_more_across_datagrams, responder_teardown),
+		cmocka_unit_test_teardown(test_malformed_and_stray_datagrams_are_counted_and_ignored, responder_teardown),
+		cmocka_unit_test_teardown(test_session_expired_is_reported_and_next_call_opens_new_session, responder_teardown),
+		cmocka_unit_test_teardown(test_keepalive_thread_keeps_session_and_lease_alive, responder_teardown),
+		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
+		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
+		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
+		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),
+		cmocka_unit_test_teardown(test_unanswered_request_blocks_window_until_new_session, responder_teardown),
+		cmocka_unit_test_teardown(test_random_loss_and_duplicates_keep_one_seq_per_request, responder_teardown),
+		cmocka_unit_test_teardown(test_kv_operations_carry_their_fields, responder_teardown),
+		cmocka_unit_test_teardown(test_at_most_32_requests_in_flight, responder_teardown),
+		cmocka_unit_test_teardown(test_bad_arguments_are_refused_before_sending, responder_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
