@@ -40,8 +40,8 @@
 #define SIM_CLIENTS 4
 #define SIM_LOCKS 3
 #define SIM_INDEX_MAX 8192
-#define SIM_ENTRY_MAX 64
-#define SIM_SNAP_MAX 2048
+#define SIM_ENTRY_MAX 96
+#define SIM_SNAP_MAX 16384
 #define SIM_PACKETS 8192
 #define SIM_WHEEL 1024
 #define SIM_MTU_MAX 1500
@@ -50,6 +50,7 @@
 #define SIM_GRANTS_MAX 1024
 #define SIM_READS_MAX 64
 #define SIM_TICK_MS 10
+#define SIM_SEQ_MAX 4096
 
 enum packet_kind {
 	PKT_RAFT = 1,
@@ -60,6 +61,7 @@ enum packet_kind {
 struct packet {
 	struct packet *next;
 	uint8_t kind;
+	uint8_t from_slot;
 	uint8_t to_slot;
 	uint32_t to_id; /* node incarnation, 0 for clients */
 	uint16_t size;
@@ -115,17 +117,22 @@ struct sim_node {
 	uint64_t next_tick;
 	uint64_t ticks;
 	uint8_t recv_snap[SIM_SNAP_MAX];
-	struct raft_buf batch[16];
-	uint8_t batch_data[16][SIM_ENTRY_MAX];
+	struct sim_cmd batch[16];     /* stamped and encoded at the flush */
+	uint8_t batch_client[16];     /* client slot + 1, 0: the leader's own */
 	uint32_t batch_count;
+	uint8_t *pending_client;      /* by index % SIM_INDEX_MAX: who to answer */
 	struct lease leases[SIM_LOCKS];
+	uint64_t expire_lease[8];     /* `due` expiries proposed lately */
+	uint64_t expire_tick[8];
+	int64_t clock_offset_ms;
 	bool report_snapshot; /* installed one: pass its bytes back to raft */
 	bool retire_after;    /* applied its own removal */
 	bool was_member;      /* in a committed configuration */
 };
 
 struct sim_client {
-	uint32_t session;
+	uint64_t nonce;
+	uint64_t session;  /* 0 until OPEN succeeded */
 	uint64_t seq;
 	bool busy;
 	struct sim_cmd cmd;
@@ -189,7 +196,9 @@ struct sim {
 	uint32_t read_count;
 	uint64_t read_ctx;
 	uint64_t conf_seen_index;
+	uint64_t executed_session[SIM_CLIENTS];
 	uint64_t executed_seq[SIM_CLIENTS];
+	uint64_t (*exec_index)[SIM_SEQ_MAX]; /* [client][seq]: index of its execution */
 	/* scratch */
 	struct raft_entry *restore_entries;
 	struct raft_entry decode_entries[128];
@@ -266,6 +275,7 @@ static void net_send(uint8_t kind, int from_slot, int to_slot, uint32_t to_id, c
 			return; /* the network is full: a loss */
 		S.free_list = p->next;
 		p->kind = kind;
+		p->from_slot = (uint8_t)from_slot;
 		p->to_slot = (uint8_t)to_slot;
 		p->to_id = to_id;
 		p->size = (uint16_t)size;
@@ -448,11 +458,10 @@ static void record_grant(uint8_t lock, uint64_t index, uint64_t token)
 		grant_end_check(lock, at + 1);
 }
 
-static void send_client_resp(struct sim_node *n, const struct sim_result *res, uint8_t status,
-			     uint32_t leader)
+static void send_client_resp(struct sim_node *n, uint32_t c, const struct sim_result *res,
+			     uint8_t status, uint32_t leader)
 {
 	uint8_t buf[sizeof(struct sim_result) + sizeof(uint32_t)];
-	uint32_t c = res->session - 1;
 
 	HASP_ASSERT(c < SIM_CLIENTS);
 	struct sim_result r = *res;
@@ -488,13 +497,24 @@ static void apply_entry(struct sim_node *n, const struct raft_entry *e)
 			S.rec_max = e->index;
 		/* Exactly once (§6.3): a session's commands execute in sequence
 		 * order, each once; a retry is answered from the cache. */
-		if (res.session != 0 && res.session <= SIM_CLIENTS && res.status != SIM_ST_NONE &&
+		if (res.status == SIM_ST_EXPIRED)
+			S.stats->expired++;
+		if (res.kind == SIM_CMD_OPEN && res.status == SIM_ST_OPENED && !res.duplicate &&
+		    res.nonce >= 1 && res.nonce <= SIM_CLIENTS)
+			S.executed_session[res.nonce - 1] = res.session;
+		int who = -1;
+		for (int c = 0; c < SIM_CLIENTS; c++)
+			if (res.session != 0 && S.executed_session[c] == res.session)
+				who = c;
+		if (who >= 0 && res.kind != SIM_CMD_OPEN && res.status != SIM_ST_NONE &&
 		    !res.duplicate) {
-			if (res.seq <= S.executed_seq[res.session - 1])
-				sim_fail("session %u: command %llu executed again at index %llu",
-					 res.session, (unsigned long long)res.seq,
+			if (res.seq <= S.executed_seq[who])
+				sim_fail("session %llu: command %llu executed again at index %llu",
+					 (unsigned long long)res.session, (unsigned long long)res.seq,
 					 (unsigned long long)e->index);
-			S.executed_seq[res.session - 1] = res.seq;
+			S.executed_seq[who] = res.seq;
+			if (res.seq < SIM_SEQ_MAX)
+				S.exec_index[who][res.seq] = e->index;
 		}
 		S.stats->commits = S.rec_max;
 	} else if (rec->term != e->term || rec->hash != hash ||
@@ -503,9 +523,12 @@ static void apply_entry(struct sim_node *n, const struct raft_entry *e)
 			 n->id, (unsigned long long)e->index);
 		return;
 	}
-	if (e->type == RAFT_ENTRY_COMMAND && res.status != SIM_ST_NONE && res.session != 0 &&
+	/* Answer the client whose request this leader proposed at this index. */
+	uint8_t client = n->pending_client[e->index % SIM_INDEX_MAX];
+	n->pending_client[e->index % SIM_INDEX_MAX] = 0;
+	if (e->type == RAFT_ENTRY_COMMAND && res.status != SIM_ST_NONE && client != 0 &&
 	    n->raft.role == RAFT_LEADER)
-		send_client_resp(n, &res, res.status, n->id);
+		send_client_resp(n, client - 1, &res, res.status, n->id);
 }
 
 static void retire(struct sim_node *o)
@@ -737,6 +760,9 @@ static void node_start(struct sim_node *n)
 	n->sm_applied = d->snap_index;
 	n->next_tick = S.now + prng_range(&S.prng, 1, n->tick_ms);
 	n->batch_count = 0;
+	memset(n->pending_client, 0, SIM_INDEX_MAX);
+	memset(n->expire_lease, 0, sizeof(n->expire_lease));
+	n->clock_offset_ms = (int64_t)prng_below(&S.prng, 1000000);
 	n->report_snapshot = false;
 	n->retire_after = false;
 	memset(n->leases, 0, sizeof(n->leases));
@@ -756,6 +782,7 @@ static void node_create(struct sim_node *n, uint32_t id, const struct raft_conf 
 	struct sim_disk *d = &n->disk;
 	struct disk_entry *durable = d->durable, *written = d->written;
 	void *sm = n->sm;
+	uint8_t *pending = n->pending_client;
 
 	if (n->raft_up)
 		raft_deinit(&n->raft);
@@ -764,6 +791,7 @@ static void node_create(struct sim_node *n, uint32_t id, const struct raft_conf 
 	d->written = written;
 	d->dirty_from = UINT64_MAX;
 	n->sm = sm;
+	n->pending_client = pending;
 	n->id = id;
 	n->tick_ms = (uint32_t)prng_range(&S.prng, SIM_TICK_MS - 2, SIM_TICK_MS + 3); /* drift */
 	if (conf != NULL)
@@ -808,6 +836,14 @@ static void client_tick(struct sim_client *c)
 	if (S.now < c->next_op_at)
 		return;
 	memset(&c->cmd, 0, sizeof(c->cmd));
+	c->busy = true;
+	if (c->session == 0) {
+		/* First a session; a retried open (same nonce) gets the same. */
+		c->cmd.kind = SIM_CMD_OPEN;
+		c->cmd.nonce = c->nonce;
+		client_send(c);
+		return;
+	}
 	c->cmd.session = c->session;
 	c->cmd.seq = ++c->seq;
 	uint8_t lock = (uint8_t)prng_below(&S.prng, SIM_LOCKS);
@@ -819,7 +855,6 @@ static void client_tick(struct sim_client *c)
 		c->cmd.ttl_ms = (uint32_t)prng_range(&S.prng, 30, 400);
 	}
 	c->cmd.lock = lock;
-	c->busy = true;
 	client_send(c);
 }
 
@@ -830,8 +865,11 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 
 	memcpy(&res, p->data, sizeof(res));
 	memcpy(&leader, p->data + sizeof(res), sizeof(leader));
-	if (!c->busy || res.seq != c->cmd.seq)
+	if (!c->busy)
 		return; /* a late duplicate */
+	if (c->cmd.kind == SIM_CMD_OPEN ? res.nonce != c->nonce
+					: (res.session != c->session || res.seq != c->cmd.seq))
+		return; /* the answer to an earlier request */
 	if (res.kind == 0) {
 		/* NOT_LEADER: follow the hint, or try another node. */
 		int s = slot_of_id(leader);
@@ -840,8 +878,8 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 		c->hinted = true;
 		return;
 	}
-	if (res.kind != c->cmd.kind || res.lock != c->cmd.lock) {
-		sim_fail("client %u: reply for another command", c->session);
+	if (res.kind != c->cmd.kind || (res.kind != SIM_CMD_OPEN && res.lock != c->cmd.lock)) {
+		sim_fail("client %llu: reply for another command", (unsigned long long)c->nonce);
 		return;
 	}
 	c->busy = false;
@@ -849,16 +887,24 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 	if (S.healed)
 		c->done_since_heal++;
 	S.stats->acked++;
+	if (res.index == 0 && res.kind != SIM_CMD_OPEN && res.seq < SIM_SEQ_MAX)
+		res.index = S.exec_index[c->nonce - 1][res.seq]; /* a cached reply */
+	if (res.kind == SIM_CMD_OPEN) {
+		if (res.status == SIM_ST_OPENED)
+			c->session = res.session;
+		return;
+	}
 	if (res.index > S.acked_max)
 		S.acked_max = res.index;
 	if (res.index == 0 || res.index > S.rec_max || !S.rec[res.index].set) {
-		sim_fail("client %u acknowledged index %llu that was never applied", c->session,
-			 (unsigned long long)res.index);
+		sim_fail("client %llu acknowledged index %llu that was never applied",
+			 (unsigned long long)c->nonce, (unsigned long long)res.index);
 		return;
 	}
 	switch (res.status) {
 	case SIM_ST_GRANTED:
 		c->holding[res.lock] = res.token;
+		S.stats->granted++;
 		record_grant(res.lock, res.index, res.token);
 		break;
 	case SIM_ST_RELEASED:
@@ -872,71 +918,82 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 
 /* ------------------------------------------------------------ node input */
 
+/* The node's monotonic clock: it runs at its own (drifting) tick rate and
+ * starts anywhere after a restart. */
+static uint64_t node_clock_ms(const struct sim_node *n)
+{
+	return (uint64_t)((int64_t)(S.now * SIM_TICK_MS / n->tick_ms) + n->clock_offset_ms);
+}
+
 static void node_flush_batch(struct sim_node *n)
 {
 	struct raft_event ev = { .type = RAFT_EVENT_PROPOSE };
 	struct raft_update up;
+	struct raft_buf bufs[16];
+	uint8_t data[16][SIM_ENTRY_MAX];
 
 	if (n->batch_count == 0 || !n->alive)
 		return;
-	ev.propose.bufs = n->batch;
+	if (n->raft.role != RAFT_LEADER) {
+		n->batch_count = 0; /* lost leadership: the clients retry */
+		return;
+	}
+	/* Stamp every command with this leader's term and clock now, as the
+	 * real node does when it closes a batch. */
+	for (uint32_t i = 0; i < n->batch_count; i++) {
+		n->batch[i].term = n->raft.term;
+		n->batch[i].now_ms = node_clock_ms(n);
+		bufs[i].data = data[i];
+		bufs[i].size = S.opt.sm->encode(&n->batch[i], data[i], SIM_ENTRY_MAX);
+		HASP_ASSERT(bufs[i].size > 0);
+	}
+	ev.propose.bufs = bufs;
 	ev.propose.count = n->batch_count;
+	uint32_t count = n->batch_count;
 	n->batch_count = 0;
 	node_step(n, &ev, &up);
+	if (up.reject == RAFT_OK && n->alive)
+		for (uint32_t i = 0; i < count; i++)
+			n->pending_client[(up.propose_index + i) % SIM_INDEX_MAX] = n->batch_client[i];
 	/* Refused proposals are dropped: the clients retry. */
+}
+
+static void node_batch_add(struct sim_node *n, const struct sim_cmd *cmd, uint8_t client)
+{
+	if (n->batch_count == 16)
+		node_flush_batch(n);
+	n->batch[n->batch_count] = *cmd;
+	n->batch_client[n->batch_count] = client;
+	n->batch_count++;
 }
 
 static void node_recv_client(struct sim_node *n, const struct packet *p)
 {
 	struct sim_cmd cmd;
+	uint32_t c = p->from_slot - SIM_NODES_MAX;
 
+	HASP_ASSERT(c < SIM_CLIENTS);
 	memcpy(&cmd, p->data, sizeof(cmd));
 	if (n->raft.role != RAFT_LEADER) {
 		struct sim_result res;
 		memset(&res, 0, sizeof(res));
 		res.session = cmd.session;
 		res.seq = cmd.seq;
-		send_client_resp(n, &res, 0, n->raft.leader_id);
+		res.nonce = cmd.nonce;
+		send_client_resp(n, c, &res, 0, n->raft.leader_id);
 		return;
 	}
-	if (n->batch_count == 16)
-		node_flush_batch(n);
-	uint32_t size = S.opt.sm->encode(&cmd, n->batch_data[n->batch_count], SIM_ENTRY_MAX);
-	HASP_ASSERT(size > 0);
-	n->batch[n->batch_count].data = n->batch_data[n->batch_count];
-	n->batch[n->batch_count].size = size;
-	n->batch_count++;
+	node_batch_add(n, &cmd, (uint8_t)(c + 1));
 }
 
-static void node_recv_raft(struct sim_node *n, const struct packet *p)
+static void expire_model(struct sim_node *n)
 {
-	struct raft_msg m;
-	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE };
-	struct raft_update up;
-
-	int rc = msg_codec_decode(&m, S.decode_entries, 128, p->data, p->size);
-	if (rc != 0) {
-		sim_fail("n%u cannot decode a message: %d", n->id, rc);
-		return;
-	}
-	ev.msg = &m;
-	node_step(n, &ev, &up);
-}
-
-static void node_tick(struct sim_node *n)
-{
-	struct raft_event ev = { .type = RAFT_EVENT_TICK };
-	struct raft_update up;
-
-	n->ticks++;
-	node_step(n, &ev, &up);
-	if (!n->alive || n->raft.role != RAFT_LEADER)
-		return;
-	/* Lease expiry is the leader's decision on its own clock (ticks),
-	 * replicated as a command; a new leader restarts every countdown. */
+	/* The node keeps the countdowns (the model has no time): a lock's TTL
+	 * runs on this leader's ticks from when it saw the grant; a new leader
+	 * restarts every countdown. */
 	struct sim_held held[SIM_LOCKS];
 	uint32_t count = S.opt.sm->held(n->sm, held, SIM_LOCKS);
-	for (uint32_t i = 0; i < count && n->batch_count < 16; i++) {
+	for (uint32_t i = 0; i < count; i++) {
 		struct lease *l = &n->leases[held[i].lock % SIM_LOCKS];
 		if (l->token != held[i].token) {
 			l->token = held[i].token;
@@ -953,11 +1010,47 @@ static void node_tick(struct sim_node *n)
 		cmd.lock = held[i].lock;
 		cmd.token = held[i].token;
 		l->expire_sent_tick = n->ticks;
-		uint32_t size = S.opt.sm->encode(&cmd, n->batch_data[n->batch_count], SIM_ENTRY_MAX);
-		n->batch[n->batch_count].data = n->batch_data[n->batch_count];
-		n->batch[n->batch_count].size = size;
-		n->batch_count++;
+		node_batch_add(n, &cmd, 0);
 	}
+}
+
+static void expire_due(struct sim_node *n)
+{
+	/* The state machine says what is due at this leader's (term, clock);
+	 * an expiry is proposed again only if still due 10 ticks later. */
+	struct sim_cmd due[8];
+	uint32_t count = S.opt.sm->due(n->sm, n->raft.term, node_clock_ms(n), due, 8);
+	for (uint32_t i = 0; i < count; i++) {
+		int slot = -1;
+		for (int k = 0; k < 8; k++) {
+			if (n->expire_lease[k] == due[i].lease_id)
+				slot = k;
+		}
+		if (slot >= 0 && n->ticks < n->expire_tick[slot] + 10)
+			continue;
+		if (slot < 0)
+			slot = (int)(n->ticks % 8);
+		n->expire_lease[slot] = due[i].lease_id;
+		n->expire_tick[slot] = n->ticks;
+		node_batch_add(n, &due[i], 0);
+	}
+}
+
+static void node_tick(struct sim_node *n)
+{
+	struct raft_event ev = { .type = RAFT_EVENT_TICK };
+	struct raft_update up;
+
+	n->ticks++;
+	node_step(n, &ev, &up);
+	if (!n->alive || n->raft.role != RAFT_LEADER)
+		return;
+	/* Lease expiry is the leader's decision on its own clock, replicated
+	 * as a command. */
+	if (S.opt.sm->due != NULL)
+		expire_due(n);
+	else
+		expire_model(n);
 	/* ReadIndex now and then, checked against acknowledged writes. */
 	if (!S.healed && S.read_count < SIM_READS_MAX && prng_chance(&S.prng, 100000)) {
 		struct raft_event rev = { .type = RAFT_EVENT_READ_INDEX };
@@ -970,6 +1063,21 @@ static void node_tick(struct sim_node *n)
 		if (up.reject != RAFT_OK)
 			S.read_count--;
 	}
+}
+
+static void node_recv_raft(struct sim_node *n, const struct packet *p)
+{
+	struct raft_msg m;
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE };
+	struct raft_update up;
+
+	int rc = msg_codec_decode(&m, S.decode_entries, 128, p->data, p->size);
+	if (rc != 0) {
+		sim_fail("n%u cannot decode a message: %d", n->id, rc);
+		return;
+	}
+	ev.msg = &m;
+	node_step(n, &ev, &up);
 }
 
 static void disk_sync(struct sim_node *n)
@@ -1159,10 +1267,12 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 		S.rec = calloc(SIM_INDEX_MAX, sizeof(*S.rec));
 		S.leader_of_term = calloc(SIM_TERMS_MAX, sizeof(*S.leader_of_term));
 		S.restore_entries = calloc(SIM_INDEX_MAX, sizeof(*S.restore_entries));
+		S.exec_index = calloc(SIM_CLIENTS, sizeof(*S.exec_index));
 		for (int s = 0; s < SIM_NODES_MAX; s++) {
 			S.nodes[s].disk.durable = calloc(SIM_INDEX_MAX, sizeof(struct disk_entry));
 			S.nodes[s].disk.written = calloc(SIM_INDEX_MAX, sizeof(struct disk_entry));
 			S.nodes[s].sm = opt->sm->create();
+			S.nodes[s].pending_client = calloc(SIM_INDEX_MAX, 1);
 		}
 	} else {
 		for (int s = 0; s < SIM_NODES_MAX; s++)
@@ -1184,6 +1294,8 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 	S.read_ctx = 0;
 	S.conf_seen_index = 0;
 	memset(S.executed_seq, 0, sizeof(S.executed_seq));
+	memset(S.executed_session, 0, sizeof(S.executed_session));
+	memset(S.exec_index, 0, sizeof(*S.exec_index) * SIM_CLIENTS);
 	memset(S.grant_count, 0, sizeof(S.grant_count));
 	memset(S.wheel, 0, sizeof(S.wheel));
 	S.free_list = NULL;
@@ -1233,7 +1345,7 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 	}
 	for (int c = 0; c < SIM_CLIENTS; c++) {
 		memset(&S.clients[c], 0, sizeof(S.clients[c]));
-		S.clients[c].session = (uint32_t)c + 1;
+		S.clients[c].nonce = (uint64_t)c + 1;
 		S.clients[c].target = random_node_slot();
 		S.clients[c].next_op_at = prng_below(&S.prng, 50);
 	}
