@@ -147,6 +147,8 @@ struct sim_client {
 struct record {
 	bool set;
 	uint64_t term;
+	uint64_t commit_term; /* term of the first node to apply it (>= the
+			       * term in which it was committed) */
 	uint32_t hash;
 	uint8_t type;
 	struct sim_result res;
@@ -390,7 +392,13 @@ static void check_leader_completeness(struct sim_node *n)
 			 S.leader_of_term[r->term % SIM_TERMS_MAX], n->id);
 	S.leader_of_term[r->term % SIM_TERMS_MAX] = n->id;
 	S.stats->elections++;
+	/* §3.6: "if a log entry is committed in a given term, then that entry
+	 * will be present in the logs of the leaders for all higher-numbered
+	 * terms". A leader of an older term elected late (its votes were in
+	 * flight) may lack entries committed in newer terms. */
 	for (uint64_t i = r->log.snap_index + 1; i <= S.rec_max; i++) {
+		if (S.rec[i].commit_term >= r->term)
+			continue;
 		const struct raft_entry *e = raft_entry_at(r, i);
 		if (e == NULL || e->term != S.rec[i].term ||
 		    entry_hash(e->type, e->data, e->size) != S.rec[i].hash) {
@@ -490,6 +498,7 @@ static void apply_entry(struct sim_node *n, const struct raft_entry *e)
 	if (!rec->set) {
 		rec->set = true;
 		rec->term = e->term;
+		rec->commit_term = n->raft.term;
 		rec->hash = hash;
 		rec->type = e->type;
 		rec->res = res;
