@@ -295,7 +295,7 @@ static bool parse_primitive(struct parser *p)
 			b[n] = '\0';
 			char *end;
 			(void)strtod(b, &end);
-			ok = end == b + n && strpbrk(b, "truefalsn") == NULL;
+			ok = end == b + n && strpbrk(b, "trufalsnx") == NULL;
 		}
 	}
 	if (!ok) {
