@@ -45,6 +45,8 @@ struct control_conn {
 	bool http;
 	bool close_after;        /* close once the output is sent */
 	bool waiting;            /* a request waits for the lcore */
+	bool draining;           /* reply sent, write side shut: discard input until EOF */
+	uint64_t drained;
 	char in[CONTROL_REQUEST_SIZE_MAX + 2];
 	size_t in_len;
 	struct control_request req;
@@ -261,6 +263,15 @@ static void conn_process(struct control *c, struct control_conn *k)
 
 static void conn_read(struct control *c, struct control_conn *k)
 {
+	if (k->draining) {
+		char sink[4096];
+		ssize_t d = recv(k->fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (d > 0)
+			k->drained += (uint64_t)d;
+		if (d == 0 || (d < 0 && errno != EAGAIN && errno != EINTR) || k->drained > (1u << 20))
+			conn_close(c, k);
+		return;
+	}
 	size_t room = sizeof(k->in) - 1 - k->in_len;
 	if (room == 0) {
 		conn_process(c, k);
@@ -307,6 +318,15 @@ static void conn_write(struct control *c, struct control_conn *k)
 		k->attach_fd = -1;
 	}
 	k->out_len = k->out_off = 0;
+	if (k->close_after && !k->http) {
+		/* Closing with unread input would reset the connection and
+		 * could destroy our reply before the client reads it: shut the
+		 * write side and discard what still arrives until EOF. */
+		shutdown(k->fd, SHUT_WR);
+		k->draining = true;
+		k->drained = 0;
+		return;
+	}
 	if (k->close_after) {
 		conn_close(c, k);
 		return;
@@ -324,7 +344,7 @@ static void accept_one(struct control *c, int lfd)
 		if (k->fd >= 0)
 			continue;
 		k->fd = fd;
-		k->http = k->close_after = k->waiting = false;
+		k->http = k->close_after = k->waiting = k->draining = false;
 		k->in_len = k->out_len = k->out_off = 0;
 		k->attach_fd = -1;
 		return;
