@@ -273,8 +273,9 @@ static void print_table(struct ctl *c, const char *text, int arr)
 			kk = (int)c->toks[kk + 1].next;
 		}
 	}
+	/* The last column is not padded: no trailing blanks. */
 	for (uint32_t i = 0; i < ncol; i++)
-		fprintf(c->out, "%-*s%s", (int)width[i], names[i], i + 1 < ncol ? "  " : "\n");
+		fprintf(c->out, "%-*s%s", i + 1 < ncol ? (int)width[i] : 0, names[i], i + 1 < ncol ? "  " : "\n");
 	for (uint32_t r = 0; r < c->toks[arr].size; r++) {
 		int row = json_at(c->toks, arr, r);
 		int kk = first + 1;
@@ -285,7 +286,7 @@ static void print_table(struct ctl *c, const char *text, int arr)
 			cell[0] = '\0';
 			if (v >= 0)
 				tok_text(c, text, v, cell, sizeof(cell));
-			fprintf(c->out, "%-*s%s", (int)width[i], cell, i + 1 < ncol ? "  " : "\n");
+			fprintf(c->out, "%-*s%s", i + 1 < ncol ? (int)width[i] : 0, cell, i + 1 < ncol ? "  " : "\n");
 			kk = (int)c->toks[kk + 1].next;
 		}
 	}
