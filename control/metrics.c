@@ -111,20 +111,31 @@ static struct metric *add(struct metrics *m, uint8_t type, const char *name, con
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->help = help;
 	s->scale = 1.0;
-	m->count++;
+	return s; /* not visible until publish() */
+}
+
+/* Makes the series complete and visible: readers load count with acquire,
+ * so registration may go on while scrapes run (from the one registering
+ * thread). */
+static struct metric *publish(struct metrics *m, struct metric *s)
+{
+	if (s == NULL)
+		return NULL;
+	HASP_ASSERT(s == &m->series[m->count]);
+	__atomic_store_n(&m->count, m->count + 1, __ATOMIC_RELEASE);
 	return s;
 }
 
 struct metric *metrics_counter(struct metrics *m, const char *name, const char *help,
 			       const struct metrics_label *labels, uint32_t label_count)
 {
-	return add(m, METRICS_COUNTER, name, help, labels, label_count);
+	return publish(m, add(m, METRICS_COUNTER, name, help, labels, label_count));
 }
 
 struct metric *metrics_gauge(struct metrics *m, const char *name, const char *help,
 			     const struct metrics_label *labels, uint32_t label_count)
 {
-	return add(m, METRICS_GAUGE, name, help, labels, label_count);
+	return publish(m, add(m, METRICS_GAUGE, name, help, labels, label_count));
 }
 
 struct metric *metrics_counter_ref(struct metrics *m, const char *name, const char *help,
@@ -135,7 +146,7 @@ struct metric *metrics_counter_ref(struct metrics *m, const char *name, const ch
 	struct metric *s = add(m, METRICS_COUNTER, name, help, labels, label_count);
 	if (s != NULL)
 		s->source = source;
-	return s;
+	return publish(m, s);
 }
 
 struct metric *metrics_gauge_ref(struct metrics *m, const char *name, const char *help,
@@ -146,7 +157,7 @@ struct metric *metrics_gauge_ref(struct metrics *m, const char *name, const char
 	struct metric *s = add(m, METRICS_GAUGE, name, help, labels, label_count);
 	if (s != NULL)
 		s->source = source;
-	return s;
+	return publish(m, s);
 }
 
 struct metric *metrics_histogram(struct metrics *m, const char *name, const char *help,
@@ -164,13 +175,18 @@ struct metric *metrics_histogram(struct metrics *m, const char *name, const char
 	s->bucket_count = bound_count;
 	memcpy(s->bounds, bounds, bound_count * sizeof(bounds[0]));
 	s->scale = scale;
-	return s;
+	return publish(m, s);
 }
 
-void metric_set_scale(struct metric *s, double scale)
+struct metric *metrics_gauge_scaled(struct metrics *m, const char *name, const char *help,
+				    const struct metrics_label *labels, uint32_t label_count,
+				    double scale)
 {
 	HASP_ASSERT(scale > 0);
-	s->scale = scale;
+	struct metric *s = add(m, METRICS_GAUGE, name, help, labels, label_count);
+	if (s != NULL)
+		s->scale = scale;
+	return publish(m, s);
 }
 
 void metric_observe(struct metric *s, uint64_t raw)
@@ -198,9 +214,15 @@ double metric_value(const struct metric *s)
 	return v * s->scale;
 }
 
+static uint32_t count_acquire(const struct metrics *m)
+{
+	return __atomic_load_n(&m->count, __ATOMIC_ACQUIRE);
+}
+
 const struct metric *metrics_find(const struct metrics *m, const char *name, const char *labels)
 {
-	for (uint32_t i = 0; i < m->count; i++)
+	uint32_t count = count_acquire(m);
+	for (uint32_t i = 0; i < count; i++)
 		if (strcmp(m->series[i].name, name) == 0 && strcmp(m->series[i].labels, labels) == 0)
 			return &m->series[i];
 	return NULL;
@@ -230,8 +252,9 @@ static void outf(struct out *o, const char *fmt, ...)
 	o->len += (size_t)n;
 }
 
-/* Values as Prometheus floats: integers exactly, others with enough
- * precision to round-trip. */
+/* Values as Prometheus floats: integers exactly, others with 15
+ * significant digits, so a scaled bound prints as 0.0005 and not as the
+ * binary neighbour 0.00050000000000000001. */
 static void fmt_value(char *b, size_t n, double v)
 {
 	if (isinf(v))
@@ -239,7 +262,7 @@ static void fmt_value(char *b, size_t n, double v)
 	else if (v == floor(v) && fabs(v) < 1e15)
 		snprintf(b, n, "%.0f", v);
 	else
-		snprintf(b, n, "%.17g", v);
+		snprintf(b, n, "%.15g", v);
 }
 
 static const char *type_name(uint8_t t)
@@ -291,8 +314,9 @@ size_t metrics_expose(const struct metrics *m, char *buf, size_t size)
 {
 	HASP_ASSERT(buf != NULL && size > 0);
 	struct out o = { .buf = buf, .size = size };
+	uint32_t count = count_acquire(m);
 	buf[0] = '\0';
-	for (uint32_t i = 0; i < m->count; i++) {
+	for (uint32_t i = 0; i < count; i++) {
 		const struct metric *s = &m->series[i];
 		bool seen = false;
 		for (uint32_t j = 0; j < i && !seen; j++)
@@ -302,7 +326,7 @@ size_t metrics_expose(const struct metrics *m, char *buf, size_t size)
 		outf(&o, "# HELP %s ", s->name);
 		out_help(&o, s->help);
 		outf(&o, "\n# TYPE %s %s\n", s->name, type_name(s->type));
-		for (uint32_t j = i; j < m->count; j++)
+		for (uint32_t j = i; j < count; j++)
 			if (strcmp(m->series[j].name, s->name) == 0)
 				expose_series(&o, &m->series[j]);
 	}
@@ -347,8 +371,9 @@ static void labels_json(struct json_writer *w, const char *t)
 
 void metrics_json(const struct metrics *m, struct json_writer *w)
 {
+	uint32_t count = count_acquire(m);
 	json_array_begin(w);
-	for (uint32_t i = 0; i < m->count; i++) {
+	for (uint32_t i = 0; i < count; i++) {
 		const struct metric *s = &m->series[i];
 		json_object_begin(w);
 		json_kv_str(w, "name", s->name);

@@ -4,7 +4,7 @@
  * admin command, `haspctl metrics`).
  *
  * Shape (Prometheus client model, DPDK telemetry's "counters not logs"):
- * every series is registered once before the node starts, with a name under
+ * every series is registered once, mostly before the node starts, with a name under
  * `hasp_`, a help line and up to METRICS_LABELS_MAX labels; registration is
  * the only allocation (the array is sized in metrics_init). Series with the
  * same name form one family and share HELP/TYPE; register them with the
@@ -74,7 +74,9 @@ struct metrics {
 int metrics_init(struct metrics *m, uint32_t series_max) __attribute__((warn_unused_result));
 void metrics_deinit(struct metrics *m);
 
-/* Registration (before the writers start; not thread-safe). Returns the
+/* Registration. One thread registers at a time; registration may go on
+ * after scrapes started (a new peer's series, from the lcore): it never
+ * allocates, and a series becomes visible only once complete. Returns the
  * series, or NULL when the registry is full, the name or a label is invalid,
  * or the same name and labels exist already. `name` is copied; `help` must
  * be static. */
@@ -94,7 +96,10 @@ struct metric *metrics_counter_ref(struct metrics *m, const char *name, const ch
 struct metric *metrics_gauge_ref(struct metrics *m, const char *name, const char *help,
 				 const struct metrics_label *labels, uint32_t label_count,
 				 const uint64_t *source);
-void metric_set_scale(struct metric *s, double scale);
+/* A gauge exported as raw * scale (e.g. nanoseconds as seconds: 1e-9). */
+struct metric *metrics_gauge_scaled(struct metrics *m, const char *name, const char *help,
+				    const struct metrics_label *labels, uint32_t label_count,
+				    double scale);
 
 /* ---- updates: only from the series' one writer thread ---- */
 
