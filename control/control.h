@@ -52,7 +52,7 @@
 #define CONTROL_COMMANDS_MAX 64u
 #define CONTROL_NAME_SIZE 48u
 #define CONTROL_MESSAGE_SIZE 256u
-#define CONTROL_PATH_SIZE 256u
+#define CONTROL_PATH_SIZE 512u
 #define CONTROL_MEMBERS_MAX 9u
 
 struct control_config {

@@ -32,6 +32,7 @@
 #include "control/admin_client.h"
 #include "control/json.h"
 #include "hasp/errors.h"
+#include "storage/hardstate.h"
 #include "storage/snapshot.h"
 #include "storage/uring.h"
 
@@ -599,10 +600,35 @@ static int read_file(struct ctl *c, const char *path, uint8_t **data, uint64_t *
 	return 0;
 }
 
+/* Writes the hard state (term = the snapshot's term, no vote) a node booting
+ * from the snapshot needs: Raft's current term is never below the last log
+ * term (§3.3), and a fresh data dir would start at term 0. Slot 0 holds it,
+ * slot 1 stays zero (invalid), as after a first save. */
+static int hardstate_write(struct storage_io io, uint64_t term)
+{
+	static uint8_t slots[2 * HARDSTATE_SLOT_SIZE];
+	struct hard_state hs = { .term = term, .vote = 0 };
+	int fd;
+	bool direct;
+	memset(slots, 0, sizeof(slots));
+	hardstate_slot_encode(slots, 1, &hs);
+	int rc = io.ops->open(io.ctx, HARDSTATE_FILE, STORAGE_OPEN_CREATE, &fd, &direct);
+	if (rc != 0)
+		return -HASP_EIO;
+	rc = io.ops->pwrite(io.ctx, fd, slots, sizeof(slots), 0);
+	if (rc == 0)
+		rc = io.ops->fsync(io.ctx, fd);
+	io.ops->close(io.ctx, fd);
+	if (rc == 0)
+		rc = io.ops->sync_dir(io.ctx);
+	return rc == 0 ? 0 : -HASP_EIO;
+}
+
 /* Offline: checks the snapshot file and writes it into a new data
- * directory (snapshot_save: temp file, fsync, rename, directory fsync), with
- * the voter set replaced when --members is given. The node that boots there
- * recovers from it like from its own snapshot. */
+ * directory (snapshot_save: temp file, fsync, rename, directory fsync) with
+ * a hard state at the snapshot's term, the voter set replaced when
+ * --members is given. The node that boots there recovers from it like from
+ * its own snapshot. */
 static int cmd_snapshot_restore(struct ctl *c, int argc, char **argv)
 {
 	if (argc < 2)
@@ -651,6 +677,8 @@ static int cmd_snapshot_restore(struct ctl *c, int argc, char **argv)
 	err = uring_io_open(&u, dir, 8);
 	if (err == 0) {
 		err = snapshot_save(uring_io_ops(u), &meta, membership, data, 1);
+		if (err == 0)
+			err = hardstate_write(uring_io_ops(u), meta.last_term);
 		uring_io_close(u);
 	}
 	hasp_free(image);

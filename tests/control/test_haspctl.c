@@ -20,6 +20,7 @@
 #include "control/haspctl_cli.h"
 #include "control/json.h"
 #include "hasp/errors.h"
+#include "storage/hardstate.h"
 #include "storage/snapshot.h"
 #include "storage/uring.h"
 #include "tests/test_util.h"
@@ -434,6 +435,15 @@ static void test_haspctl_snapshot_save_then_restore_offline(void **state)
 	for (int i = 0; i < 3000; i++)
 		assert_int_equal(snap.data[i], (uint8_t)(i * 7));
 	snapshot_release(&snap);
+	/* The hard state starts at the snapshot's term, with no vote. */
+	struct hardstate hsf;
+	struct hard_state hs;
+	assert_int_equal(uring_io_open(&u, restored, 8), 0);
+	assert_int_equal(hardstate_open(&hsf, uring_io_ops(u), &hs), 0);
+	assert_int_equal(hs.term, 3);
+	assert_int_equal(hs.vote, 0);
+	hardstate_close(&hsf);
+	uring_io_close(u);
 
 	/* Never into a directory that already holds something. */
 	expect(ctl("snapshot", "restore", out, restored, NULL), 1, NULL, "not empty");
