@@ -758,8 +758,25 @@ static int cmd_members(struct ctl *c, int argc, char **argv)
 		return usage(c, "members list|add|remove|promote");
 	if (strcmp(argv[0], "list") == 0)
 		return cmd_words(c, "members.list", argc - 1, argv + 1, 0, false);
-	if (strcmp(argv[0], "add") == 0)
+	if (strcmp(argv[0], "add") == 0) {
+		if (argc != 5)
+			return usage(c, "members add <id> <ip> <peer-port> <client-port>");
+		/* Every node must know the new member's address before any of
+		 * them may lead it (a configuration entry carries only ids):
+		 * tell each node in --nodes first, then ask the leader. */
+		char line[512];
+		if (!line_build(line, sizeof(line), "members.address", 4, argv + 1))
+			return usage(c, "arguments must be non-empty and without spaces");
+		for (uint32_t i = 0; i < c->node_count; i++) {
+			struct reply r;
+			if (request(c, c->nodes[i].target, line, &r, -1) != 0)
+				continue; /* unreachable: it learns the address when it rejoins */
+			if (!r.ok)
+				fprintf(c->err, "haspctl: node %u: %s: %s\n", c->nodes[i].id, r.error, r.message);
+			reply_free(&r);
+		}
 		return cmd_words(c, "members.add", argc - 1, argv + 1, 4, true);
+	}
 	if (strcmp(argv[0], "remove") == 0)
 		return cmd_words(c, "members.remove", argc - 1, argv + 1, 1, true);
 	if (strcmp(argv[0], "promote") == 0)

@@ -27,6 +27,7 @@
 
 struct fake_node {
 	uint32_t id;
+	uint32_t addresses; /* members.address calls */
 	bool leader;
 	char sock[160];
 	struct control c;
@@ -61,6 +62,16 @@ static bool cmd_member(struct control_request *req, void *arg)
 	json_kv_u64(&req->out, "id", id);
 	json_kv_u64(&req->out, "argc", req->argc);
 	json_kv_u64(&req->out, "node", n->id);
+	json_object_end(&req->out);
+	return true;
+}
+
+static bool cmd_address(struct control_request *req, void *arg)
+{
+	struct fake_node *n = arg;
+	n->addresses++;
+	json_object_begin(&req->out);
+	json_kv_u64(&req->out, "argc", req->argc);
 	json_object_end(&req->out);
 	return true;
 }
@@ -196,6 +207,7 @@ static int group_setup(void **state)
 		const struct control_command cmds[] = {
 			{ "members.add", "<id> <ip> <peer> <client>", "add", CONTROL_ON_LCORE, cmd_member, n },
 			{ "members.remove", "<id>", "remove", CONTROL_ON_LCORE, cmd_member, n },
+			{ "members.address", "<id> <ip> <peer> <client>", "address", CONTROL_ON_LCORE, cmd_address, n },
 			{ "members.promote", "<id>", "promote", CONTROL_ON_LCORE, cmd_member, n },
 			{ "leader.transfer", "<id>", "transfer", CONTROL_ON_LCORE, cmd_member, n },
 			{ "locks.list", "[prefix=P]", "list", CONTROL_ON_LCORE, cmd_locks_list, n },
@@ -283,7 +295,8 @@ static void test_haspctl_usage_errors_exit_2(void **state)
 	expect(ctl("--socket", N1, "frobnicate", NULL), 2, NULL, "unknown command");
 	expect(ctl("--socket", N1, "--timeout", "soon", "status", NULL), 2, NULL, "--timeout");
 	expect(ctl("--socket", N1, "locks", "release", "alpha", NULL), 2, NULL, "--force");
-	expect(ctl("--socket", N1, "members", "add", "4", NULL), 2, NULL, "wrong number");
+	expect(ctl("--socket", N1, "members", "add", "4", NULL), 2, NULL, "members add <id>");
+	expect(ctl("--socket", N1, "members", "remove", NULL), 2, NULL, "wrong number");
 	expect(ctl("--nodes", "1=", "status", NULL), 2, NULL, "--nodes");
 	expect(ctl("--bogus", "x", "status", NULL), 2, NULL, "unknown option");
 	expect(ctl("--help", NULL), 0, "Exit: 0 ok", NULL);
@@ -340,6 +353,9 @@ static void test_haspctl_leader_commands_redirect_through_nodes(void **state)
 	snprintf(nodes_arg, sizeof(nodes_arg), "1=%s,2=%s", N1, N2);
 	expect(ctl("--socket", N1, "--nodes", nodes_arg, "members", "add", "4", "10.77.0.14", "7001",
 		   "7000", NULL), 0, "node: 2\n", "redirected to the leader, node 2");
+	/* Every node listed learned the new member's address first. */
+	assert_int_equal(nodes[0].addresses, 1);
+	assert_int_equal(nodes[1].addresses, 1);
 	expect(ctl("--nodes", nodes_arg, "members", "promote", "4", NULL), 0, "op: members.promote", NULL);
 	expect(ctl("--nodes", nodes_arg, "members", "remove", "4", NULL), 0, "op: members.remove", NULL);
 	expect(ctl("--nodes", nodes_arg, "leader", "transfer", "1", NULL), 0, "op: leader.transfer", NULL);
