@@ -229,8 +229,10 @@ static void tok_text(const struct ctl *c, const char *text, int t, char *out, si
 	const struct json_token *k = &c->toks[t];
 	if (k->type == JSON_OBJECT)
 		snprintf(out, n, "{%u}", k->size);
+	else if (k->type == JSON_ARRAY && k->size == 0)
+		snprintf(out, n, "(none)");
 	else if (k->type == JSON_ARRAY)
-		snprintf(out, n, "[%u]", k->size);
+		snprintf(out, n, "[%u items]", k->size);
 	else
 		json_tok_str(text, c->toks, t, out, n);
 }
