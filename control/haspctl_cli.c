@@ -41,8 +41,8 @@
 #define TARGET_SIZE 256u
 
 static const char usage_text[] =
-	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,...] [--json]\n"
-	"               [--timeout MS] <command>\n"
+	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
+	"               [--json] [--timeout MS] <command>\n"
 	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
 	"  health                             exit 0 healthy, 5 unhealthy\n"
 	"  members list\n"
@@ -59,7 +59,8 @@ static const char usage_text[] =
 	"  log list | log level <topic|all> <off|error|warn|info|debug>\n"
 	"  help                               the node's command registry\n"
 	"  raw <command> [args...]            send one admin request as is\n"
-	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN.\n"
+	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
+	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
 	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy.\n";
 
 struct node_target {
@@ -128,6 +129,28 @@ static int parse_nodes(struct ctl *c, const char *list)
 		c->node_count++;
 	}
 	return c->node_count > 0 ? 0 : -1;
+}
+
+/* A cluster file: one ID=TARGET per line, blank lines and # comments. */
+static int parse_nodes_file(struct ctl *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char buf[512];
+	if (f == NULL)
+		return -1;
+	int rc = 0;
+	while (rc == 0 && fgets(buf, sizeof(buf), f) != NULL) {
+		char *p = buf;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		p[strcspn(p, "#\r\n")] = '\0';
+		for (size_t n = strlen(p); n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'); n--)
+			p[n - 1] = '\0';
+		if (*p != '\0')
+			rc = strchr(p, ',') == NULL ? parse_nodes(c, p) : -1;
+	}
+	fclose(f);
+	return rc == 0 && c->node_count > 0 ? 0 : -1;
 }
 
 static const char *node_target_of(const struct ctl *c, uint64_t id)
@@ -832,6 +855,9 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	const char *env = getenv("HASP_ADMIN");
 	if (env != NULL)
 		snprintf(c.target, sizeof(c.target), "%s", env);
+	env = getenv("HASP_NODES");
+	if (env != NULL && env[0] != '\0' && parse_nodes(&c, env) != 0)
+		return usage(&c, "$HASP_NODES: ID=TARGET,...");
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
 		const char *o = argv[i];
@@ -849,8 +875,13 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 		if ((strcmp(o, "--socket") == 0 || strcmp(o, "--addr") == 0) && strlen(v) < TARGET_SIZE) {
 			snprintf(c.target, sizeof(c.target), "%s", v);
 		} else if (strcmp(o, "--nodes") == 0) {
+			c.node_count = 0;
 			if (parse_nodes(&c, v) != 0)
 				return usage(&c, "--nodes ID=TARGET,... (ids 1.., at most 9 nodes)");
+		} else if (strcmp(o, "--config") == 0) {
+			c.node_count = 0;
+			if (parse_nodes_file(&c, v) != 0)
+				return usage(&c, "--config FILE: one ID=TARGET per line (ids 1.., at most 9)");
 		} else if (strcmp(o, "--timeout") == 0) {
 			if (parse_u32(v, &c.timeout_ms) != 0 || c.timeout_ms == 0)
 				return usage(&c, "--timeout takes milliseconds > 0");

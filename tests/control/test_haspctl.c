@@ -417,6 +417,19 @@ static void test_haspctl_status_cluster_table_and_unreachable_node(void **state)
 	assert_true(json_tok_eq(r.out, t, json_get(r.out, t, json_at(t, list, 2), "reply"), "null"));
 	run_free(&r);
 	expect(ctl("--socket", N1, "status", "--cluster", NULL), 2, NULL, "--nodes");
+	/* The node list from a file or from $HASP_NODES. */
+	char path[256];
+	snprintf(path, sizeof(path), "%s/cluster.conf", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "# the test cluster\n1=%s\n\n  2=%s   # leader\n", N1, N2);
+	fclose(f);
+	expect(ctl("--config", path, "status", "--cluster", NULL), 0, "2    10.77.0.12:7000       leader", NULL);
+	snprintf(nodes_arg, sizeof(nodes_arg), "1=%s,2=%s", N1, N2);
+	setenv("HASP_NODES", nodes_arg, 1);
+	expect(ctl("status", "--cluster", NULL), 0, "1    10.77.0.11:7000       follower", NULL);
+	unsetenv("HASP_NODES");
+	expect(ctl("--config", "/nonexistent", "status", NULL), 2, NULL, "--config FILE");
 }
 
 static void test_haspctl_snapshot_save_then_restore_offline(void **state)
