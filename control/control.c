@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
@@ -232,6 +234,12 @@ bool control_call_start(struct control *c, struct control_call *call, const char
 		call->slot = s;
 		call->deadline_ns = now_ns + (uint64_t)c->cfg.timeout_ms * NS_PER_MS;
 		__atomic_store_n(&s->req.state, SLOT_QUEUED, __ATOMIC_RELEASE);
+		/* Wake the lcore if it sleeps; one eventfd write per request. */
+		__atomic_store_n(&c->wake_pending, 1, __ATOMIC_RELEASE);
+		uint64_t one = 1;
+		if (c->wake_fd >= 0 && write(c->wake_fd, &one, sizeof(one)) < 0) {
+			/* EAGAIN: the counter is saturated, the fd readable: fine. */
+		}
 		return false;
 	}
 	control_request_fail(req, -HASP_EBUSY, "admin request queue full (%u in flight)", c->slot_count);
@@ -303,9 +311,23 @@ void control_request_done(struct control_request *req)
 	slot_complete((struct control_slot *)(void *)req);
 }
 
+int control_wake_fd(const struct control *c)
+{
+	return c->wake_fd;
+}
+
 uint32_t control_poll(struct control *c, uint32_t max)
 {
 	uint32_t taken = 0;
+	/* Drain the wake fd before scanning, so a request queued after the
+	 * scan writes it again and the next idle wait returns at once. */
+	if (__atomic_load_n(&c->wake_pending, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&c->wake_pending, 0, __ATOMIC_ACQ_REL)) {
+		uint64_t count;
+		if (c->wake_fd >= 0 && read(c->wake_fd, &count, sizeof(count)) < 0) {
+			/* EAGAIN: already drained. */
+		}
+	}
 	for (uint32_t k = 0; k < c->slot_count && taken < max; k++) {
 		uint32_t i = (c->lcore_next + k) % c->slot_count;
 		struct control_slot *s = &c->slots[i];
@@ -577,6 +599,7 @@ int control_init(struct control *c, const struct control_config *cfg)
 	c->cfg = *cfg;
 	c->listen_fds[0] = c->listen_fds[1] = -1;
 	c->stop_fd = -1;
+	c->wake_fd = -1;
 	struct control_config *k = &c->cfg;
 	if (k->clients_max == 0)
 		k->clients_max = 16;
@@ -607,6 +630,11 @@ int control_init(struct control *c, const struct control_config *cfg)
 			goto nomem;
 		c->slots[i].result_size = k->reply_size_max;
 	}
+	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->wake_fd < 0) {
+		rc = -HASP_ESYS;
+		goto fail;
+	}
 	rc = server_alloc(c);
 	if (rc != 0)
 		goto fail;
@@ -631,6 +659,9 @@ void control_deinit(struct control *c)
 		hasp_free(c->slots);
 	}
 	metrics_deinit(&c->metrics);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	c->wake_fd = -1;
 	c->slots = NULL;
 	c->slot_count = 0;
 }

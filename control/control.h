@@ -163,6 +163,12 @@ struct control {
 	struct control_slot *slots;
 	uint32_t slot_count;
 	uint32_t lcore_next;       /* lcore: where the next poll scan starts */
+	/* Wakes an idle lcore when a request is queued: an eventfd the node
+	 * adds to its idle wait (dp_add_wake_fd); the admin thread writes it,
+	 * the lcore drains it in control_poll() only when wake_pending says
+	 * there is something to drain (no syscall on an ordinary iteration). */
+	int wake_fd;
+	uint32_t wake_pending;
 
 	/* Admin thread. */
 	struct control_conn *conns;
@@ -197,6 +203,9 @@ void control_stop(struct control *c);
 void control_status_publish(struct control *c, const struct control_status *st);
 /* Runs up to `max` queued lcore commands; returns how many it took. */
 uint32_t control_poll(struct control *c, uint32_t max);
+/* The eventfd that becomes readable when a request is queued for the
+ * lcore; the node adds it to the fds its idle lcore waits on. */
+int control_wake_fd(const struct control *c);
 /* Completes a request whose handler returned false. */
 void control_request_done(struct control_request *req);
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -668,6 +669,33 @@ static void test_admin_status_health_help_and_log_commands(void **state)
 	close_client(a);
 }
 
+/* A queued lcore request makes the wake fd readable (an idle lcore waits
+ * on it); control_poll() drains it. */
+static void test_control_queued_request_wakes_the_lcore(void **state)
+{
+	(void)state;
+	struct control c;
+	struct control_config cfg = { .timeout_ms = 1000 };
+	assert_int_equal(control_init(&c, &cfg), 0);
+	struct control_command cmd = { "lc.x", "", "h", CONTROL_ON_LCORE, cmd_echo, NULL };
+	assert_int_equal(control_register(&c, &cmd), 0);
+	struct pollfd p = { .fd = control_wake_fd(&c), .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 0), 0);
+	static struct control_request req;
+	static char result[4096];
+	struct control_call call;
+	assert_false(control_call_start(&c, &call, "lc.x a", 6, &req, result, sizeof(result), 0));
+	assert_int_equal(poll(&p, 1, 0), 1);
+	assert_int_equal(control_poll(&c, 4), 1);
+	assert_int_equal(poll(&p, 1, 0), 0);
+	assert_true(control_call_poll(&c, &call, 0));
+	assert_int_equal(req.error, 0);
+	assert_string_equal(result, "{\"args\":[\"a\"]}");
+	/* Nothing queued: polling does not touch the fd. */
+	assert_int_equal(control_poll(&c, 4), 0);
+	control_deinit(&c);
+}
+
 static void test_control_register_refuses_duplicates_and_bad_names(void **state)
 {
 	(void)state;
@@ -748,6 +776,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_http_health_follows_the_published_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_metrics_and_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_status_health_help_and_log_commands, setup, teardown),
+		cmocka_unit_test(test_control_queued_request_wakes_the_lcore),
 		cmocka_unit_test(test_control_register_refuses_duplicates_and_bad_names),
 		cmocka_unit_test(test_control_status_reader_never_sees_a_torn_status),
 	};
