@@ -294,21 +294,30 @@ void control_execute(struct control *c, const char *line, size_t len, struct con
 	}
 }
 
-static void slot_complete(struct control_slot *s)
+static void slot_complete(struct control *c, struct control_slot *s)
 {
 	request_seal(&s->req);
 	if (!cas_state(&s->req.state, SLOT_TAKEN, SLOT_DONE)) {
 		/* The admin gave up on it: nobody will read the reply. */
 		HASP_ASSERT(load_state(&s->req.state) == SLOT_ABANDONED);
 		__atomic_store_n(&s->req.state, SLOT_FREE, __ATOMIC_RELEASE);
+		return;
+	}
+	uint64_t one = 1;
+	if (c->done_fd >= 0 && write(c->done_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: saturated, already readable. The admin thread also
+		 * rechecks on its own timer. */
 	}
 }
 
 void control_request_done(struct control_request *req)
 {
 	HASP_ASSERT(req != NULL);
-	/* req is the first member of its slot. */
-	slot_complete((struct control_slot *)(void *)req);
+	/* req is the first member of its slot, and the slot knows its
+	 * control (set when the admin thread queued it). */
+	struct control_slot *s = (struct control_slot *)(void *)req;
+	HASP_ASSERT(s->owner != NULL);
+	slot_complete(s->owner, s);
 }
 
 int control_wake_fd(const struct control *c)
@@ -336,7 +345,7 @@ uint32_t control_poll(struct control *c, uint32_t max)
 			continue;
 		taken++;
 		if (s->cmd->fn(&s->req, s->cmd->arg))
-			slot_complete(s);
+			slot_complete(c, s);
 	}
 	if (c->slot_count > 0)
 		c->lcore_next = (c->lcore_next + 1) % c->slot_count;
@@ -600,6 +609,7 @@ int control_init(struct control *c, const struct control_config *cfg)
 	c->listen_fds[0] = c->listen_fds[1] = -1;
 	c->stop_fd = -1;
 	c->wake_fd = -1;
+	c->done_fd = -1;
 	struct control_config *k = &c->cfg;
 	if (k->clients_max == 0)
 		k->clients_max = 16;
@@ -625,13 +635,15 @@ int control_init(struct control *c, const struct control_config *cfg)
 		goto nomem;
 	c->slot_count = k->slots;
 	for (uint32_t i = 0; i < k->slots; i++) {
+		c->slots[i].owner = c;
 		c->slots[i].result_buf = hasp_alloc(k->reply_size_max);
 		if (c->slots[i].result_buf == NULL)
 			goto nomem;
 		c->slots[i].result_size = k->reply_size_max;
 	}
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->wake_fd < 0) {
+	c->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->wake_fd < 0 || c->done_fd < 0) {
 		rc = -HASP_ESYS;
 		goto fail;
 	}
@@ -661,7 +673,9 @@ void control_deinit(struct control *c)
 	metrics_deinit(&c->metrics);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
-	c->wake_fd = -1;
+	if (c->done_fd >= 0)
+		close(c->done_fd);
+	c->wake_fd = c->done_fd = -1;
 	c->slots = NULL;
 	c->slot_count = 0;
 }

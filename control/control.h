@@ -169,6 +169,10 @@ struct control {
 	 * there is something to drain (no syscall on an ordinary iteration). */
 	int wake_fd;
 	uint32_t wake_pending;
+	/* The reverse: the lcore writes it when it completes a request, so
+	 * the admin thread answers within microseconds instead of polling.
+	 * One non-blocking write per admin request (operator rate). */
+	int done_fd;
 
 	/* Admin thread. */
 	struct control_conn *conns;

@@ -25,7 +25,8 @@ enum control_slot_state {
 };
 
 struct control_slot {
-	struct control_request req;
+	struct control_request req;  /* first: control_request_done() casts back */
+	struct control *owner;
 	const struct control_command *cmd;
 	char *result_buf;
 	size_t result_size;

@@ -5,13 +5,15 @@
  * One thread multiplexes every connection with poll(): a request that waits
  * for the lcore parks its connection (no thread sleeps on it), so one slow
  * or timed-out lcore command never delays `health` or a metrics scrape on
- * another connection. While any request waits the loop polls every
- * millisecond, so the lcore needs no syscall to signal completion.
+ * another connection. The lcore signals a completion on done_fd (one
+ * non-blocking eventfd write per admin request, operator rate); while any
+ * request waits the loop also wakes every 10 ms to enforce timeouts.
  *
  * Every buffer is allocated in control_init (server_alloc): per connection
  * an input line, a result and an output buffer. A request line longer than
  * CONTROL_REQUEST_SIZE_MAX is answered ETOOBIG and the connection closed (we
- * cannot find the next request boundary reliably in an unbounded line).
+ * cannot find the next request boundary reliably in an unbounded line),
+ * after draining what the client still sends.
  */
 #include "control/control_impl.h"
 
@@ -360,12 +362,13 @@ static void accept_one(struct control *c, int lfd)
 static void *server_main(void *arg)
 {
 	struct control *c = arg;
-	uint32_t n_fds = 1 + 2 + c->cfg.clients_max;
+	uint32_t n_fds = 2 + 2 + c->cfg.clients_max;
 	struct pollfd fds[n_fds];
 	for (;;) {
 		uint32_t n = 0;
 		bool any_waiting = false;
 		fds[n++] = (struct pollfd){ .fd = c->stop_fd, .events = POLLIN };
+		fds[n++] = (struct pollfd){ .fd = c->done_fd, .events = POLLIN };
 		for (int i = 0; i < 2; i++)
 			fds[n++] = (struct pollfd){ .fd = c->listen_fds[i], .events = POLLIN };
 		for (uint32_t i = 0; i < c->cfg.clients_max; i++) {
@@ -378,21 +381,29 @@ static void *server_main(void *arg)
 			}
 			fds[n++] = (struct pollfd){ .fd = k->fd, .events = ev };
 		}
-		int rc = poll(fds, n, any_waiting ? 1 : 500);
+		/* The lcore signals completions on done_fd; the short timeout
+		 * while waiting only bounds a lost wake-up and the timeouts. */
+		int rc = poll(fds, n, any_waiting ? 10 : 500);
 		if (rc < 0 && errno != EINTR) {
 			LOG_ERROR(control, "poll failed errno=%d", errno);
 			break;
 		}
 		if (fds[0].revents & POLLIN)
 			break;
+		if (fds[1].revents & POLLIN) {
+			uint64_t count;
+			if (read(c->done_fd, &count, sizeof(count)) < 0) {
+				/* EAGAIN: drained already */
+			}
+		}
 		for (int i = 0; i < 2; i++)
-			if (fds[1 + i].revents & POLLIN)
+			if (fds[2 + i].revents & POLLIN)
 				accept_one(c, c->listen_fds[i]);
 		uint64_t now = clock_monotonic_ns();
 		for (uint32_t i = 0; i < c->cfg.clients_max; i++) {
 			struct control_conn *k = &c->conns[i];
-			short re = fds[3 + i].revents;
-			if (k->fd < 0 || fds[3 + i].fd != k->fd)
+			short re = fds[4 + i].revents;
+			if (k->fd < 0 || fds[4 + i].fd != k->fd)
 				continue;
 			if (k->waiting && control_call_poll(c, &k->call, now)) {
 				k->waiting = false;
