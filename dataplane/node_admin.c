@@ -502,7 +502,9 @@ static void deferred_check(struct node_admin *na)
 				json_object_end(&req->out);
 				complete(d);
 			} else if (n->role != RAFT_LEADER) {
-				control_request_fail(req, -HASP_ENOTLEADER, "lost leadership before the change committed");
+				control_request_fail(req, -HASP_ENOTLEADER,
+						     "leadership changed before the change committed; it may still "
+						     "commit (see members list)");
 				req->leader_id = n->leader_id;
 				complete(d);
 			}
@@ -529,7 +531,9 @@ static void deferred_check(struct node_admin *na)
 				json_object_end(&req->out);
 				complete(d);
 			} else if (n->role != RAFT_LEADER) {
-				control_request_fail(req, -HASP_ENOTLEADER, "lost leadership before the release applied");
+				control_request_fail(req, -HASP_ENOTLEADER,
+						     "leadership changed before the release applied; it may still "
+						     "apply (see locks show)");
 				req->leader_id = n->leader_id;
 				complete(d);
 			}
