@@ -51,10 +51,10 @@ static const char usage_text[] =
 	"  leader transfer <id>\n"
 	"  snapshot save <file>\n"
 	"  snapshot restore <file> <new-data-dir> [--members ID,ID,...]   (offline)\n"
-	"  locks list [--prefix P] [--after NAME] [--limit N]\n"
+	"  locks list [--prefix P] [--after CURSOR] [--limit N]\n"
 	"  locks show <name>\n"
 	"  locks release --force <name>\n"
-	"  leases list | sessions list\n"
+	"  leases list | sessions list [--after CURSOR] [--limit N]\n"
 	"  metrics\n"
 	"  log list | log level <topic|all> <off|error|warn|info|debug>\n"
 	"  help                               the node's command registry\n"
@@ -747,6 +747,26 @@ static int cmd_words(struct ctl *c, const char *name, int argc, char **argv, int
 	return simple(c, line, leader, NULL);
 }
 
+/* Listings: options become key=value words (--prefix only for locks). */
+static int cmd_list(struct ctl *c, const char *name, int argc, char **argv, bool prefix)
+{
+	char *words[3];
+	char buf[3][300];
+	int n = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *key = prefix && strcmp(argv[i], "--prefix") == 0 ? "prefix" :
+				  strcmp(argv[i], "--after") == 0		 ? "after" :
+				  strcmp(argv[i], "--limit") == 0		 ? "limit" : NULL;
+		if (key == NULL || i + 1 == argc || n == 3)
+			return usage(c, prefix ? "locks list [--prefix P] [--after CURSOR] [--limit N]"
+					       : "leases|sessions list [--after CURSOR] [--limit N]");
+		snprintf(buf[n], sizeof(buf[n]), "%s=%s", key, argv[++i]);
+		words[n] = buf[n];
+		n++;
+	}
+	return cmd_words(c, name, n, words, -1, false);
+}
+
 static int cmd_locks(struct ctl *c, int argc, char **argv)
 {
 	if (argc < 1)
@@ -760,21 +780,7 @@ static int cmd_locks(struct ctl *c, int argc, char **argv)
 	}
 	if (strcmp(argv[0], "list") != 0)
 		return usage(c, "locks list|show|release");
-	/* Optional arguments travel as key=value words. */
-	char *words[3];
-	char buf[3][300];
-	int n = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *key = strcmp(argv[i], "--prefix") == 0 ? "prefix" :
-				  strcmp(argv[i], "--after") == 0  ? "after" :
-				  strcmp(argv[i], "--limit") == 0  ? "limit" : NULL;
-		if (key == NULL || i + 1 == argc || n == 3)
-			return usage(c, "locks list [--prefix P] [--after NAME] [--limit N]");
-		snprintf(buf[n], sizeof(buf[n]), "%s=%s", key, argv[++i]);
-		words[n] = buf[n];
-		n++;
-	}
-	return cmd_words(c, "locks.list", n, words, -1, false);
+	return cmd_list(c, "locks.list", argc - 1, argv + 1, true);
 }
 
 static int cmd_members(struct ctl *c, int argc, char **argv)
@@ -835,9 +841,9 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	if (strcmp(cmd, "locks") == 0)
 		return cmd_locks(c, argc - 1, argv + 1);
 	if (strcmp(cmd, "leases") == 0 && strcmp(sub, "list") == 0)
-		return cmd_words(c, "leases.list", argc - 2, argv + 2, -1, false);
+		return cmd_list(c, "leases.list", argc - 2, argv + 2, false);
 	if (strcmp(cmd, "sessions") == 0 && strcmp(sub, "list") == 0)
-		return cmd_words(c, "sessions.list", argc - 2, argv + 2, -1, false);
+		return cmd_list(c, "sessions.list", argc - 2, argv + 2, false);
 	if (strcmp(cmd, "log") == 0 && strcmp(sub, "level") == 0)
 		return cmd_words(c, "log.level", argc - 2, argv + 2, 2, false);
 	if (strcmp(cmd, "log") == 0 && strcmp(sub, "list") == 0)

@@ -379,6 +379,9 @@ static void test_haspctl_locks_tables_and_errors(void **state)
 	expect(ctl("--socket", N1, "locks", "show", "nope", NULL), 1, NULL, "ENOENT: lock nope is not held");
 	expect(ctl("--socket", N1, "leases", "list", NULL), 1, NULL, "unknown command: leases.list");
 	expect(ctl("--socket", N1, "locks", "list", "--limit", NULL), 2, NULL, "locks list");
+	expect(ctl("--socket", N1, "sessions", "list", "--prefix", "x", NULL), 2, NULL, "sessions list");
+	expect(ctl("--socket", N1, "--json", "locks", "list", "--prefix", "be", "--limit", "5", NULL), 0,
+	       "\"name\":\"beta\"", NULL);
 }
 
 static void test_haspctl_metrics_log_help_and_raw(void **state)
