@@ -55,7 +55,7 @@ static const char usage_text[] =
 	"  locks show <name>\n"
 	"  locks release --force <name>\n"
 	"  leases list | sessions list [--after CURSOR] [--limit N]\n"
-	"  metrics\n"
+	"  metrics | stats                   every counter, gauge and histogram\n"
 	"  log list | log level <topic|all> <off|error|warn|info|debug>\n"
 	"  help                               the node's command registry\n"
 	"  raw <command> [args...]            send one admin request as is\n"
@@ -830,7 +830,8 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	}
 	if (strcmp(cmd, "health") == 0)
 		return argc == 1 ? cmd_health(c) : usage(c, "health takes no arguments");
-	if (strcmp(cmd, "metrics") == 0)
+	/* `stats` is the same: the counters (STYLE §8 names it so). */
+	if (strcmp(cmd, "metrics") == 0 || strcmp(cmd, "stats") == 0)
 		return argc == 1 ? simple(c, "metrics", false, human_metrics) : usage(c, "metrics");
 	if (strcmp(cmd, "members") == 0)
 		return cmd_members(c, argc - 1, argv + 1);

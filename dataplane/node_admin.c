@@ -744,6 +744,14 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		rc = control_register(&na->ctl, &cmds[i]);
+	/* Every dataplane counter too (the sum over lcores, refreshed every
+	 * 10 ms), under its docs/DATAPLANE.md name: hasp_dp_<name>_total. */
+#define NODE_ADMIN_DP(field, outcome, help)                                               \
+	if (rc == 0 && metrics_counter_ref(control_metrics(&na->ctl), "hasp_dp_" #field "_total", \
+					   "Dataplane: " help ".", NULL, 0, &na->dp.field) == NULL) \
+		rc = -HASP_EFULL;
+	DP_STATS_TABLE(NODE_ADMIN_DP)
+#undef NODE_ADMIN_DP
 	for (uint32_t i = 0; rc == 0 && i < n->cfg.member_count; i++)
 		if (n->cfg.members[i].id != n->cfg.node_id &&
 		    control_node_metrics_peer(&na->nm, n->cfg.members[i].id) == NULL)

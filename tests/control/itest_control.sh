@@ -109,6 +109,8 @@ for name in ["hasp_has_leader", "hasp_leader_changes_total", "hasp_term", "hasp_
 for h in [n for n, t in types.items() if t == "histogram"]:
     assert h + "_bucket" in seen and h + "_sum" in seen and h + "_count" in seen, h
 assert any(l.startswith("hasp_has_leader 1") for l in lines), "has_leader is not 1"
+assert any(l.startswith("hasp_dp_rx_frames_total ") and float(l.split()[1]) > 0 for l in lines), \
+    "no dataplane frames counted"
 PY
 echo "itest: status, health, metrics ok"
 

@@ -366,6 +366,8 @@ static void test_node_admin_transfer_moves_leadership(void **state)
 	assert_true(metric_value(s->admin[t].nm.is_leader) == 1);
 	assert_true(metric_value(s->admin[l].nm.leader_changes) >= 1);
 	assert_true(metric_value(s->admin[l].nm.has_leader) == 1);
+	/* The dataplane's counters are series too (zero here: no dataplane). */
+	assert_non_null(metrics_find(control_metrics(&s->admin[t].ctl), "hasp_dp_rx_frames_total", ""));
 	sim_destroy(s);
 }
 
