@@ -386,6 +386,53 @@ static void test_node_admin_snapshot_save_names_the_file(void **state)
 	sim_destroy(s);
 }
 
+static void test_node_admin_config_keys_are_checked(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[256];
+	node_config_default(&c);
+	assert_false(c.join);
+	assert_string_equal(c.admin_addr, "");
+	assert_int_equal(node_config_set(&c, "admin_addr", "10.0.0.1:7070", err, sizeof(err)), 0);
+	assert_string_equal(c.admin_addr, "10.0.0.1:7070");
+	assert_int_equal(node_config_set(&c, "admin-addr", "10.0.0.1", err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "admin_addr"));
+	assert_int_equal(node_config_set(&c, "admin_addr", "host:7070", err, sizeof(err)), -HASP_ECONFIG);
+	assert_int_equal(node_config_set(&c, "admin_addr", "10.0.0.1:70000", err, sizeof(err)), -HASP_ECONFIG);
+	assert_int_equal(node_config_set(&c, "admin_socket", "/run/hasp/a.sock", err, sizeof(err)), 0);
+	assert_string_equal(c.admin_socket, "/run/hasp/a.sock");
+	assert_int_equal(node_config_set(&c, "join", "1", err, sizeof(err)), 0);
+	assert_true(c.join);
+	assert_int_equal(node_config_set(&c, "join", "maybe", err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "join"));
+
+	/* A joining node boots with no configuration of its own (it waits
+	 * for the leader); without join the member lines are the voters. */
+	for (int join = 0; join <= 1; join++) {
+		struct node_config jc;
+		struct node *n = test_calloc(1, sizeof(*n));
+		node_config_default(&jc);
+		const char *kv[][2] = {
+			{ "node_id", "4" }, { "cluster_id", "42" }, { "member", "1,10.0.0.1,7001,7000" },
+			{ "member", "4,10.0.0.4,7001,7000" }, { "ip", "10.0.0.4/24" },
+			{ "mac", "02:77:00:00:00:04" }, { "data_dir", "sim" }, { "eal", "-l 0" },
+			{ "segment_size", "262144" }, { "join", join ? "1" : "0" },
+		};
+		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
+			assert_int_equal(node_config_set(&jc, kv[k][0], kv[k][1], err, sizeof(err)), 0);
+		struct simdisk_config dc;
+		simdisk_config_default(&dc, 3);
+		struct simdisk *disk = simdisk_create(&dc);
+		struct node_net net = { .send = sim_send };
+		assert_int_equal(node_init(n, &jc, simdisk_io(disk), &net, 1000000000ull, err, sizeof(err)), 0);
+		assert_int_equal(n->raft.conf.count, join ? 0 : 2);
+		node_deinit(n);
+		simdisk_destroy(disk);
+		test_free(n);
+	}
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -394,6 +441,7 @@ int main(void)
 		cmocka_unit_test(test_node_admin_learner_added_and_removed),
 		cmocka_unit_test(test_node_admin_transfer_moves_leadership),
 		cmocka_unit_test(test_node_admin_snapshot_save_names_the_file),
+		cmocka_unit_test(test_node_admin_config_keys_are_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
