@@ -258,8 +258,8 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 	}
 	if (m->index > r->log.last)
 		return; /* invalid: acknowledges what we never sent */
-	pr->probe_sent = false;
 	if (m->index > pr->match) {
+		pr->probe_sent = false;
 		pr->match = m->index;
 		if (pr->state == RAFT_PROBE)
 			progress_become_replicate(pr);
@@ -270,12 +270,16 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 		replicate_maybe_commit(r);
 		if (r->role != RAFT_LEADER)
 			return;
-		if (r->transfer_target == pr->id && pr->match == r->log.last) {
-			struct raft_msg *t = core_msg(r, RAFT_MSG_TIMEOUT_NOW, pr->id);
-			(void)t;
-		}
+		/* §3.10: the transfer target caught up: tell it to campaign. */
+		if (r->transfer_target == pr->id && pr->match == r->log.last)
+			(void)core_msg(r, RAFT_MSG_TIMEOUT_NOW, pr->id);
 	} else if (pr->state == RAFT_PROBE && m->index == pr->match && pr->next == pr->match + 1) {
 		progress_become_replicate(pr);
+	} else {
+		/* A stale ack, or one the follower's disk has not caught up with:
+		 * the ack after its write (or the next heartbeat) moves on.
+		 * Resending here would ping-pong probes at network speed. */
+		return;
 	}
 	replicate_send_append(r, pr);
 }

@@ -29,8 +29,10 @@ static uint64_t keep_from_for(const struct raft *r, uint64_t index)
 			const struct raft_progress *pr = &r->progress[i];
 			if (pr->id == 0 || pr->id == r->cfg.id || pr->state == RAFT_SNAPSHOTTING)
 				continue;
-			if (pr->match + 1 < keep_from)
-				keep_from = pr->match + 1;
+			/* Its next probe needs the term at match too. */
+			uint64_t need = pr->match > 0 ? pr->match : 1;
+			if (need < keep_from)
+				keep_from = need;
 		}
 	}
 	if (keep_from < floor)

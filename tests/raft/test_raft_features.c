@@ -2,6 +2,7 @@
  * Paper tests for ReadIndex (§6.4), membership changes and learners (§4.1,
  * §4.2.1, §4.2.2) and snapshots (§5).
  */
+#include "raft/election.h"
 #include "raft/log.h"
 #include "tests/raft/raft_harness.h"
 
@@ -202,6 +203,29 @@ static void test_removed_leader_steps_down_once_removal_commits(void **state)
 	th_deinit(th);
 }
 
+static void test_server_with_pending_removal_may_still_campaign(void **state)
+{
+	/* A server whose removal is logged but uncommitted may hold the only
+	 * log the new majority would elect, so it keeps campaigning (as a
+	 * voter of the committed configuration); once the removal commits it
+	 * stops. Here the leader removes itself while cut off. */
+	struct th *th = &TH;
+	(void)state;
+	th_init(th, 3);
+	th_elect(th, 0);
+	th_isolate(th, 0, true);
+	conf_change(th, 0, RAFT_CONF_REMOVE, 1);
+	assert_int_equal(th->last_reject, RAFT_OK);
+	assert_int_equal(th->r[0].conf.count, 2);
+	assert_true(th->r[0].conf_index > th->r[0].commit);
+	assert_true(election_may_campaign(&th->r[0]));
+	th_isolate(th, 0, false);
+	settle(th, 0, 2);
+	assert_int_equal(th->r[0].role, RAFT_FOLLOWER);
+	assert_false(election_may_campaign(&th->r[0]));
+	th_deinit(th);
+}
+
 static void take_snapshot(struct th *th, uint32_t i, const uint8_t *data, uint64_t size)
 {
 	struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
@@ -285,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_promotion_waits_until_the_learner_caught_up),
 		cmocka_unit_test(test_one_configuration_change_at_a_time),
 		cmocka_unit_test(test_removed_leader_steps_down_once_removal_commits),
+		cmocka_unit_test(test_server_with_pending_removal_may_still_campaign),
 		cmocka_unit_test(test_snapshot_compacts_the_log),
 		cmocka_unit_test(test_lagging_follower_receives_snapshot_in_chunks),
 	};
