@@ -202,6 +202,8 @@ void replicate_tick(struct raft *r)
 		struct raft_progress *pr = &r->progress[i];
 		if (pr->id == 0 || pr->id == r->cfg.id)
 			continue;
+		if (pr->silent_ticks < UINT32_MAX)
+			pr->silent_ticks++;
 		if (pr->state == RAFT_REPLICATE && pr->inflight_count > 0 &&
 		    ++pr->stall_ticks >= 2 * r->cfg.heartbeat_ticks) {
 			/* Nothing acknowledged for two heartbeats: the pipeline
@@ -225,7 +227,7 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 
 	if (r->role != RAFT_LEADER || pr == NULL || pr->id == r->cfg.id)
 		return;
-	pr->recent_active = true;
+	progress_heard_from(pr);
 	if (m->read_seq > pr->read_acked && m->read_seq <= r->read_seq) {
 		pr->read_acked = m->read_seq;
 		read_index_check(r);
