@@ -603,7 +603,11 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		reply_not_leader(n, ip, port, &m.hdr);
 		return;
 	}
-	if (m.hdr.session_id != 0)
+	/* Remember where a session is (for its events) only if the state
+	 * machine knows it: random session ids must not fill the table. */
+	struct locks_session_info si;
+	bool session_known = m.hdr.session_id != 0 && locks_session_read(&n->sm, m.hdr.session_id, &si);
+	if (session_known)
 		notify_session_seen(n, m.hdr.session_id, ip, port);
 
 	switch (m.hdr.opcode) {
@@ -619,8 +623,9 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 	case HASP_OP_WATCH:
 	case HASP_OP_UNWATCH:
 		dispatch_reply_status(n, ip, port, &m.hdr,
-				      notify_watch(n, m.hdr.session_id, &m.body.watch,
-						   m.hdr.opcode == HASP_OP_WATCH));
+				      !session_known ? HASP_STATUS_SESSION_EXPIRED
+						     : notify_watch(n, m.hdr.session_id, &m.body.watch,
+								    m.hdr.opcode == HASP_OP_WATCH));
 		return;
 	default: {
 		struct locks_cmd c;

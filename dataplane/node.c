@@ -279,6 +279,8 @@ void node_update(struct node *n)
 {
 	const struct raft_update *up = &n->up;
 
+	HASP_ASSERT(n->applied <= n->raft.applied);
+
 	/* 1. persist */
 	if (up->hard_state_changed)
 		persist_hard_state(n, up->term, up->vote);
@@ -590,6 +592,8 @@ void node_deinit(struct node *n)
 void node_client_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
 		    const uint8_t *payload, size_t size)
 {
+	HASP_ASSERT(n != NULL && n->self != NULL);
+	HASP_ASSERT(payload != NULL || size == 0);
 	n->now_ns = now_ns;
 	n->stats.client_rx++;
 	dispatch_request(n, src_ip, src_port, payload, size);
@@ -601,6 +605,8 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	struct raft_msg m;
 
 	(void)src_port;
+	HASP_ASSERT(n != NULL && n->self != NULL);
+	HASP_ASSERT(payload != NULL || size == 0);
 	n->now_ns = now_ns;
 	n->stats.peer_rx++;
 	if (n->stopping || n->failed)
@@ -748,6 +754,8 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	bool did = false;
 	int fd = node_wake_fd(n);
 
+	HASP_ASSERT(deadline_ns != NULL);
+	HASP_ASSERT(now_ns >= n->now_ns); /* CLOCK_MONOTONIC */
 	n->now_ns = now_ns;
 	if (n->failed)
 		return false;

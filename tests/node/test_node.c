@@ -438,6 +438,10 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 						   .flags = HASP_WIRE_WATCH_PREFIX };
 	assert_true(sim_call(s, l, &req, &reply, keep));
 	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	/* A session the state machine does not know cannot watch. */
+	req.hdr.session_id = 0x7777;
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_SESSION_EXPIRED);
 
 	const char *keys[] = { "w/1", "w/2", "w/3", "w/4", "w/5", "other" };
 	for (uint64_t i = 0; i < 6; i++) {
