@@ -1,0 +1,201 @@
+/*
+ * hasp-bench: the load generator of hasp (docs/PERFORMANCE.md). It speaks
+ * wire protocol v1 over kernel UDP with batched syscalls through its own
+ * sessions (tools/bench_engine.h), and prints a table and/or one JSON
+ * object with the commit, the configuration and the machine's facts.
+ *
+ *   hasp-bench [--cluster ip:port,...] [--workload W] [options]
+ *
+ * Every run is bounded by --count AND --duration (plus --warmup before it
+ * and a short drain after it). Exit codes: 0 ran (the JSON says how well),
+ * 2 usage or configuration, 3 no session could be opened, 1 other errors.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_commit.h"
+#include "hasp/errors.h"
+#include "tools/bench_engine.h"
+#include "tools/bench_report.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: hasp-bench [options]\n"
+		"  --cluster LIST     ip:port,... (default $HASP_CLUSTER)\n"
+		"  --workload W       cycle | contended | keepalive | kv | burst (default cycle)\n"
+		"  --clients N        sessions (default 16)\n"
+		"  --keys K           key space (default 1024)\n"
+		"  --zipf S           Zipf exponent of contended and kv keys (default 0.99)\n"
+		"  --wait | --try     ACQUIRE mode (default try)\n"
+		"  --ttl MS           lock TTL (default 5000)\n"
+		"  --session-ttl MS   session TTL (default 10000)\n"
+		"  --rate R           open loop at R ops/s with Poisson arrivals (default: closed loop)\n"
+		"  --count N          most operations (burst: rounds) (default 1000000)\n"
+		"  --duration S       measured seconds (default 10)\n"
+		"  --warmup S         unmeasured seconds first (default 0)\n"
+		"  --put-percent P    kv: share of puts (default 10)\n"
+		"  --value-size B     kv: value bytes (default 64)\n"
+		"  --waiters W        burst: waiters (default 16)\n"
+		"  --watchers         burst: watchers instead of waiters\n"
+		"  --timeout MS       retransmit after MS of silence (default 200)\n"
+		"  --batch N          datagrams per sendmmsg/recvmmsg (default 32)\n"
+		"  --seed N           PRNG seed (default 1)\n"
+		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
+		"  --json             print the JSON object instead of the table\n"
+		"  --out FILE         also write the JSON object to FILE\n");
+}
+
+static bool parse_double(const char *s, double *out)
+{
+	char *end;
+	*out = strtod(s, &end);
+	return *s != '\0' && *end == '\0';
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	if (*s == '-')
+		return false;
+	*out = strtoull(s, &end, 0);
+	return *s != '\0' && *end == '\0';
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+	uint64_t v;
+	if (!parse_u64(s, &v) || v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "cluster", required_argument, NULL, 'c' },
+		{ "workload", required_argument, NULL, 'W' },
+		{ "clients", required_argument, NULL, 'n' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "zipf", required_argument, NULL, 'z' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "try", no_argument, NULL, 't' },
+		{ "ttl", required_argument, NULL, 'T' },
+		{ "session-ttl", required_argument, NULL, 'S' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "count", required_argument, NULL, 'C' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "warmup", required_argument, NULL, 'u' },
+		{ "put-percent", required_argument, NULL, 'p' },
+		{ "value-size", required_argument, NULL, 'v' },
+		{ "waiters", required_argument, NULL, 'a' },
+		{ "watchers", no_argument, NULL, 'A' },
+		{ "timeout", required_argument, NULL, 'o' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "prefix", required_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "out", required_argument, NULL, 'O' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bench_config cfg;
+	struct bench_result res;
+	const char *out_path = NULL;
+	bool json = false, ok = true;
+	double seconds;
+	int opt;
+
+	bench_config_default(&cfg);
+	cfg.cluster = getenv("HASP_CLUSTER");
+	snprintf(cfg.prefix, sizeof(cfg.prefix), "hb%ld", (long)getpid());
+	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		switch (opt) {
+		case 'c': cfg.cluster = optarg; break;
+		case 'W':
+			if (strcmp(optarg, "cycle") == 0) {
+				cfg.workload = BENCH_WL_CYCLE;
+			} else if (strcmp(optarg, "contended") == 0) {
+				cfg.workload = BENCH_WL_CYCLE;
+				cfg.contended = true;
+			} else if (strcmp(optarg, "keepalive") == 0) {
+				cfg.workload = BENCH_WL_KEEPALIVE;
+			} else if (strcmp(optarg, "kv") == 0) {
+				cfg.workload = BENCH_WL_KV;
+			} else if (strcmp(optarg, "burst") == 0) {
+				cfg.workload = BENCH_WL_BURST;
+			} else {
+				ok = false;
+			}
+			break;
+		case 'n': ok &= parse_u32(optarg, &cfg.clients); break;
+		case 'k': ok &= parse_u32(optarg, &cfg.keys); break;
+		case 'z': ok &= parse_double(optarg, &cfg.zipf_s); break;
+		case 'w': cfg.wait = true; break;
+		case 't': cfg.wait = false; break;
+		case 'T': ok &= parse_u32(optarg, &cfg.lock_ttl_ms); break;
+		case 'S': ok &= parse_u32(optarg, &cfg.session_ttl_ms); break;
+		case 'r': ok &= parse_double(optarg, &cfg.rate); break;
+		case 'C': ok &= parse_u64(optarg, &cfg.count_max); break;
+		case 'd':
+			ok &= parse_double(optarg, &seconds) && seconds > 0 && seconds <= 3600;
+			cfg.duration_ms = ok ? (uint32_t)(seconds * 1000.0 + 0.5) : 0;
+			break;
+		case 'u':
+			ok &= parse_double(optarg, &seconds) && seconds >= 0 && seconds <= 3600;
+			cfg.warmup_ms = ok ? (uint32_t)(seconds * 1000.0 + 0.5) : 0;
+			break;
+		case 'p': ok &= parse_u32(optarg, &cfg.put_percent); break;
+		case 'v': ok &= parse_u32(optarg, &cfg.value_size); break;
+		case 'a': ok &= parse_u32(optarg, &cfg.waiters); break;
+		case 'A': cfg.watchers = true; break;
+		case 'o': ok &= parse_u32(optarg, &cfg.request_timeout_ms); break;
+		case 'b': ok &= parse_u32(optarg, &cfg.batch); break;
+		case 's': ok &= parse_u64(optarg, &cfg.seed); break;
+		case 'P': snprintf(cfg.prefix, sizeof(cfg.prefix), "%s", optarg); break;
+		case 'j': json = true; break;
+		case 'O': out_path = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: ok = false; break;
+		}
+	}
+	if (!ok || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	char why[160];
+	if (bench_config_check(&cfg, why, sizeof(why)) != 0) {
+		fprintf(stderr, "hasp-bench: %s\n", why);
+		return 2;
+	}
+	if (bench_result_init(&res) != 0) {
+		fprintf(stderr, "hasp-bench: out of memory\n");
+		return 1;
+	}
+	int rc = bench_run(&cfg, &res);
+	if (rc != 0) {
+		fprintf(stderr, "hasp-bench: %s\n", hasp_strerror(rc));
+		bench_result_deinit(&res);
+		return rc == -HASP_ETIMEDOUT ? 3 : rc == -HASP_ECONFIG ? 2 : 1;
+	}
+	if (json)
+		bench_report_json(stdout, BENCH_COMMIT, &cfg, &res);
+	else
+		bench_report_table(stdout, &cfg, &res);
+	if (out_path != NULL) {
+		FILE *f = fopen(out_path, "w");
+		if (f == NULL) {
+			perror(out_path);
+			bench_result_deinit(&res);
+			return 1;
+		}
+		bench_report_json(f, BENCH_COMMIT, &cfg, &res);
+		fclose(f);
+	}
+	bench_result_deinit(&res);
+	return 0;
+}
