@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Prints one markdown table from hasp-bench / peer-driver JSON results.
+
+  perf/table.py [--title T] result.json...
+
+Columns: system, durability, cycles/s (ops/s for non-cycle workloads),
+acquire p50/p99/p99.9 in microseconds, CPU seconds of the server processes
+per 1000 operations, and errors. A machine line follows the table.
+"""
+import argparse
+import json
+import sys
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else ("%.*f" % (digits, v))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--title", default="")
+    ap.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    rows, machine, commit = [], None, None
+    for path in args.files:
+        try:
+            with open(path) as f:
+                r = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if "results" not in r:
+            continue
+        res = r["results"]
+        lat = res.get("latency_us", {}).get("acquire") or res.get("latency_us", {}).get("op", {})
+        name = r.get("system", "?")
+        if "scenario" in r:
+            name = r["scenario"]["name"]
+        rate = res.get("cycles_per_s") if r.get("config", {}).get("workload") == "cycle" else res.get("ops_per_s")
+        errors = sum(v for v in res.get("errors", {}).values() if isinstance(v, (int, float))
+                     ) - res.get("errors", {}).get("retransmits", 0)
+        rows.append((name, r.get("durability", "-"), rate, lat.get("p50"), lat.get("p99"),
+                     lat.get("p999"), r.get("cpu", {}).get("cpu_s_per_1000_ops"), errors))
+        machine = machine or r.get("machine")
+        commit = commit or r.get("commit")
+    if args.title:
+        print("**%s**\n" % args.title)
+    print("| system | durability | cycles/s | acquire p50 us | p99 us | p99.9 us | CPU s / 1000 cycles | errors |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print("| %s | %s | %s | %s | %s | %s | %s | %d |" % (row[0], row[1], fmt(row[2], 0), fmt(row[3]),
+              fmt(row[4]), fmt(row[5]), fmt(row[6], 3), row[7]))
+    if machine:
+        print("\nmachine: %s CPUs, %s, kernel %s" % (machine.get("nproc"), machine.get("cpu"),
+                                                     machine.get("kernel")))
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
