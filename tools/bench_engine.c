@@ -84,6 +84,7 @@ struct client {
 	uint8_t state;
 	uint8_t opcode;         /* request in flight; 0: none */
 	uint8_t reacquires;
+	uint8_t redirects;      /* NOT_LEADER answers to the request in flight */
 	bool measured;          /* the current operation counts */
 	bool in_send_queue;
 	bool put;               /* KV: this operation is a put */
@@ -142,6 +143,22 @@ const char *bench_lat_name(enum bench_lat l)
 {
 	HASP_ASSERT(l < BENCH_LAT_COUNT);
 	return lat_names[l];
+}
+
+const char *bench_op_name(uint8_t opcode)
+{
+	switch (opcode) {
+	case HASP_OP_SESSION_OPEN: return "SESSION_OPEN";
+	case HASP_OP_SESSION_KEEPALIVE: return "SESSION_KEEPALIVE";
+	case HASP_OP_SESSION_CLOSE: return "SESSION_CLOSE";
+	case HASP_OP_ACQUIRE: return "ACQUIRE";
+	case HASP_OP_RELEASE: return "RELEASE";
+	case HASP_OP_LOCK_READ: return "LOCK_READ";
+	case HASP_OP_WATCH: return "WATCH";
+	case HASP_OP_KV_PUT: return "KV_PUT";
+	case HASP_OP_KV_GET: return "KV_GET";
+	default: return NULL;
+	}
 }
 
 const char *bench_workload_name(enum bench_workload w)
@@ -404,6 +421,7 @@ static void request(struct engine *e, uint32_t index, uint8_t opcode)
 	else
 		c->seq++;
 	c->req_first_ns = 0; /* set by the first send */
+	c->redirects = 0;
 	c->req_due_ns = e->now;
 	c->background = false;
 	queue_send(e, index);
@@ -577,10 +595,14 @@ static void handle_reply(struct engine *e, uint32_t index, const struct hasp_wir
 	/* Statuses that mean "send the same request again". */
 	if (status == HASP_STATUS_NOT_LEADER) {
 		e->res->err.redirects++;
+		if (c->redirects < 255)
+			c->redirects++;
 		if (m->body.not_leader.known) {
 			c->node = node_find_or_add(e, m->body.not_leader.ipv4, m->body.not_leader.port);
 			e->leader_hint = c->node;
-			c->req_due_ns = e->now;
+			/* At once the first times; then back off, so stale hints
+			 * during an election cannot bounce a request in a loop. */
+			c->req_due_ns = c->redirects <= 2 ? e->now : e->now + BACKOFF_NS;
 		} else {
 			c->node = (uint16_t)((c->node + 1u) % e->node_count);
 			c->req_due_ns = e->now + BACKOFF_NS;
@@ -746,8 +768,10 @@ static void receive(struct engine *e, uint8_t *data, size_t size)
 		e->res->err.stray++; /* a duplicate, or a reply to a request given up */
 		return;
 	}
-	if (m.hdr.status < HASP_STATUS_COUNT)
+	if (m.hdr.status < HASP_STATUS_COUNT) {
 		e->res->statuses[m.hdr.status]++;
+		e->res->op_statuses[m.hdr.opcode % BENCH_OPCODE_LIMIT][m.hdr.status]++;
+	}
 	handle_reply(e, (uint32_t)index, &m);
 }
 

@@ -37,6 +37,7 @@
 #define BENCH_BACKLOG_MAX 65536u /* open-loop arrivals waiting for a client */
 #define BENCH_DRAIN_MS 3000u     /* after the run: finish what is in flight */
 #define BENCH_DURATION_MS_MAX 3600000u
+#define BENCH_OPCODE_LIMIT 64u
 
 enum bench_workload {
 	BENCH_WL_CYCLE,     /* acquire (TRY or WAIT) then release */
@@ -107,6 +108,8 @@ struct bench_result {
 	uint64_t ops_started;  /* all, warm-up included */
 	uint64_t elapsed_ns;   /* the measured window */
 	uint64_t statuses[HASP_STATUS_COUNT]; /* every reply, by status */
+	/* Replies by request opcode and status (opcodes are < 64). */
+	uint64_t op_statuses[BENCH_OPCODE_LIMIT][HASP_STATUS_COUNT];
 	struct bench_errors err;
 	uint64_t backlog_max;
 	uint64_t tx_datagrams, rx_datagrams, tx_calls, rx_calls, events;
@@ -130,5 +133,7 @@ int bench_run(const struct bench_config *cfg, struct bench_result *res)
 
 const char *bench_workload_name(enum bench_workload w);
 const char *bench_lat_name(enum bench_lat l);
+/* "ACQUIRE", ...; NULL for opcodes hasp-bench never sends. */
+const char *bench_op_name(uint8_t opcode);
 
 #endif

@@ -102,6 +102,26 @@ static double per_s(uint64_t n, uint64_t ns)
 	return ns ? (double)n * 1e9 / (double)ns : 0.0;
 }
 
+/* The answers a healthy cluster gives hasp-bench's requests; the table
+ * lists every other (request, status) pair as a refusal. */
+static bool expected_status(uint8_t opcode, uint32_t status)
+{
+	/* Retried inside the engine and counted under errors. */
+	if (status == HASP_STATUS_NOT_LEADER || status == HASP_STATUS_UNAVAILABLE ||
+	    status == HASP_STATUS_OVERLOADED)
+		return true;
+	switch (opcode) {
+	case HASP_OP_ACQUIRE:
+		return status == HASP_STATUS_GRANTED || status == HASP_STATUS_QUEUED ||
+		       status == HASP_STATUS_BUSY;
+	case HASP_OP_LOCK_READ:
+	case HASP_OP_KV_GET:
+		return status == HASP_STATUS_OK || status == HASP_STATUS_NOT_FOUND;
+	default:
+		return status == HASP_STATUS_OK;
+	}
+}
+
 void bench_report_table(FILE *out, const struct bench_config *cfg, const struct bench_result *res)
 {
 	fprintf(out, "hasp-bench: workload=%s clients=%u keys=%u %s mode=%s loop=%s",
@@ -133,6 +153,12 @@ void bench_report_table(FILE *out, const struct bench_config *cfg, const struct 
 	for (uint32_t s = 0; s < HASP_STATUS_COUNT; s++)
 		if (res->statuses[s])
 			fprintf(out, " %s=%llu", hasp_status_name(s), (unsigned long long)res->statuses[s]);
+	fprintf(out, "\nrefusals:");
+	for (uint32_t op = 0; op < BENCH_OPCODE_LIMIT; op++)
+		for (uint32_t st = 0; st < HASP_STATUS_COUNT; st++)
+			if (res->op_statuses[op][st] && !expected_status((uint8_t)op, st))
+				fprintf(out, " %s:%s=%llu", bench_op_name((uint8_t)op) ? bench_op_name((uint8_t)op) : "?",
+					hasp_status_name(st), (unsigned long long)res->op_statuses[op][st]);
 	fprintf(out, "\nerrors:");
 	for (size_t i = 0; i < sizeof(error_fields) / sizeof(error_fields[0]); i++) {
 		uint64_t v = error_value(&res->err, &error_fields[i]);
@@ -195,6 +221,24 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		fprintf(out, "%s\"%s\":%llu", first ? "" : ",", hasp_status_name(s),
 			(unsigned long long)res->statuses[s]);
 		first = false;
+	}
+	fprintf(out, "},\"statuses_by_op\":{");
+	first = true;
+	for (uint32_t op = 0; op < BENCH_OPCODE_LIMIT; op++) {
+		bool any = false;
+		for (uint32_t st = 0; st < HASP_STATUS_COUNT; st++) {
+			if (!res->op_statuses[op][st])
+				continue;
+			if (!any)
+				fprintf(out, "%s\"%s\":{", first ? "" : ",",
+					bench_op_name((uint8_t)op) ? bench_op_name((uint8_t)op) : "?");
+			fprintf(out, "%s\"%s\":%llu", any ? "," : "", hasp_status_name(st),
+				(unsigned long long)res->op_statuses[op][st]);
+			any = true;
+			first = false;
+		}
+		if (any)
+			fputc('}', out);
 	}
 	fprintf(out, "},\"errors\":{");
 	for (size_t i = 0; i < sizeof(error_fields) / sizeof(error_fields[0]); i++)
