@@ -1,20 +1,23 @@
 /*
- * The hasp-bench engine (tools/bench_engine.h): one thread, one UDP socket,
- * a table of client sessions, a send queue flushed with sendmmsg and a
- * receive loop on recvmmsg.
+ * The hasp-bench engine (tools/bench_engine.h): a table of client
+ * sessions, their state machines, a send queue and the phases of a run
+ * (open every session, run the load, close every session), as step
+ * functions that a transport drives (tools/bench_kernel.c: one UDP socket
+ * with sendmmsg/recvmmsg).
  *
- * Shape of one loop iteration, the order that keeps latency honest:
- *   1. read the clock;
+ * Shape of one step, the order that keeps latency honest:
+ *   1. the transport reads the clock and passes it in;
  *   2. admit work: closed loop, idle clients start their next operation;
  *      open loop, every arrival whose intended time has come goes to an
  *      idle client or the backlog;
- *   3. every BENCH_SCAN_NS, scan for retransmits, wait re-reads and
- *      keepalives (timers are coarse on purpose: a scan over 64k sessions
- *      per datagram would be the benchmark);
- *   4. flush the send queue in batches;
- *   5. drain the socket in batches, completing operations (which may queue
- *      follow-up requests, sent in the next iteration);
- *   6. sleep in ppoll until the next arrival or scan when nothing is queued.
+ *   3. every SCAN_NS, scan for retransmits, wait re-reads and keepalives
+ *      (timers are coarse on purpose: a scan over 64k sessions per
+ *      datagram would be the benchmark);
+ *   4. the transport flushes the send queue in batches and hands every
+ *      received datagram to bench_engine_receive, which completes
+ *      operations (and may queue follow-up requests for the next flush);
+ *   5. it sleeps until the wake time the step returned when nothing is
+ *      queued.
  *
  * Each client has at most one request in flight (c->opcode != 0), so its
  * sequence numbers advance one at a time and a reply is matched by
@@ -24,16 +27,10 @@
 #include "tools/bench_engine.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <math.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
@@ -93,10 +90,15 @@ struct client {
 	bool background;        /* the request in flight is a background keepalive */
 };
 
-struct engine {
+enum phase { PHASE_OPEN, PHASE_RUN, PHASE_CLOSE, PHASE_DONE };
+
+struct bench_engine {
 	const struct bench_config *cfg;
 	struct bench_result *res;
-	int fd;
+	enum phase phase;
+	uint64_t phase_start_ns, next_scan_ns, drain_end_ns;
+	uint32_t open_next; /* sessions opened or being opened */
+	bool failed;        /* no session could be opened */
 	struct sockaddr_in nodes[NODES_MAX];
 	uint32_t node_count;
 	uint16_t leader_hint;
@@ -120,12 +122,7 @@ struct engine {
 	uint64_t measure_start_ns, run_end_ns, last_done_ns;
 	bool admitting;
 	uint8_t value[HASP_VALUE_SIZE_MAX];
-	/* sendmmsg/recvmmsg vectors */
-	struct mmsghdr tx_msgs[BENCH_BATCH_MAX], rx_msgs[BENCH_BATCH_MAX];
-	struct iovec tx_iov[BENCH_BATCH_MAX], rx_iov[BENCH_BATCH_MAX];
-	struct sockaddr_in rx_from[BENCH_BATCH_MAX];
-	uint8_t tx_buf[BENCH_BATCH_MAX][HASP_DATAGRAM_SIZE_MAX];
-	uint8_t rx_buf[BENCH_BATCH_MAX][HASP_DATAGRAM_SIZE_MAX + 1];
+	uint8_t tx_buf[BENCH_BATCH_MAX][HASP_DATAGRAM_SIZE_MAX]; /* one flush batch */
 	/* burst */
 	uint64_t round;
 	uint64_t round_start_ns, round_release_ns, round_last_told_ns;
@@ -262,7 +259,7 @@ void bench_result_deinit(struct bench_result *res)
 
 /* ---- addresses ---- */
 
-static int parse_cluster(struct engine *e, const char *list)
+static int parse_cluster(struct bench_engine *e, const char *list)
 {
 	const char *p = list;
 
@@ -293,7 +290,7 @@ static int parse_cluster(struct engine *e, const char *list)
 	return e->node_count > 0 ? 0 : -HASP_ECONFIG;
 }
 
-static uint16_t node_find_or_add(struct engine *e, const uint8_t ipv4[4], uint16_t port)
+static uint16_t node_find_or_add(struct bench_engine *e, const uint8_t ipv4[4], uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 
@@ -309,7 +306,7 @@ static uint16_t node_find_or_add(struct engine *e, const uint8_t ipv4[4], uint16
 
 /* ---- session table ---- */
 
-static void hash_put(struct engine *e, uint64_t session_id, uint32_t index)
+static void hash_put(struct bench_engine *e, uint64_t session_id, uint32_t index)
 {
 	uint32_t h = (uint32_t)(session_id * 0x9e3779b97f4a7c15ull >> 32) & e->hash_mask;
 	while (e->hash_keys[h] != 0 && e->hash_keys[h] != session_id)
@@ -321,7 +318,7 @@ static void hash_put(struct engine *e, uint64_t session_id, uint32_t index)
 /* Returns the client index or -1. A reopened client leaves its old id in
  * the table pointing at it; a late reply to the old id is then not the
  * request in flight and counts as stray. */
-static int64_t hash_get(const struct engine *e, uint64_t session_id)
+static int64_t hash_get(const struct bench_engine *e, uint64_t session_id)
 {
 	if (session_id == 0)
 		return -1;
@@ -336,7 +333,7 @@ static int64_t hash_get(const struct engine *e, uint64_t session_id)
 
 /* ---- names and requests ---- */
 
-static size_t key_name(const struct engine *e, uint32_t key, char *buf, size_t size)
+static size_t key_name(const struct bench_engine *e, uint32_t key, char *buf, size_t size)
 {
 	int n = snprintf(buf, size, "%s/k%u", e->cfg->prefix, key);
 	HASP_ASSERT(n > 0 && (size_t)n < size);
@@ -345,7 +342,7 @@ static size_t key_name(const struct engine *e, uint32_t key, char *buf, size_t s
 
 /* Encodes client c's request in flight. Deterministic: a retransmission
  * produces the same bytes. */
-static int encode_request(struct engine *e, uint32_t index, uint8_t *buf)
+static int encode_request(struct bench_engine *e, uint32_t index, uint8_t *buf)
 {
 	struct client *c = &e->clients[index];
 	struct hasp_wire_msg m;
@@ -397,7 +394,7 @@ static int encode_request(struct engine *e, uint32_t index, uint8_t *buf)
 	return hasp_wire_encode(&m, buf, HASP_DATAGRAM_SIZE_MAX);
 }
 
-static void queue_send(struct engine *e, uint32_t index)
+static void queue_send(struct bench_engine *e, uint32_t index)
 {
 	struct client *c = &e->clients[index];
 
@@ -410,7 +407,7 @@ static void queue_send(struct engine *e, uint32_t index)
 }
 
 /* Starts a new request (next sequence number) on client `index`. */
-static void request(struct engine *e, uint32_t index, uint8_t opcode)
+static void request(struct bench_engine *e, uint32_t index, uint8_t opcode)
 {
 	struct client *c = &e->clients[index];
 
@@ -427,7 +424,7 @@ static void request(struct engine *e, uint32_t index, uint8_t opcode)
 	queue_send(e, index);
 }
 
-static void open_session(struct engine *e, uint32_t index)
+static void open_session(struct bench_engine *e, uint32_t index)
 {
 	struct client *c = &e->clients[index];
 
@@ -440,7 +437,7 @@ static void open_session(struct engine *e, uint32_t index)
 
 /* ---- operations ---- */
 
-static uint32_t pick_key(struct engine *e, uint32_t index)
+static uint32_t pick_key(struct bench_engine *e, uint32_t index)
 {
 	const struct bench_config *cfg = e->cfg;
 
@@ -457,7 +454,7 @@ static uint32_t pick_key(struct engine *e, uint32_t index)
 	return index + e->client_count * (uint32_t)prng_below(&e->prng, per_client);
 }
 
-static void start_op(struct engine *e, uint32_t index, uint64_t intended_ns)
+static void start_op(struct bench_engine *e, uint32_t index, uint64_t intended_ns)
 {
 	struct client *c = &e->clients[index];
 	const struct bench_config *cfg = e->cfg;
@@ -504,7 +501,7 @@ static void start_op(struct engine *e, uint32_t index, uint64_t intended_ns)
 }
 
 /* The operation's first request, when start_op found the client busy. */
-static void start_pending_request(struct engine *e, uint32_t index)
+static void start_pending_request(struct bench_engine *e, uint32_t index)
 {
 	struct client *c = &e->clients[index];
 
@@ -518,13 +515,13 @@ static void start_pending_request(struct engine *e, uint32_t index)
 		request(e, index, c->put ? HASP_OP_KV_PUT : HASP_OP_KV_GET);
 }
 
-static void record(struct engine *e, bool measured, enum bench_lat l, uint64_t ns)
+static void record(struct bench_engine *e, bool measured, enum bench_lat l, uint64_t ns)
 {
 	if (measured)
 		bench_hist_record(e->res->lat[l], ns);
 }
 
-static void make_idle(struct engine *e, uint32_t index)
+static void make_idle(struct bench_engine *e, uint32_t index)
 {
 	struct client *c = &e->clients[index];
 
@@ -545,7 +542,7 @@ static void make_idle(struct engine *e, uint32_t index)
 	HASP_ASSERT(e->idle_len <= e->client_count);
 }
 
-static void op_done(struct engine *e, uint32_t index, bool ok)
+static void op_done(struct bench_engine *e, uint32_t index, bool ok)
 {
 	struct client *c = &e->clients[index];
 
@@ -561,7 +558,7 @@ static void op_done(struct engine *e, uint32_t index, bool ok)
 	make_idle(e, index);
 }
 
-static void granted(struct engine *e, uint32_t index, uint64_t token)
+static void granted(struct bench_engine *e, uint32_t index, uint64_t token)
 {
 	struct client *c = &e->clients[index];
 
@@ -583,7 +580,7 @@ static void granted(struct engine *e, uint32_t index, uint64_t token)
 
 /* ---- replies ---- */
 
-static void handle_reply(struct engine *e, uint32_t index, const struct hasp_wire_msg *m)
+static void handle_reply(struct bench_engine *e, uint32_t index, const struct hasp_wire_msg *m)
 {
 	struct client *c = &e->clients[index];
 	const struct bench_config *cfg = e->cfg;
@@ -713,7 +710,7 @@ static void handle_reply(struct engine *e, uint32_t index, const struct hasp_wir
 	}
 }
 
-static void handle_event(struct engine *e, uint32_t index, const struct hasp_wire_msg *m)
+static void handle_event(struct bench_engine *e, uint32_t index, const struct hasp_wire_msg *m)
 {
 	struct client *c = &e->clients[index];
 	char name[HASP_NAME_SIZE_MAX + 1];
@@ -735,12 +732,11 @@ static void handle_event(struct engine *e, uint32_t index, const struct hasp_wir
 	}
 }
 
-static void receive(struct engine *e, uint8_t *data, size_t size)
+static void receive(struct bench_engine *e, const uint8_t *data, size_t size)
 {
 	struct hasp_wire_msg m;
 	int64_t index;
 
-	e->res->rx_datagrams++;
 	if (hasp_wire_decode_reply(data, size, &m) != 0) {
 		e->res->err.malformed++;
 		return;
@@ -777,40 +773,35 @@ static void receive(struct engine *e, uint8_t *data, size_t size)
 
 /* ---- I/O ---- */
 
-static void flush_sends(struct engine *e)
+void bench_engine_flush(struct bench_engine *e, bench_send_fn *send, void *arg)
 {
 	while (e->send_len > 0) {
 		uint32_t n = 0;
 		uint32_t picked[BENCH_BATCH_MAX];
+		struct bench_tx tx[BENCH_BATCH_MAX];
 
 		while (n < e->cfg->batch && n < e->send_len) {
 			uint32_t index = e->send_queue[(e->send_head + n) % e->client_count];
 			struct client *c = &e->clients[index];
 			int size = encode_request(e, index, e->tx_buf[n]);
 			HASP_ASSERT(size > 0); /* every request built here is valid */
-			e->tx_iov[n].iov_base = e->tx_buf[n];
-			e->tx_iov[n].iov_len = (size_t)size;
-			memset(&e->tx_msgs[n].msg_hdr, 0, sizeof(e->tx_msgs[n].msg_hdr));
-			e->tx_msgs[n].msg_hdr.msg_iov = &e->tx_iov[n];
-			e->tx_msgs[n].msg_hdr.msg_iovlen = 1;
-			e->tx_msgs[n].msg_hdr.msg_name = &e->nodes[c->node];
-			e->tx_msgs[n].msg_hdr.msg_namelen = sizeof(e->nodes[0]);
+			tx[n].to = &e->nodes[c->node];
+			tx[n].data = e->tx_buf[n];
+			tx[n].size = (size_t)size;
 			picked[n] = index;
 			n++;
 		}
-		int sent = sendmmsg(e->fd, e->tx_msgs, n, MSG_DONTWAIT);
+		int sent = send(arg, tx, n);
 		e->res->tx_calls++;
-		if (sent <= 0) {
-			if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ENOBUFS) {
-				/* e.g. ECONNREFUSED from an earlier ICMP: skip the head
-				 * datagram; its retransmit timer resends it. */
-				e->res->err.send_errors++;
-				sent = 1;
-			} else {
-				return; /* socket full: try again next iteration */
-			}
+		if (sent < 0) {
+			/* A hard error on the first datagram: skip it; its
+			 * retransmit timer resends it. */
+			e->res->err.send_errors++;
+			sent = 1;
+		} else if (sent == 0) {
+			return; /* the transport is full: try again next iteration */
 		}
+		HASP_ASSERT((uint32_t)sent <= n);
 		for (int i = 0; i < sent; i++) {
 			struct client *c = &e->clients[picked[i]];
 			c->in_send_queue = false;
@@ -826,32 +817,20 @@ static void flush_sends(struct engine *e)
 	}
 }
 
-static void drain_socket(struct engine *e)
+bool bench_engine_sends_pending(const struct bench_engine *e)
 {
-	for (uint32_t call = 0; call < RX_CALLS_PER_ITER; call++) {
-		for (uint32_t i = 0; i < e->cfg->batch; i++) {
-			e->rx_iov[i].iov_base = e->rx_buf[i];
-			e->rx_iov[i].iov_len = sizeof(e->rx_buf[i]);
-			memset(&e->rx_msgs[i].msg_hdr, 0, sizeof(e->rx_msgs[i].msg_hdr));
-			e->rx_msgs[i].msg_hdr.msg_iov = &e->rx_iov[i];
-			e->rx_msgs[i].msg_hdr.msg_iovlen = 1;
-			e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
-			e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
-		}
-		int got = recvmmsg(e->fd, e->rx_msgs, e->cfg->batch, MSG_DONTWAIT, NULL);
-		if (got <= 0)
-			return;
-		e->res->rx_calls++;
-		e->now = clock_monotonic_ns();
-		for (int i = 0; i < got; i++)
-			receive(e, e->rx_buf[i], e->rx_msgs[i].msg_len);
-		if ((uint32_t)got < e->cfg->batch)
-			return;
-	}
+	return e->send_len > 0;
+}
+
+void bench_engine_receive(struct bench_engine *e, uint64_t now_ns, const uint8_t *data, size_t size)
+{
+	e->now = now_ns;
+	e->res->rx_datagrams++;
+	receive(e, data, size);
 }
 
 /* Retransmits, wait re-reads, background keepalives, given-up requests. */
-static void scan_timers(struct engine *e)
+static void scan_timers(struct bench_engine *e)
 {
 	const struct bench_config *cfg = e->cfg;
 	uint64_t deadline_ns = (uint64_t)cfg->request_deadline_ms * 1000000u;
@@ -915,22 +894,9 @@ static void scan_timers(struct engine *e)
 	}
 }
 
-static void wait_io(struct engine *e, uint64_t until_ns)
-{
-	struct pollfd pfd = { .fd = e->fd, .events = POLLIN };
-	uint64_t now = clock_monotonic_ns();
-	uint64_t wait_ns = until_ns > now ? until_ns - now : 0;
-	struct timespec ts = { .tv_sec = (time_t)(wait_ns / 1000000000u),
-			       .tv_nsec = (long)(wait_ns % 1000000000u) };
-
-	if (e->send_len > 0)
-		ts.tv_sec = ts.tv_nsec = 0;
-	(void)ppoll(&pfd, 1, &ts, NULL);
-}
-
 /* ---- phases ---- */
 
-static uint32_t count_state(const struct engine *e, uint8_t state)
+static uint32_t count_state(const struct bench_engine *e, uint8_t state)
 {
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < e->client_count; i++)
@@ -938,41 +904,9 @@ static uint32_t count_state(const struct engine *e, uint8_t state)
 	return n;
 }
 
-static void open_all(struct engine *e)
-{
-	uint64_t start = clock_monotonic_ns();
-	uint32_t next = 0, opened = 0;
-	uint64_t next_scan = start;
+static void phase_close_start(struct bench_engine *e);
 
-	while (true) {
-		e->now = clock_monotonic_ns();
-		uint32_t inflight = 0;
-		opened = 0;
-		for (uint32_t i = 0; i < next; i++) {
-			inflight += e->clients[i].state == C_OPENING ||
-				    (e->clients[i].opcode == HASP_OP_WATCH);
-			opened += e->clients[i].state == C_IDLE || e->clients[i].state == C_WATCHING;
-		}
-		while (next < e->client_count && inflight < OPENS_INFLIGHT_MAX) {
-			open_session(e, next++);
-			inflight++;
-		}
-		if (next == e->client_count && inflight == 0)
-			break;
-		if (e->now - start >= OPEN_PHASE_NS)
-			break;
-		if (e->now >= next_scan) {
-			scan_timers(e);
-			next_scan = e->now + SCAN_NS;
-		}
-		flush_sends(e);
-		drain_socket(e);
-		wait_io(e, e->now + SCAN_NS);
-	}
-	e->res->sessions = opened;
-}
-
-static void burst_round(struct engine *e)
+static void burst_round(struct bench_engine *e)
 {
 	struct client *holder = &e->clients[0];
 	const struct bench_config *cfg = e->cfg;
@@ -1042,7 +976,7 @@ static void burst_round(struct engine *e)
 
 /* The next idle client, or -1. A client reopened while idle (its session
  * expired) is still listed; skip it: make_idle lists it again when open. */
-static int64_t pop_idle(struct engine *e)
+static int64_t pop_idle(struct bench_engine *e)
 {
 	while (e->idle_len > 0) {
 		uint32_t index = e->idle[--e->idle_len];
@@ -1054,7 +988,7 @@ static int64_t pop_idle(struct engine *e)
 	return -1;
 }
 
-static void admit(struct engine *e)
+static void admit(struct bench_engine *e)
 {
 	const struct bench_config *cfg = e->cfg;
 
@@ -1097,7 +1031,7 @@ static void admit(struct engine *e)
 		e->admitting = false;
 }
 
-static bool busy(const struct engine *e)
+static bool busy(const struct bench_engine *e)
 {
 	if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
 		return true;
@@ -1110,62 +1044,73 @@ static bool busy(const struct engine *e)
 	return false;
 }
 
-static void run_load(struct engine *e)
-{
-	const struct bench_config *cfg = e->cfg;
-	uint64_t start = clock_monotonic_ns();
-	uint64_t next_scan = start;
-	uint64_t drain_end = 0;
+/* ---- phases: open every session, run the load, close every session ---- */
 
-	e->measure_start_ns = start + (uint64_t)cfg->warmup_ms * 1000000u;
+static void phase_open_step(struct bench_engine *e)
+{
+	uint32_t inflight = 0, opened = 0;
+
+	for (uint32_t i = 0; i < e->open_next; i++) {
+		const struct client *c = &e->clients[i];
+		inflight += c->state == C_OPENING || c->opcode == HASP_OP_WATCH;
+		opened += c->state == C_IDLE || c->state == C_WATCHING;
+	}
+	while (e->open_next < e->client_count && inflight < OPENS_INFLIGHT_MAX) {
+		open_session(e, e->open_next++);
+		inflight++;
+	}
+	if ((e->open_next < e->client_count || inflight > 0) &&
+	    e->now - e->phase_start_ns < OPEN_PHASE_NS)
+		return;
+	e->res->sessions = opened;
+	if (opened == 0) {
+		e->failed = true;
+		phase_close_start(e);
+		return;
+	}
+	const struct bench_config *cfg = e->cfg;
+	e->phase = PHASE_RUN;
+	e->phase_start_ns = e->now;
+	e->measure_start_ns = e->now + (uint64_t)cfg->warmup_ms * 1000000u;
 	e->run_end_ns = e->measure_start_ns + (uint64_t)cfg->duration_ms * 1000000u;
 	e->admitting = true;
 	if (cfg->rate > 0.0)
-		bench_arrival_init(&e->arrival, cfg->rate, cfg->seed ^ 0xa5a5u, start);
-	while (true) {
-		e->now = clock_monotonic_ns();
-		admit(e);
-		if (!e->admitting) {
-			if (drain_end == 0)
-				drain_end = e->now + BENCH_DRAIN_MS * 1000000ull;
-			if (!busy(e) || e->now >= drain_end)
-				break;
-			if (cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
-				burst_round(e);
-		}
-		if (e->now >= next_scan) {
-			scan_timers(e);
-			next_scan = e->now + SCAN_NS;
-		}
-		flush_sends(e);
-		drain_socket(e);
-		uint64_t until = next_scan;
-		if (e->admitting && cfg->rate > 0.0 && bench_arrival_peek(&e->arrival) < until)
-			until = bench_arrival_peek(&e->arrival);
-		if (e->send_len == 0 && !(cfg->rate <= 0.0 && e->admitting && e->idle_len > 0))
-			wait_io(e, until);
+		bench_arrival_init(&e->arrival, cfg->rate, cfg->seed ^ 0xa5a5u, e->now);
+}
+
+static void phase_run_step(struct bench_engine *e)
+{
+	admit(e);
+	if (e->admitting)
+		return;
+	if (e->drain_end_ns == 0)
+		e->drain_end_ns = e->now + BENCH_DRAIN_MS * 1000000ull;
+	if (busy(e) && e->now < e->drain_end_ns) {
+		if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
+			burst_round(e);
+		return;
 	}
 	/* What is still in flight at the drain deadline is counted, not
 	 * measured. */
 	for (uint32_t i = 0; i < e->client_count; i++) {
-		uint8_t s = e->clients[i].state;
-		if (s == C_ACQUIRE || s == C_WAITING || s == C_RELEASE || s == C_OP ||
-		    s == C_HOLDING)
+		uint8_t st = e->clients[i].state;
+		if (st == C_ACQUIRE || st == C_WAITING || st == C_RELEASE || st == C_OP ||
+		    st == C_HOLDING)
 			e->res->err.unfinished++;
 	}
 	e->res->err.unfinished += e->backlog_len; /* arrivals that never got a client */
-	uint64_t end = e->last_done_ns > e->measure_start_ns ? e->last_done_ns : e->run_end_ns;
+	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
 		end = e->last_done_ns;
 	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
+	phase_close_start(e);
 }
 
-static void close_all(struct engine *e)
+static void phase_close_start(struct bench_engine *e)
 {
-	uint64_t start = clock_monotonic_ns();
-	uint64_t next_scan = start;
-
-	e->now = start;
+	e->phase = PHASE_CLOSE;
+	e->phase_start_ns = e->now;
+	e->admitting = false;
 	for (uint32_t i = 0; i < e->client_count; i++) {
 		struct client *c = &e->clients[i];
 		if (c->session_id == 0 || c->state == C_DONE)
@@ -1178,22 +1123,46 @@ static void close_all(struct engine *e)
 	for (uint32_t i = 0; i < e->client_count; i++)
 		if (e->clients[i].state == C_CLOSING)
 			request(e, i, HASP_OP_SESSION_CLOSE);
-	while (count_state(e, C_CLOSING) > 0 && e->now - start < CLOSE_PHASE_NS) {
-		e->now = clock_monotonic_ns();
-		if (e->now >= next_scan) {
-			scan_timers(e);
-			next_scan = e->now + SCAN_NS;
-		}
-		flush_sends(e);
-		drain_socket(e);
-		wait_io(e, next_scan);
-	}
 }
 
-static void engine_deinit(struct engine *e)
+bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_ns)
 {
-	if (e->fd >= 0)
-		close(e->fd);
+	e->now = now_ns;
+	switch (e->phase) {
+	case PHASE_OPEN:
+		phase_open_step(e);
+		break;
+	case PHASE_RUN:
+		phase_run_step(e);
+		break;
+	case PHASE_CLOSE:
+		if (count_state(e, C_CLOSING) == 0 || e->now - e->phase_start_ns >= CLOSE_PHASE_NS)
+			e->phase = PHASE_DONE;
+		break;
+	case PHASE_DONE:
+		break;
+	}
+	if (e->phase == PHASE_DONE)
+		return true;
+	if (e->now >= e->next_scan_ns) {
+		scan_timers(e);
+		e->next_scan_ns = e->now + SCAN_NS;
+	}
+	uint64_t wake = e->next_scan_ns;
+	if (e->phase == PHASE_RUN && e->admitting && e->cfg->rate > 0.0 &&
+	    bench_arrival_peek(&e->arrival) < wake)
+		wake = bench_arrival_peek(&e->arrival);
+	if (e->phase == PHASE_RUN && e->admitting && e->cfg->rate <= 0.0 && e->idle_len > 0)
+		wake = e->now;
+	if (wake < *wake_ns)
+		*wake_ns = wake;
+	return false;
+}
+
+void bench_engine_destroy(struct bench_engine *e)
+{
+	if (e == NULL)
+		return;
 	hasp_free(e->clients);
 	hasp_free(e->hash_keys);
 	hasp_free(e->hash_vals);
@@ -1204,21 +1173,26 @@ static void engine_deinit(struct engine *e)
 	hasp_free(e);
 }
 
-int bench_run(const struct bench_config *cfg, struct bench_result *res)
+bool bench_engine_failed(const struct bench_engine *e)
+{
+	return e->failed;
+}
+
+int bench_engine_create(struct bench_engine **engine, const struct bench_config *cfg,
+			struct bench_result *res, uint64_t now_ns)
 {
 	char why[128];
 	int rc = bench_config_check(cfg, why, sizeof(why));
 	if (rc != 0)
 		return rc;
-	struct engine *e = hasp_calloc(1, sizeof(*e));
+	struct bench_engine *e = hasp_calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -HASP_ENOMEM;
-	e->fd = -1;
 	e->cfg = cfg;
 	e->res = res;
 	rc = parse_cluster(e, cfg->cluster);
 	if (rc != 0)
-		goto out;
+		goto fail;
 	e->client_count = cfg->workload == BENCH_WL_BURST ? cfg->waiters + 1u : cfg->clients;
 	uint32_t hash_size = 1;
 	while (hash_size < 4u * e->client_count)
@@ -1233,37 +1207,26 @@ int bench_run(const struct bench_config *cfg, struct bench_result *res)
 	rc = -HASP_ENOMEM;
 	if (e->clients == NULL || e->hash_keys == NULL || e->hash_vals == NULL ||
 	    e->send_queue == NULL || e->idle == NULL || (cfg->rate > 0.0 && e->backlog == NULL))
-		goto out;
+		goto fail;
 	rc = bench_zipf_init(&e->zipf, cfg->keys, cfg->zipf_s);
 	if (rc != 0)
-		goto out;
+		goto fail;
 	prng_seed(&e->prng, cfg->seed);
 	for (uint32_t i = 0; i < HASP_VALUE_SIZE_MAX; i++)
 		e->value[i] = (uint8_t)('a' + i % 26u);
-	for (uint32_t i = 0; i < e->client_count; i++)
-		e->clients[i].node = 0;
-
-	rc = -HASP_ESYS;
-	e->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (e->fd < 0)
-		goto out;
-	int buf_size = 8 << 20;
-	(void)setsockopt(e->fd, SOL_SOCKET, SO_RCVBUF, &buf_size, sizeof(buf_size));
-	(void)setsockopt(e->fd, SOL_SOCKET, SO_SNDBUF, &buf_size, sizeof(buf_size));
-	struct sockaddr_in any = { .sin_family = AF_INET };
-	if (bind(e->fd, (struct sockaddr *)&any, sizeof(any)) != 0)
-		goto out;
-
-	open_all(e);
-	if (e->res->sessions == 0) {
-		rc = -HASP_ETIMEDOUT;
-		close_all(e);
-		goto out;
-	}
-	run_load(e);
-	close_all(e);
-	rc = 0;
-out:
-	engine_deinit(e);
+	e->now = now_ns;
+	e->phase = PHASE_OPEN;
+	e->phase_start_ns = now_ns;
+	e->next_scan_ns = now_ns;
+	*engine = e;
+	return 0;
+fail:
+	bench_engine_destroy(e);
 	return rc;
+}
+
+/* Peers of the engine: the address list (for transports that need it). */
+uint32_t bench_engine_node_count(const struct bench_engine *e)
+{
+	return e->node_count;
 }

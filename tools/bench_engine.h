@@ -125,11 +125,53 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 int bench_result_init(struct bench_result *res) __attribute__((warn_unused_result));
 void bench_result_deinit(struct bench_result *res);
 
-/* Runs one bounded load. Returns 0 (the result says what happened),
- * -HASP_ECONFIG, -HASP_ENOMEM, -HASP_ESYS, or -HASP_ETIMEDOUT when no
- * session could be opened. */
+/* Runs one bounded load over a kernel UDP socket (tools/bench_kernel.c).
+ * Returns 0 (the result says what happened), -HASP_ECONFIG, -HASP_ENOMEM,
+ * -HASP_ESYS, or -HASP_ETIMEDOUT when no session could be opened. */
 int bench_run(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
+
+/*
+ * The engine as step functions, for a transport's own loop (the kernel
+ * socket loop of bench_run, or a DPDK lcore's work hook). One thread:
+ *
+ *   bench_engine_create(&e, cfg, res, now)
+ *   until bench_engine_step(e, now, &wake) returns true:
+ *       bench_engine_flush(e, send, arg)         hand queued requests over
+ *       bench_engine_receive(e, now, data, size) for each datagram received
+ *       sleep until `wake` (ns) or a datagram, unless sends are pending
+ *   bench_engine_failed(e)  true when no session could be opened
+ *   bench_engine_destroy(e)
+ *
+ * The engine keeps cfg and res; the caller keeps both alive until destroy.
+ */
+struct bench_engine;
+
+struct sockaddr_in;
+struct bench_tx { /* one datagram to send; valid during the send call */
+	const struct sockaddr_in *to;
+	const uint8_t *data;
+	size_t size;
+};
+
+/* Sends tx[0 .. count); returns how many were sent (0: full, try later)
+ * or -1 when the first one failed for good (it is skipped and later
+ * retransmitted by its timer). */
+typedef int bench_send_fn(void *arg, const struct bench_tx *tx, uint32_t count);
+
+int bench_engine_create(struct bench_engine **e, const struct bench_config *cfg,
+			struct bench_result *res, uint64_t now_ns) __attribute__((warn_unused_result));
+/* Advances phases and timers to now_ns; lowers *wake_ns to the next time
+ * it must run. Returns true when the run is over (sessions closed). */
+bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_ns);
+void bench_engine_flush(struct bench_engine *e, bench_send_fn *send, void *arg);
+bool bench_engine_sends_pending(const struct bench_engine *e);
+/* One received datagram (any source; the engine decodes and matches it). */
+void bench_engine_receive(struct bench_engine *e, uint64_t now_ns, const uint8_t *data,
+			  size_t size);
+bool bench_engine_failed(const struct bench_engine *e);
+uint32_t bench_engine_node_count(const struct bench_engine *e);
+void bench_engine_destroy(struct bench_engine *e);
 
 const char *bench_workload_name(enum bench_workload w);
 const char *bench_lat_name(enum bench_lat l);
