@@ -165,7 +165,7 @@ void bench_report_table(FILE *out, const struct bench_config *cfg, const struct 
 		if (v)
 			fprintf(out, " %s=%llu", error_fields[i].name, (unsigned long long)v);
 	}
-	fprintf(out, "\nio: tx=%llu in %llu sendmmsg, rx=%llu in %llu recvmmsg, events=%llu\n",
+	fprintf(out, "\nio: tx=%llu in %llu send batches, rx=%llu in %llu receive batches, events=%llu\n",
 		(unsigned long long)res->tx_datagrams, (unsigned long long)res->tx_calls,
 		(unsigned long long)res->rx_datagrams, (unsigned long long)res->rx_calls,
 		(unsigned long long)res->events);

@@ -5,6 +5,10 @@
  * object with the commit, the configuration and the machine's facts.
  *
  *   hasp-bench [--cluster ip:port,...] [--workload W] [options]
+ *   hasp-bench --dpdk --ip A.B.C.D/N --mac M [options] -- <EAL arguments>
+ *
+ * The second form sends from hasp-bench's own DPDK port instead of a kernel
+ * socket (tools/bench_dpdk.h; only in builds with DPDK).
  *
  * Every run is bounded by --count AND --duration (plus --warmup before it
  * and a short drain after it). Exit codes: 0 ran (the JSON says how well),
@@ -16,8 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include "bench_commit.h"
 #include "hasp/errors.h"
+#include "tools/bench_dpdk.h"
 #include "tools/bench_engine.h"
 #include "tools/bench_report.h"
 
@@ -46,7 +53,15 @@ static void usage(FILE *out)
 		"  --seed N           PRNG seed (default 1)\n"
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
 		"  --json             print the JSON object instead of the table\n"
-		"  --out FILE         also write the JSON object to FILE\n");
+		"  --out FILE         also write the JSON object to FILE\n"
+		"DPDK mode (EAL arguments after --, e.g. -l 1 --no-huge -m 64 --no-pci\n"
+		"  --file-prefix hb --vdev=net_tap0,iface=hbtap0):\n"
+		"  --dpdk             send from an own DPDK port\n"
+		"  --ip A.B.C.D/N     its address and subnet\n"
+		"  --mac M            its MAC, e.g. 02:77:00:00:00:50\n"
+		"  --local-port P     UDP source port (default 7100)\n"
+		"  --settle-ms MS     wait after the port is up, e.g. to attach a TAP (default 2000)\n"
+		"  --idle poll|hybrid|sleep  lcore idle strategy (default hybrid)\n");
 }
 
 static bool parse_double(const char *s, double *out)
@@ -101,12 +116,19 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "dpdk", no_argument, NULL, 'D' },
+		{ "ip", required_argument, NULL, 'I' },
+		{ "mac", required_argument, NULL, 'M' },
+		{ "local-port", required_argument, NULL, 'L' },
+		{ "settle-ms", required_argument, NULL, 'E' },
+		{ "idle", required_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_config cfg;
 	struct bench_result res;
 	const char *out_path = NULL;
-	bool json = false, ok = true;
+	bool json = false, ok = true, dpdk = false, have_ip = false, have_mac = false;
+	struct bench_dpdk_config dcfg = { .local_port = 7100, .settle_ms = 2000, .idle = 1 };
 	double seconds;
 	int opt;
 
@@ -160,12 +182,69 @@ int main(int argc, char **argv)
 		case 'j': json = true; break;
 		case 'O': out_path = optarg; break;
 		case 'h': usage(stdout); return 0;
+		case 'D': dpdk = true; break;
+		case 'I': {
+			char ip[32];
+			const char *slash = strchr(optarg, '/');
+			size_t len = slash ? (size_t)(slash - optarg) : strlen(optarg);
+			struct in_addr a;
+			uint32_t prefix;
+			ok &= len < sizeof(ip) && slash != NULL && parse_u32(slash + 1, &prefix) &&
+			      prefix >= 1 && prefix <= 32;
+			if (!ok)
+				break;
+			memcpy(ip, optarg, len);
+			ip[len] = '\0';
+			ok &= inet_pton(AF_INET, ip, &a) == 1;
+			dcfg.ip = ntohl(a.s_addr);
+			dcfg.prefix_len = (uint8_t)prefix;
+			have_ip = ok;
+			break;
+		}
+		case 'M': {
+			unsigned int b[6];
+			char tail;
+			ok &= sscanf(optarg, "%x:%x:%x:%x:%x:%x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+				     &b[5], &tail) == 6;
+			for (int i = 0; ok && i < 6; i++) {
+				ok &= b[i] <= 0xff;
+				dcfg.mac[i] = (uint8_t)b[i];
+			}
+			have_mac = ok;
+			break;
+		}
+		case 'L': {
+			uint32_t port;
+			ok &= parse_u32(optarg, &port) && port > 0 && port < 65535;
+			dcfg.local_port = (uint16_t)port;
+			break;
+		}
+		case 'E': ok &= parse_u32(optarg, &dcfg.settle_ms) && dcfg.settle_ms <= 60000; break;
+		case 'X':
+			dcfg.idle = strcmp(optarg, "poll") == 0 ? 0 : strcmp(optarg, "hybrid") == 0 ? 1
+				  : strcmp(optarg, "sleep") == 0 ? 2 : 99;
+			ok &= dcfg.idle <= 2;
+			break;
 		default: ok = false; break;
 		}
 	}
-	if (!ok || optind != argc) {
+	/* EAL arguments follow "--" in DPDK mode; none otherwise. */
+	if (!ok || (!dpdk && optind != argc) || (dpdk && (!have_ip || !have_mac))) {
 		usage(stderr);
 		return 2;
+	}
+	char *eal_argv[64];
+	if (dpdk) {
+		int n = argc - optind;
+		if (n + 1 > (int)(sizeof(eal_argv) / sizeof(eal_argv[0]))) {
+			usage(stderr);
+			return 2;
+		}
+		eal_argv[0] = argv[0];
+		for (int i = 0; i < n; i++)
+			eal_argv[i + 1] = argv[optind + i];
+		dcfg.eal_argc = n + 1;
+		dcfg.eal_argv = eal_argv;
 	}
 	char why[160];
 	if (bench_config_check(&cfg, why, sizeof(why)) != 0) {
@@ -176,7 +255,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hasp-bench: out of memory\n");
 		return 1;
 	}
-	int rc = bench_run(&cfg, &res);
+	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res) : bench_run(&cfg, &res);
 	if (rc != 0) {
 		fprintf(stderr, "hasp-bench: %s\n", hasp_strerror(rc));
 		bench_result_deinit(&res);

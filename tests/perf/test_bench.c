@@ -861,6 +861,12 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	snprintf(cmd, sizeof(cmd), "%s --cluster 127.0.0.1:1 --count 0 >/dev/null 2>&1", bench_exe);
 	status = system(cmd);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2); /* unbounded: refused */
+
+	/* DPDK mode needs its own address and MAC; refused before any EAL work. */
+	snprintf(cmd, sizeof(cmd), "%s --cluster 127.0.0.1:1 --dpdk --ip 10.0.0.5/24 -- -l 0 >/dev/null 2>&1",
+		 bench_exe);
+	status = system(cmd);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
 }
 
 int main(int argc, char **argv)
