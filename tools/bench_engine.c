@@ -103,6 +103,13 @@ static uint32_t count_state(const struct bench_engine *e, uint8_t state)
 
 static void phase_close_start(struct bench_engine *e);
 
+/* How long a round may take: 2 s, plus 100 ms per listener, because a
+ * FIFO hand-off chain costs one committed command per waiter. */
+static uint64_t burst_round_ns(const struct bench_engine *e)
+{
+	return BURST_ROUND_NS + (uint64_t)(e->client_count - 1u) * 100000000ull;
+}
+
 static void burst_round(struct bench_engine *e)
 {
 	struct client *holder = &e->clients[0];
@@ -137,7 +144,7 @@ static void burst_round(struct bench_engine *e)
 	case R_QUEUEING:
 		if (!cfg->watchers && count_state(e, C_WAITING) + count_state(e, C_DONE) <
 					      e->client_count - 1u) {
-			if (e->now - e->round_start_ns < BURST_ROUND_NS)
+			if (e->now - e->round_start_ns < burst_round_ns(e))
 				return;
 		}
 		if (holder->opcode != 0)
@@ -149,7 +156,7 @@ static void burst_round(struct bench_engine *e)
 		return;
 	case R_RELEASED: {
 		uint32_t listeners = e->client_count - 1u;
-		bool timed_out = e->now - e->round_release_ns >= BURST_ROUND_NS;
+		bool timed_out = e->now - e->round_release_ns >= burst_round_ns(e);
 		bool all_back = cfg->watchers || count_state(e, C_IDLE) == e->client_count;
 		if ((e->round_told < listeners || !all_back) && !timed_out)
 			return;

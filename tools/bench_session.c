@@ -193,6 +193,9 @@ void bench_session_open(struct bench_engine *e, uint32_t index)
 	c->session_id = 0;
 	c->nonce = prng_next(&e->prng) | 1u;
 	c->state = C_OPENING;
+	/* Start where the last answer came from: during start-up every session
+	 * would otherwise be redirected on its own. */
+	c->node = e->leader_hint;
 	c->opcode = 0;
 	bench_session_request(e, index, HASP_OP_SESSION_OPEN);
 }

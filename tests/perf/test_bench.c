@@ -160,8 +160,11 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 	case HASP_OP_ACQUIRE: {
 		struct toy_lock *l = toy_find(&req->body.acquire.name);
 		if (l->holder == 0 || l->holder == req->hdr.session_id) {
+			/* A retransmitted ACQUIRE of the holder gets the same token
+			 * (the cluster answers it from its reply cache). */
+			if (l->holder == 0)
+				l->token = ++T.revision;
 			l->holder = req->hdr.session_id;
-			l->token = ++T.revision;
 			responder_reply_init(&rep, req, HASP_STATUS_GRANTED);
 			rep.body.granted.token = l->token;
 			rep.body.granted.ttl_ms = req->body.acquire.ttl_ms;
