@@ -55,6 +55,7 @@ struct toy {
 	uint32_t stall_at;   /* sleep stall_ms before answering this ACQUIRE */
 	uint32_t stall_ms;
 	int not_leader_node; /* answers NOT_LEADER naming the other node; -1 none */
+	bool silent_acquire; /* never answers ACQUIRE */
 	uint64_t dropped_seq[4096];
 	uint32_t dropped_count;
 	struct sockaddr_in client;
@@ -134,6 +135,10 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 		return;
 	}
 	T.by_op[req->hdr.opcode % 64]++;
+	if (req->hdr.opcode == HASP_OP_ACQUIRE && T.silent_acquire) {
+		pthread_mutex_unlock(&T.mu);
+		return;
+	}
 	if (req->hdr.opcode == HASP_OP_ACQUIRE) {
 		T.acquires++;
 		if (T.drop_every && T.acquires % T.drop_every == 0 && T.dropped_count < 4096) {
@@ -669,6 +674,35 @@ static void test_every_run_is_bounded_by_duration(void **state)
 	bench_result_deinit(&res);
 }
 
+/* A request nobody answers is given up at its deadline, and its session is
+ * replaced: the unanswered slot would otherwise break the 32-request window
+ * rule (PROTOCOL.md, Exactly once). */
+static void test_unanswered_request_reopens_the_session(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	T.silent_acquire = true;
+	config(&cfg);
+	cfg.clients = 1;
+	cfg.count_max = 3;
+	cfg.duration_ms = 2000;
+	cfg.request_timeout_ms = 10;
+	cfg.request_deadline_ms = 100;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run(&cfg, &res), 0);
+	responder_stop(&R);
+	assert_int_equal(res.err.timeouts, 3);
+	assert_int_equal(res.err.session_reopens, 3);
+	assert_int_equal(res.err.failed_ops, 3);
+	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
+	assert_true(res.err.retransmits >= 3 * 5); /* every 10 ms for 100 ms */
+	assert_int_equal(res.cycles, 0);
+	bench_result_deinit(&res);
+}
+
 static void test_config_refuses_unbounded_and_bad_names(void **state)
 {
 	struct bench_config cfg;
@@ -896,6 +930,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_burst_tells_every_watcher, responder_teardown),
 		cmocka_unit_test_teardown(test_kv_mix_and_keepalive_storm, responder_teardown),
 		cmocka_unit_test_teardown(test_every_run_is_bounded_by_duration, responder_teardown),
+		cmocka_unit_test_teardown(test_unanswered_request_reopens_the_session,
+					  responder_teardown),
 		cmocka_unit_test(test_config_refuses_unbounded_and_bad_names),
 		cmocka_unit_test(test_json_checker_refuses_broken_json),
 		cmocka_unit_test(test_report_json_is_valid_with_the_facts),
