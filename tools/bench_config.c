@@ -4,6 +4,7 @@
  */
 #include "tools/bench_engine.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,6 +70,7 @@ void bench_config_default(struct bench_config *cfg)
 	cfg->wait_recheck_ms = 500;
 	cfg->batch = 32;
 	cfg->seed = 1;
+	cfg->threads = 1;
 	snprintf(cfg->prefix, sizeof(cfg->prefix), "hb");
 }
 
@@ -136,4 +138,36 @@ void bench_result_deinit(struct bench_result *res)
 		hasp_free(res->lat[i]);
 		res->lat[i] = NULL;
 	}
+}
+
+void bench_result_merge(struct bench_result *target, const struct bench_result *source)
+{
+	HASP_ASSERT(target != source);
+	for (int i = 0; i < BENCH_LAT_COUNT; i++)
+		bench_hist_merge(target->lat[i], source->lat[i]);
+	target->ops += source->ops;
+	target->cycles += source->cycles;
+	target->busy += source->busy;
+	target->ops_started += source->ops_started;
+	if (source->elapsed_ns > target->elapsed_ns)
+		target->elapsed_ns = source->elapsed_ns;
+	for (uint32_t s = 0; s < HASP_STATUS_COUNT; s++) {
+		target->statuses[s] += source->statuses[s];
+		for (uint32_t op = 0; op < BENCH_OPCODE_LIMIT; op++)
+			target->op_statuses[op][s] += source->op_statuses[op][s];
+	}
+	static_assert(sizeof(struct bench_errors) % sizeof(uint64_t) == 0,
+		      "struct bench_errors is all uint64_t counters");
+	uint64_t *t = (uint64_t *)&target->err;
+	const uint64_t *src = (const uint64_t *)&source->err;
+	for (size_t i = 0; i < sizeof(target->err) / sizeof(uint64_t); i++)
+		t[i] += src[i];
+	if (source->backlog_max > target->backlog_max)
+		target->backlog_max = source->backlog_max;
+	target->tx_datagrams += source->tx_datagrams;
+	target->rx_datagrams += source->rx_datagrams;
+	target->tx_calls += source->tx_calls;
+	target->rx_calls += source->rx_calls;
+	target->events += source->events;
+	target->sessions += source->sessions;
 }

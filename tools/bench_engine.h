@@ -81,6 +81,7 @@ struct bench_config {
 	uint32_t batch;       /* datagrams per sendmmsg/recvmmsg, 1..64 */
 	uint64_t seed;
 	char prefix[64];      /* lock and key names are prefix/k<n> */
+	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
 };
 
 struct bench_errors {
@@ -124,6 +125,9 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 
 int bench_result_init(struct bench_result *res) __attribute__((warn_unused_result));
 void bench_result_deinit(struct bench_result *res);
+/* Adds `source` (another engine's run at the same time) into `target`:
+ * counts and histograms add up, the measured window is the longer one. */
+void bench_result_merge(struct bench_result *target, const struct bench_result *source);
 
 /* Runs one bounded load over a kernel UDP socket (tools/bench_kernel.c).
  * Returns 0 (the result says what happened), -HASP_ECONFIG, -HASP_ENOMEM,

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/assert.h"
 #include "common/clock.h"
 #include "common/limits.h"
@@ -96,41 +97,49 @@ static void kernel_wait(struct kernel_net *k, uint64_t until_ns)
 
 int bench_run(const struct bench_config *cfg, struct bench_result *res)
 {
-	static struct kernel_net k; /* large buffers; bench_run is not reentrant */
 	struct bench_engine *e = NULL;
 	int rc = bench_engine_create(&e, cfg, res, clock_monotonic_ns());
 
 	if (rc != 0)
 		return rc;
-	memset(&k, 0, sizeof(k));
-	k.batch = cfg->batch;
-	k.res = res;
-	k.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (k.fd < 0) {
+	/* Large buffers: on the heap, so several runs may go on at once in
+	 * different threads (hasp-bench --threads). */
+	struct kernel_net *kp = hasp_calloc(1, sizeof(*kp));
+	if (kp == NULL) {
 		bench_engine_destroy(e);
+		return -HASP_ENOMEM;
+	}
+	kp->batch = cfg->batch;
+	kp->res = res;
+	kp->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (kp->fd < 0) {
+		bench_engine_destroy(e);
+		hasp_free(kp);
 		return -HASP_ESYS;
 	}
 	/* Room for a burst of replies to every session at once. */
 	int buf_size = 8 << 20;
-	(void)setsockopt(k.fd, SOL_SOCKET, SO_RCVBUF, &buf_size, sizeof(buf_size));
-	(void)setsockopt(k.fd, SOL_SOCKET, SO_SNDBUF, &buf_size, sizeof(buf_size));
+	(void)setsockopt(kp->fd, SOL_SOCKET, SO_RCVBUF, &buf_size, sizeof(buf_size));
+	(void)setsockopt(kp->fd, SOL_SOCKET, SO_SNDBUF, &buf_size, sizeof(buf_size));
 	struct sockaddr_in any = { .sin_family = AF_INET };
-	if (bind(k.fd, (struct sockaddr *)&any, sizeof(any)) != 0) {
-		close(k.fd);
+	if (bind(kp->fd, (struct sockaddr *)&any, sizeof(any)) != 0) {
+		close(kp->fd);
 		bench_engine_destroy(e);
+		hasp_free(kp);
 		return -HASP_ESYS;
 	}
 	while (true) {
 		uint64_t wake = UINT64_MAX;
 		if (bench_engine_step(e, clock_monotonic_ns(), &wake))
 			break;
-		bench_engine_flush(e, kernel_send, &k);
-		uint32_t got = kernel_drain(&k, e);
+		bench_engine_flush(e, kernel_send, kp);
+		uint32_t got = kernel_drain(kp, e);
 		if (got == 0 && !bench_engine_sends_pending(e))
-			kernel_wait(&k, wake);
+			kernel_wait(kp, wake);
 	}
 	rc = bench_engine_failed(e) ? -HASP_ETIMEDOUT : 0;
-	close(k.fd);
+	close(kp->fd);
 	bench_engine_destroy(e);
+	hasp_free(kp);
 	return rc;
 }

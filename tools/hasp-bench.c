@@ -15,6 +15,7 @@
  * 2 usage or configuration, 3 no session could be opened, 1 other errors.
  */
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,8 @@ static void usage(FILE *out)
 		"  --watchers         burst: watchers instead of waiters\n"
 		"  --timeout MS       retransmit after MS of silence (default 200)\n"
 		"  --batch N          datagrams per sendmmsg/recvmmsg (default 32)\n"
+		"  --threads T        T engines side by side, each with its own socket and\n"
+		"                     clients/T sessions (kernel mode; default 1)\n"
 		"  --seed N           PRNG seed (default 1)\n"
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
 		"  --json             print the JSON object instead of the table\n"
@@ -89,6 +92,60 @@ static bool parse_u32(const char *s, uint32_t *out)
 	return true;
 }
 
+struct thread_run {
+	struct bench_config cfg;
+	struct bench_result res;
+	pthread_t thread;
+	int rc;
+};
+
+static void *thread_main(void *arg)
+{
+	struct thread_run *t = arg;
+	t->rc = bench_run(&t->cfg, &t->res);
+	return NULL;
+}
+
+/* --threads: the clients and the count split over T engines, each with its
+ * own socket and seed. Uncontended cycles also get a prefix per thread,
+ * since each engine partitions its keys among its own clients only;
+ * shared workloads (contended, kv, keepalive) keep one key space. */
+static int run_threads(const struct bench_config *cfg, struct bench_result *res)
+{
+	uint32_t n = cfg->threads;
+	struct thread_run *t = calloc(n, sizeof(*t));
+	int rc = 0;
+
+	if (t == NULL)
+		return -HASP_ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		t[i].cfg = *cfg;
+		t[i].cfg.clients = cfg->clients / n + (i < cfg->clients % n);
+		t[i].cfg.count_max = cfg->count_max / n + (i < cfg->count_max % n);
+		if (t[i].cfg.count_max == 0)
+			t[i].cfg.count_max = 1;
+		t[i].cfg.seed = cfg->seed + i;
+		if (cfg->workload == BENCH_WL_CYCLE && !cfg->contended)
+			snprintf(t[i].cfg.prefix, sizeof(t[i].cfg.prefix), "%.50st%u", cfg->prefix, i);
+		if (bench_result_init(&t[i].res) != 0 ||
+		    pthread_create(&t[i].thread, NULL, thread_main, &t[i]) != 0) {
+			fprintf(stderr, "hasp-bench: cannot start thread %u\n", i);
+			exit(1);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		pthread_join(t[i].thread, NULL);
+		if (t[i].rc == 0)
+			bench_result_merge(res, &t[i].res);
+		else if (rc == 0)
+			rc = t[i].rc;
+		bench_result_deinit(&t[i].res);
+	}
+	free(t);
+	/* One engine that opened no session fails the run, as in one thread. */
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -122,6 +179,7 @@ int main(int argc, char **argv)
 		{ "local-port", required_argument, NULL, 'L' },
 		{ "settle-ms", required_argument, NULL, 'E' },
 		{ "idle", required_argument, NULL, 'X' },
+		{ "threads", required_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_config cfg;
@@ -220,6 +278,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'E': ok &= parse_u32(optarg, &dcfg.settle_ms) && dcfg.settle_ms <= 60000; break;
+		case 'H': ok &= parse_u32(optarg, &cfg.threads) && cfg.threads >= 1 && cfg.threads <= 64; break;
 		case 'X':
 			dcfg.idle = strcmp(optarg, "poll") == 0 ? 0 : strcmp(optarg, "hybrid") == 0 ? 1
 				  : strcmp(optarg, "sleep") == 0 ? 2 : 99;
@@ -255,7 +314,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hasp-bench: out of memory\n");
 		return 1;
 	}
-	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res) : bench_run(&cfg, &res);
+	if (cfg.threads > 1 && (dpdk || cfg.workload == BENCH_WL_BURST || cfg.clients < cfg.threads)) {
+		fprintf(stderr, "hasp-bench: --threads needs kernel mode, a non-burst workload and "
+				"at least one client per thread\n");
+		bench_result_deinit(&res);
+		return 2;
+	}
+	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res)
+		 : cfg.threads > 1 ? run_threads(&cfg, &res)
+				   : bench_run(&cfg, &res);
 	if (rc != 0) {
 		fprintf(stderr, "hasp-bench: %s\n", hasp_strerror(rc));
 		bench_result_deinit(&res);

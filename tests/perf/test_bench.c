@@ -895,6 +895,25 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	assert_non_null(strstr(out, "\"cycles\":50,"));
 	assert_non_null(strstr(out, "\"tool\":\"hasp-bench\""));
 
+	/* --threads: two engines, each with its own socket and half the
+	 * sessions and count; the results add up. */
+	start(1);
+	snprintf(cmd, sizeof(cmd),
+		 "%s --cluster %s --clients 4 --threads 2 --count 101 --duration 5 --json", bench_exe,
+		 cluster);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	responder_stop(&R);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(json_valid(out));
+	assert_non_null(strstr(out, "\"cycles\":101,"));
+	assert_non_null(strstr(out, "\"sessions\":4,"));
+	assert_non_null(strstr(out, "\"threads\":2,"));
+	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
+
 	snprintf(cmd, sizeof(cmd), "%s --cluster 127.0.0.1:1 --count 0 >/dev/null 2>&1", bench_exe);
 	status = system(cmd);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2); /* unbounded: refused */
