@@ -18,15 +18,14 @@
 #include "tools/bench_arrival.h"
 #include "tools/bench_engine.h"
 
-#define NODES_MAX 16u
-#define SCAN_NS 2000000ull       /* timer scan period: 2 ms */
-#define BACKOFF_NS 20000000ull   /* after UNAVAILABLE/OVERLOADED/unknown leader */
-#define OPENS_INFLIGHT_MAX 256u  /* session opens at once during start-up */
-#define OPEN_PHASE_NS 10000000000ull
-#define REACQUIRE_MAX 8u         /* fresh ACQUIREs after a wait found the lock free */
-#define BURST_ROUND_NS 2000000000ull
-#define CLOSE_PHASE_NS 1000000000ull
-#define RX_CALLS_PER_ITER 16u
+#define NODES_MAX 16u                /* configured + learned node addresses */
+#define SCAN_NS 2000000ull           /* timer scan period: 2 ms */
+#define BACKOFF_NS 20000000ull       /* after UNAVAILABLE/OVERLOADED/unknown leader */
+#define OPENS_INFLIGHT_MAX 256u      /* session opens at once during start-up */
+#define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
+#define REACQUIRE_MAX 8u             /* fresh ACQUIREs after a wait found the lock free */
+#define BURST_ROUND_NS 2000000000ull /* a burst round's base time limit */
+#define CLOSE_PHASE_NS 1000000000ull /* SESSION_CLOSE answers waited for, at most */
 
 enum client_state {
 	C_NEW,      /* no session */
