@@ -5,14 +5,13 @@
  */
 #include "dataplane/dp.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
-#include <rte_ring_elem.h>
+#include <rte_ring.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
@@ -58,6 +57,8 @@ static int dp_lcores_init(struct dp *dp)
 	if (dp->lcores == NULL)
 		return -HASP_ENOMEM;
 	memset(dp->lcores, 0, sizeof(*dp->lcores) * dp->lcore_count);
+	for (uint32_t i = 0; i < dp->lcore_count; i++)
+		dp->lcores[i].idle.wake_fd = -1; /* deinit must not close fd 0 */
 	/* Index 0 is the main lcore (the thread that calls dp_run); workers
 	 * follow in EAL order. The index is also the queue id. */
 	dp->lcores[0].lcore_id = rte_get_main_lcore();
@@ -74,6 +75,11 @@ static int dp_lcores_init(struct dp *dp)
 			lcore_loop_arp_send_request, lcore_loop_arp_release, lc,
 		};
 		int rc = arp_cache_init(&lc->arp, &arp_cfg, &ops);
+		if (rc != 0)
+			return rc;
+		/* Created here, not on the lcore, so that dp_stop() can wake
+		 * an lcore that has not started yet. */
+		rc = idle_init(&lc->idle, dp->cfg.idle, dp->cfg.idle_spin);
 		if (rc != 0)
 			return rc;
 		if (dp->lcore_count > 1) {
@@ -94,6 +100,7 @@ static void dp_lcores_deinit(struct dp *dp)
 		if (lc->arp.entries != NULL)
 			arp_cache_deinit(&lc->arp); /* frees parked mbufs */
 		rte_ring_free(lc->arp_inbox);
+		idle_deinit(&lc->idle);
 		for (uint16_t t = 0; t < lc->tx_count; t++)
 			rte_pktmbuf_free(lc->tx[t]);
 	}
@@ -220,8 +227,7 @@ void dp_stop(struct dp *dp)
 	if (dp->lcores == NULL)
 		return;
 	for (uint32_t i = 0; i < dp->lcore_count; i++)
-		if (dp->lcores[i].tid != 0)
-			idle_wake_thread(dp->lcores[i].tid);
+		idle_wake(&dp->lcores[i].idle);
 }
 
 void dp_deinit(struct dp *dp)

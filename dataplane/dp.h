@@ -11,7 +11,9 @@
  *   dp_set_work(&dp, fn, arg)   the per-iteration hook (raft ticks, io_uring
  *                               reaping, batching deadlines).
  *   dp_add_wake_fd(&dp, fd)     optional: an fd (io_uring eventfd) whose
- *                               readability must wake an idle lcore 0.
+ *                               readability must wake an idle lcore 0; the
+ *                               work hook must consume it (read it), or
+ *                               lcore 0 never sleeps.
  *   dp_run(&dp)                 runs the lcore loops: the calling thread
  *                               becomes lcore 0; returns after dp_stop().
  *   dp_stop(&dp)                from any thread or a signal handler.
@@ -145,7 +147,8 @@ int dp_udp_register(struct dp *dp, uint16_t udp_port, dp_udp_handler_fn *fn, voi
 /* Sets the per-iteration hook. Before dp_run(). */
 void dp_set_work(struct dp *dp, dp_work_fn *fn, void *arg);
 
-/* Adds an fd that wakes idle lcore 0 when readable. Before dp_run(). */
+/* Adds an fd that wakes idle lcore 0 while readable (level-triggered: the
+ * work hook must read it). Before dp_run(). -HASP_EFULL past IDLE_FDS_MAX. */
 int dp_add_wake_fd(struct dp *dp, int fd) __attribute__((warn_unused_result));
 
 /* Runs every lcore loop until dp_stop(). Returns 0 or -HASP_ESYS. */
@@ -182,6 +185,19 @@ int dp_udp_send(struct dp_lcore *lc, uint32_t dst_ip, uint16_t dst_port, uint16_
 static inline uint32_t dp_lcore_index(const struct dp_lcore *lc)
 {
 	return lc->index;
+}
+
+/* CLOCK_MONOTONIC ns read at the start of this loop iteration: handlers and
+ * the work hook use it instead of reading the clock again. */
+static inline uint64_t dp_lcore_now_ns(const struct dp_lcore *lc)
+{
+	return lc->now_ns;
+}
+
+/* Dataplane lcores (valid after dp_init()). */
+static inline uint32_t dp_lcore_count(const struct dp *dp)
+{
+	return dp->lcore_count;
 }
 
 #endif

@@ -59,7 +59,7 @@
 	X(tx_arp_queued, 0, "sends parked waiting for ARP resolution")                      \
 	X(tx_arp_dropped, 0, "sends dropped: ARP queue full or resolution failed")          \
 	X(idle_sleeps, 0, "times the lcore went to sleep waiting for traffic")              \
-	X(idle_wake_signal, 0, "sleeps ended by a readiness signal")                        \
+	X(idle_wake_ready, 0, "sleeps ended by a readable fd or a wake")                    \
 	X(idle_wake_timeout, 0, "sleeps ended by the timer deadline")                       \
 	X(loop_iterations, 0, "iterations of the run-to-completion loop")
 

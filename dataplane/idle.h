@@ -2,30 +2,35 @@
  * What a dataplane lcore does when there is no traffic.
  *
  * POLL   busy-polls forever: real hardware with dedicated cores.
- * HYBRID (ENVIRONMENT.md, "Idle strategy"): spin `spin_max` empty polls,
- *        then arm O_ASYNC with our own real-time signal on the port's fds
- *        (tap queues, AF_PACKET sockets) and on any wake fd the node added
- *        (an io_uring eventfd), poll once more to close the race with a
- *        packet that arrived before arming, and sigtimedwait() until the
- *        next timer deadline. Disarm on wake. Several nodes then share two
- *        cores at well under 1 % idle CPU with no lost wakeups.
- * SLEEP  spin, then nanosleep with a doubling pause up to sleep_max_ns: the
- *        fallback when no fd can signal readiness (net_memif, or an lcore
- *        other than the first when several share one port's fds).
+ * HYBRID spin `spin_max` empty iterations, then ppoll() the port's fds (tap
+ *        queues, AF_PACKET sockets), the node's wake fds (an io_uring
+ *        eventfd) and our own wake eventfd until the next timer deadline.
+ *        Several nodes then share two cores at well under 1 % idle CPU.
+ * SLEEP  spin, then pause with a doubling timeout up to sleep_max_ns (still
+ *        ended early by idle_wake()): the fallback when no fd can report
+ *        readiness (net_memif, NICs).
+ *
+ * Why ppoll and not the O_ASYNC + sigtimedwait recipe of ENVIRONMENT.md:
+ * eventfds and io_uring ring fds have no fasync support, so O_ASYNC on the
+ * node's io_uring eventfd never raises a signal (measured on this kernel)
+ * and a completion would wait for the timer. ppoll is level-triggered, so
+ * it also needs no "arm, then poll once more" step: a frame that arrived
+ * after the last RX burst leaves its fd readable and ppoll returns at once.
+ * (The tap PMD's own epoll rx-interrupt mode, which lost wakeups, is not
+ * used.) Idle CPU and wake latency matched the O_ASYNC variant
+ * (docs/DATAPLANE.md).
  *
  * idle_signals_prepare() must run before rte_eal_init(): it sets every
  * real-time signal to SIG_IGN so net_tap finds no free signal for its
  * per-packet RX trigger (which halves throughput and interrupts every wait
- * with EINTR), and blocks them all in the calling thread so that every
- * thread the EAL creates inherits the mask; only sigtimedwait() receives
- * our signal then.
+ * with EINTR); rx_burst then always reads.
  */
 #ifndef HASP_DATAPLANE_IDLE_H
 #define HASP_DATAPLANE_IDLE_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "dataplane/dp_stats.h"
 
@@ -45,26 +50,27 @@ struct idle {
 	enum idle_mode mode;
 	uint32_t spin_max;
 	uint32_t empty_polls;
-	uint64_t sleep_ns;   /* SLEEP: current pause */
-	int signal;          /* HYBRID: our real-time signal */
-	pid_t tid;           /* thread that waits (F_SETOWN_EX target) */
-	int fds[IDLE_FDS_MAX];
-	uint32_t fd_count;
-	bool armed;
+	uint64_t sleep_ns;    /* SLEEP: current pause */
+	int wake_fd;          /* our eventfd: idle_wake() */
+	uint32_t fd_count;    /* fds[0] is wake_fd; port and node fds follow */
+	struct pollfd fds[IDLE_FDS_MAX + 1];
 };
 
 /* See the file comment. Returns 0 or -HASP_ESYS. Call once per process,
- * before rte_eal_init() and before creating any thread. */
+ * before rte_eal_init(). */
 int idle_signals_prepare(void) __attribute__((warn_unused_result));
 
-/* The real-time signal HYBRID waits on (also used to wake an lcore). */
-int idle_wake_signal(void);
+/* Prepares `idle` (creates its wake eventfd). Returns 0 or -HASP_ESYS. */
+int idle_init(struct idle *idle, enum idle_mode mode, uint32_t spin_max)
+	__attribute__((warn_unused_result));
+void idle_deinit(struct idle *idle);
 
-/* Prepares `idle` for the calling thread (its tid is the signal target).
- * HYBRID without fds falls back to SLEEP. */
-void idle_init(struct idle *idle, enum idle_mode mode, uint32_t spin_max);
+/* Switches mode (HYBRID without port fds falls back to SLEEP), keeping
+ * the wake eventfd and the fds added so far. */
+void idle_set_mode(struct idle *idle, enum idle_mode mode);
 
-/* Adds an fd whose readability must wake the lcore. -HASP_EFULL when full. */
+/* Adds an fd whose readability must end a HYBRID wait. -HASP_EFULL when
+ * full; adding an fd twice is a no-op. */
 int idle_add_fd(struct idle *idle, int fd) __attribute__((warn_unused_result));
 
 /* Adds every /dev/net/tun fd and AF_PACKET socket open in the process (the
@@ -72,23 +78,15 @@ int idle_add_fd(struct idle *idle, int fd) __attribute__((warn_unused_result));
  * or a negative -HASP_E* code. */
 int idle_add_port_fds(struct idle *idle) __attribute__((warn_unused_result));
 
-/* Records one loop iteration. Returns true when the lcore should now try to
- * sleep (enough consecutive empty iterations). */
+/* Records one loop iteration. Returns true when the lcore should now sleep
+ * (enough consecutive empty iterations). */
 bool idle_note(struct idle *idle, bool did_work);
 
-/* HYBRID: arms O_ASYNC on the fds; the caller then polls once more and calls
- * idle_wait() only if that poll was empty. No-op in other modes. */
-void idle_arm(struct idle *idle);
-
-/* Sleeps until a readiness signal, a wake (idle_wake_thread) or `deadline_ns`
- * (CLOCK_MONOTONIC; capped at now + IDLE_WAIT_MAX_NS), then disarms.
- * Counts into `stats`. */
+/* Sleeps until an fd is readable, idle_wake(), or `deadline_ns`
+ * (CLOCK_MONOTONIC; capped at now + IDLE_WAIT_MAX_NS). Counts into `stats`. */
 void idle_wait(struct idle *idle, uint64_t now_ns, uint64_t deadline_ns, struct dp_stats *stats);
 
-/* Resets the spin count without sleeping (the last poll found work). */
-void idle_cancel(struct idle *idle);
-
-/* Wakes thread `tid` from idle_wait(). Async-signal-safe. */
-void idle_wake_thread(pid_t tid);
+/* Ends the current or next wait of `idle`. Async-signal-safe, any thread. */
+void idle_wake(struct idle *idle);
 
 #endif

@@ -245,27 +245,27 @@ static uint16_t lcore_rx(struct dp_lcore *lc)
 static void lcore_idle_setup(struct dp_lcore *lc)
 {
 	struct dp *dp = lc->dp;
-	enum idle_mode mode = dp->cfg.idle;
 
-	/* Port fds cannot be told apart per queue, and each fd signals one
-	 * thread: only lcore 0 waits on them; other lcores use SLEEP. */
-	if (mode == IDLE_HYBRID && lc->index != 0)
-		mode = IDLE_SLEEP;
-	idle_init(&lc->idle, mode, dp->cfg.idle_spin);
-	if (mode != IDLE_HYBRID)
+	/* The idle state (and its wake eventfd) was created by dp_init(), so
+	 * dp_stop() can wake this lcore at any time; here it learns its fds. */
+	if (dp->cfg.idle != IDLE_HYBRID) {
+		idle_set_mode(&lc->idle, dp->cfg.idle);
 		return;
+	}
+	/* Port fds cannot be told apart per queue: every lcore waits on all
+	 * of them (a frame for another queue costs a spurious wake). */
 	int found = idle_add_port_fds(&lc->idle);
-	for (uint32_t i = 0; i < dp->wake_fd_count; i++) {
-		/* dp_add_wake_fd() bounds the count, but port fds share the
-		 * table; a node fd that does not fit is still polled by the
-		 * work hook, only its wakeups are lost (bounded by the timer). */
-		if (idle_add_fd(&lc->idle, dp->wake_fds[i]) != 0)
-			break;
+	if (lc->index == 0) {
+		for (uint32_t i = 0; i < dp->wake_fd_count; i++) {
+			/* dp_add_wake_fd() bounds the count, but port fds share
+			 * the table; a node fd that does not fit is still served
+			 * by the work hook, its wakeups come with the timer. */
+			if (idle_add_fd(&lc->idle, dp->wake_fds[i]) != 0)
+				break;
+		}
 	}
-	if (found <= 0) {
-		/* net_memif or a NIC: no fd to wait on; sleep instead. */
-		idle_init(&lc->idle, IDLE_SLEEP, dp->cfg.idle_spin);
-	}
+	/* net_memif or a NIC: no fd reports frames; sleep instead. */
+	idle_set_mode(&lc->idle, found > 0 ? IDLE_HYBRID : IDLE_SLEEP);
 }
 
 int lcore_loop_run(void *arg)
@@ -308,19 +308,13 @@ int lcore_loop_run(void *arg)
 			lcore_loop_flush(lc);
 		if (!idle_note(&lc->idle, did_work))
 			continue;
+		/* Nothing for spin_max iterations: send what we hold, then
+		 * sleep until a frame, a node fd, a wake or the deadline. The
+		 * wait is level-triggered, so a frame that arrived since the
+		 * last burst ends it at once. */
 		lcore_loop_flush(lc);
-		idle_arm(&lc->idle);
-		/* A frame that arrived before arming raised no signal: poll
-		 * once more, and sleep only if that finds nothing. */
-		if (lcore_rx(lc) > 0) {
-			idle_cancel(&lc->idle);
-			lcore_loop_flush(lc);
-			continue;
-		}
-		if (atomic_load_explicit(&dp->stopping, memory_order_relaxed)) {
-			idle_cancel(&lc->idle);
+		if (atomic_load_explicit(&dp->stopping, memory_order_relaxed))
 			break;
-		}
 		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
 	}
 	lcore_loop_flush(lc);

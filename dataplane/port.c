@@ -151,15 +151,16 @@ int port_open(struct port *p, const struct port_config *cfg)
 	rc = rte_eth_macaddr_get(p->port_id, &mac);
 	if (rc == 0)
 		memcpy(p->port_mac.bytes, mac.addr_bytes, ETH_ADDR_SIZE);
-	/* The port must deliver frames for our MAC. A tap hands us everything
-	 * (and its MAC must NOT become ours: the kernel side would share it,
-	 * the MAC trap); a NIC gets our MAC as an extra filter, or
-	 * promiscuous mode if it has no room. The classifier drops the rest. */
-	if (!eth_addr_equal(&p->port_mac, &cfg->mac)) {
+	/* The port must deliver frames for our MAC. A tap hands us every frame
+	 * the kernel sends on it, and its MAC must NOT become ours (the kernel
+	 * side would share it: the MAC trap), so it gets nothing. Any other
+	 * port gets our MAC as an extra filter, or promiscuous mode if it has
+	 * no room (net_af_packet: the PMD sets IFF_PROMISC). The classifier
+	 * drops whatever is not for us. */
+	if (!eth_addr_equal(&p->port_mac, &cfg->mac) && strcmp(p->driver, "net_tap") != 0) {
 		struct rte_ether_addr ours;
 		memcpy(ours.addr_bytes, cfg->mac.bytes, ETH_ADDR_SIZE);
-		if (strcmp(p->driver, "net_tap") == 0 ||
-		    rte_eth_dev_mac_addr_add(p->port_id, &ours, 0) != 0) {
+		if (rte_eth_dev_mac_addr_add(p->port_id, &ours, 0) != 0) {
 			(void)rte_eth_promiscuous_enable(p->port_id);
 			p->promiscuous = true;
 		}

@@ -15,7 +15,9 @@
 
 #include "locks/locks.h"
 
-#define LOCKS_CMD_VERSION 1u
+/* 2: bytes 48..55 of SESSION_OPEN carry the client nonce (v1 had none).
+ * Version 1 entries are refused (-HASP_EVERSION). */
+#define LOCKS_CMD_VERSION 2u
 #define LOCKS_CMD_HEADER_SIZE 60u
 #define LOCKS_CMD_SIZE_MAX (LOCKS_CMD_HEADER_SIZE + HASP_NAME_SIZE_MAX + HASP_VALUE_SIZE_MAX)
 
@@ -29,6 +31,7 @@ enum locks_cmd_field {
 	LOCKS_FIELD_TOKEN = 1u << 5,
 	LOCKS_FIELD_NAME = 1u << 6,
 	LOCKS_FIELD_VALUE = 1u << 7,
+	LOCKS_FIELD_NONCE = 1u << 8,
 	LOCKS_FIELD_INVALID = 1u << 31, /* not an opcode */
 };
 

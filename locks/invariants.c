@@ -1,7 +1,8 @@
 /*
  * locks_invariants_ok(): every cross-link, count and capacity of the tables
- * agrees (at most one holder per lock, lease/lock/waiter/session links
- * consistent, counts match, capacities respected, free slots zeroed). It
+ * agrees (exactly one holder per lock, lease/lock/waiter/session links
+ * consistent, counts match, capacities respected, free slots zeroed, each
+ * open nonce indexed once). It
  * returns false rather than asserting so that tests and restore can ask.
  */
 #include "locks/invariants.h"
@@ -33,7 +34,24 @@ static bool zero(const void *p, size_t size)
 	return true;
 }
 
-static bool locks_ok(const struct locks *sm, uint64_t *name_bytes)
+/* Locks held by live sessions, as a count and two slot-weighted sums: with
+ * no per-session list of locks, these tie every live session's lock_count to
+ * the locks whose holder id resolves to it (a count moved from one session
+ * to another changes the weighted sums) in O(locks + sessions). */
+struct held_tally {
+	uint64_t count, sum1, sum2;
+};
+
+static void tally_add(struct held_tally *t, uint32_t slot, uint64_t n)
+{
+	uint64_t w = (uint64_t)slot + 1;
+
+	t->count += n;
+	t->sum1 += n * w;
+	t->sum2 += n * w * w;
+}
+
+static bool locks_ok(const struct locks *sm, uint64_t *name_bytes, struct held_tally *held)
 {
 	uint32_t count = 0;
 
@@ -44,9 +62,15 @@ static bool locks_ok(const struct locks *sm, uint64_t *name_bytes)
 			continue;
 		}
 		count++;
-		/* Exactly one holder, whose session and lease list the lock. */
-		CHECK(live(&sm->session_slots, l->session));
+		/* Exactly one holder: a lease that lists the lock, and the id of
+		 * the session that acquired it (live or ended, never reused). */
 		CHECK(live(&sm->lease_slots, l->lease));
+		CHECK(l->holder_session_id != 0 &&
+		      (l->holder_session_id >> LOCKS_ID_SLOT_BITS) <= sm->id_counter &&
+		      locks_id_slot(l->holder_session_id) < sm->cfg.sessions_max);
+		uint32_t holder = session_find(sm, l->holder_session_id);
+		if (holder != LOCKS_NONE)
+			tally_add(held, holder, 1);
 		CHECK(l->token > 0 && l->token <= sm->revision);
 		CHECK(l->name_len > 0 && l->name_len <= HASP_NAME_SIZE_MAX);
 		const uint8_t *name = arena_data(&sm->lock_names, l->name_off);
@@ -59,7 +83,7 @@ static bool locks_ok(const struct locks *sm, uint64_t *name_bytes)
 		for (uint32_t w = l->waiter_head; w != LOCKS_NONE; w = sm->waiters[w].next) {
 			CHECK(live(&sm->waiter_slots, w));
 			CHECK(sm->waiters[w].lock == i && sm->waiters[w].prev == prev);
-			CHECK(sm->waiters[w].session != l->session);
+			CHECK(sm->sessions[sm->waiters[w].session].id != l->holder_session_id);
 			CHECK(++n <= sm->cfg.waiters_max);
 			prev = w;
 		}
@@ -126,10 +150,11 @@ static bool leases_ok(const struct locks *sm)
 	return count == sm->lease_slots.used_count && armed == sm->lease_heap.count;
 }
 
-static bool sessions_ok(const struct locks *sm)
+static bool sessions_ok(const struct locks *sm, const struct held_tally *held)
 {
-	uint32_t count = 0;
+	uint32_t count = 0, nonces = 0;
 	uint64_t window = sm->cfg.session_window;
+	struct held_tally counted = { 0 };
 
 	for (uint32_t i = 0; i < sm->cfg.sessions_max; i++) {
 		const struct locks_session *ss = &sm->sessions[i];
@@ -143,15 +168,16 @@ static bool sessions_ok(const struct locks *sm)
 		CHECK(locks_id_slot(ss->id) == i && (ss->id >> LOCKS_ID_SLOT_BITS) <= sm->id_counter);
 		CHECK(locks_ttl_valid(ss->ttl_ms));
 		CHECK(ss->heap_pos < sm->session_heap.count && sm->session_heap.items[ss->heap_pos] == i);
-		uint32_t n = 0, prev = LOCKS_NONE;
-		for (uint32_t lk = ss->lock_head; lk != LOCKS_NONE; lk = sm->locks[lk].session_next) {
-			CHECK(live(&sm->lock_slots, lk));
-			CHECK(sm->locks[lk].session == i && sm->locks[lk].session_prev == prev);
-			CHECK(++n <= sm->cfg.locks_max);
-			prev = lk;
+		/* The open's deadline only moves later (log time never goes back). */
+		CHECK(ss->open_deadline_ms <= ss->deadline_ms);
+		/* A non-zero nonce finds this session, so no two live sessions
+		 * share one. */
+		if (ss->nonce != 0) {
+			nonces++;
+			CHECK(session_find_nonce(sm, ss->nonce) == i);
 		}
-		CHECK(ss->lock_count == n);
-		n = 0, prev = LOCKS_NONE;
+		tally_add(&counted, i, ss->lock_count);
+		uint32_t n = 0, prev = LOCKS_NONE;
 		for (uint32_t w = ss->waiter_head; w != LOCKS_NONE; w = sm->waiters[w].session_next) {
 			CHECK(live(&sm->waiter_slots, w));
 			CHECK(sm->waiters[w].session == i && sm->waiters[w].session_prev == prev);
@@ -167,7 +193,10 @@ static bool sessions_ok(const struct locks *sm)
 			CHECK(seq == 0 || (seq % window == k && seq <= ss->seq_max));
 		}
 	}
-	return count == sm->session_slots.used_count && count == sm->session_heap.count;
+	CHECK(counted.count == held->count && counted.sum1 == held->sum1 &&
+	      counted.sum2 == held->sum2);
+	return count == sm->session_slots.used_count && count == sm->session_heap.count &&
+	       nonces == sm->nonce_index.count;
 }
 
 static bool waiters_ok(const struct locks *sm)
@@ -214,10 +243,11 @@ static bool kv_ok(const struct locks *sm, uint64_t *kv_bytes)
 bool locks_invariants_ok(const struct locks *sm)
 {
 	uint64_t name_bytes = 0, kv_bytes = 0;
+	struct held_tally held = { 0 };
 
-	CHECK(locks_ok(sm, &name_bytes));
+	CHECK(locks_ok(sm, &name_bytes, &held));
 	CHECK(leases_ok(sm));
-	CHECK(sessions_ok(sm));
+	CHECK(sessions_ok(sm, &held));
 	CHECK(waiters_ok(sm));
 	CHECK(kv_ok(sm, &kv_bytes));
 	CHECK(name_bytes == sm->lock_name_bytes && name_bytes <= sm->cfg.lock_name_bytes_max);

@@ -54,18 +54,21 @@ uint32_t lock_table_find(const struct locks *sm, const uint8_t *name, uint32_t n
 				 hindex_hash_bytes(sm->cfg.hash_seed, name, name_len));
 }
 
-/* Makes session `s` the holder of `lk` under lease `ls`, with the current
- * revision as token. */
+/* The memory budget per lease (perf/bench_locks) counts on this size. */
+_Static_assert(sizeof(struct locks_lock) == 56, "struct locks_lock grew: re-measure bytes per lease");
+
+/* Makes live session `s` the holder of `lk` under lease `ls`, with the
+ * current revision as token. */
 static void lock_table_grant(struct locks *sm, uint32_t lk, uint32_t s, uint32_t ls)
 {
 	struct locks_lock *l = &sm->locks[lk];
 
 	HASP_ASSERT(sm->bumped);
 	HASP_ASSERT(sm->revision > l->token);
+	HASP_ASSERT(slots_used(&sm->session_slots, s));
 	l->token = sm->revision;
-	l->session = s;
+	l->holder_session_id = sm->sessions[s].id;
 	l->lease = ls;
-	LIST_PUSH_FRONT(sm->sessions[s].lock_head, sm->locks, lk, session_next, session_prev);
 	sm->sessions[s].lock_count++;
 	LIST_PUSH_FRONT(sm->leases[ls].lock_head, sm->locks, lk, lease_next, lease_prev);
 	sm->leases[ls].lock_count++;
@@ -76,19 +79,24 @@ static void lock_table_grant(struct locks *sm, uint32_t lk, uint32_t s, uint32_t
 	sm->stats.grants++;
 }
 
-/* Detaches the holder and the lease from `lk` (the lock stays indexed). */
+/* Detaches the holder and the lease from `lk` (the lock stays indexed). The
+ * holder session's quota gets the lock back if that session still lives;
+ * an ended session took its count with it (its id never comes back). */
 static void lock_table_detach(struct locks *sm, uint32_t lk)
 {
 	struct locks_lock *l = &sm->locks[lk];
 	uint32_t ls = l->lease;
+	uint32_t s = session_find(sm, l->holder_session_id);
 
-	LIST_UNLINK(sm->sessions[l->session].lock_head, sm->locks, lk, session_next, session_prev);
-	sm->sessions[l->session].lock_count--;
+	if (s != LOCKS_NONE) {
+		HASP_ASSERT(sm->sessions[s].lock_count > 0);
+		sm->sessions[s].lock_count--;
+	}
 	LIST_UNLINK(sm->leases[ls].lock_head, sm->locks, lk, lease_next, lease_prev);
 	sm->leases[ls].lock_count--;
 	if (sm->leases[ls].flags & LEASE_FLAG_PRIVATE)
 		lease_destroy(sm, ls);
-	l->session = LOCKS_NONE;
+	l->holder_session_id = 0;
 	l->lease = LOCKS_NONE;
 }
 
@@ -112,7 +120,7 @@ void lock_table_release(struct locks *sm, uint32_t lk, uint8_t cause)
 	HASP_ASSERT(sm->bumped);
 	struct locks_event *ev = locks_event_push(sm, HASP_EVENT_LOCK_RELEASED, name, l->name_len);
 	ev->cause = cause;
-	ev->session_id = sm->sessions[l->session].id;
+	ev->session_id = l->holder_session_id;
 	ev->token = l->token;
 	ev->lease_id = sm->leases[l->lease].id;
 	lock_table_detach(sm, lk);
@@ -232,7 +240,7 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 
 	struct locks_lock *l = &sm->locks[lk];
 	r->token = l->token; /* BUSY and QUEUED report the holder's token */
-	if (l->session == s) {
+	if (l->holder_session_id == sm->sessions[s].id) {
 		locks_reply_set(sm, HASP_STATUS_BUSY, LOCKS_REASON_SELF_HELD);
 		return;
 	}
@@ -256,9 +264,17 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 	r->id = sm->leases[ls].id;
 }
 
-/* The lock a RELEASE or RENEW names if `s` holds it with `token`; replies
- * NOT_HOLDER and returns LOCKS_NONE otherwise. */
-static uint32_t lock_table_owned(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
+/* The lock a RELEASE or RENEW names if `cmd->token` is its current token;
+ * replies NOT_HOLDER and returns LOCKS_NONE otherwise.
+ *
+ * The token is the capability (DESIGN.md: "release(name, token) releases
+ * only if the token is the current holder's"); the caller's session is not
+ * compared with the holder's, so a lock taken by one process can be released
+ * or renewed by another that was handed the token (the hasp CLI does this).
+ * Tokens of one lock strictly increase, so a stale token never matches a
+ * later grant. Sessions were never an authentication boundary here: v1 has
+ * no authentication, and any client can put any session id in a header. */
+static uint32_t lock_table_owned(struct locks *sm, const struct locks_cmd *cmd)
 {
 	if (!lock_table_name_ok(sm, cmd))
 		return LOCKS_NONE;
@@ -267,17 +283,16 @@ static uint32_t lock_table_owned(struct locks *sm, uint32_t s, const struct lock
 		locks_reply_set(sm, HASP_STATUS_NOT_HOLDER, LOCKS_REASON_NO_LOCK);
 		return LOCKS_NONE;
 	}
-	/* Both must match: tokens are not secret (BUSY reports them). */
-	if (sm->locks[lk].session != s || sm->locks[lk].token != cmd->token) {
+	if (sm->locks[lk].token != cmd->token) {
 		locks_reply_set(sm, HASP_STATUS_NOT_HOLDER, LOCKS_REASON_TOKEN_MISMATCH);
 		return LOCKS_NONE;
 	}
 	return lk;
 }
 
-void lock_table_cmd_release(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
+void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd)
 {
-	uint32_t lk = lock_table_owned(sm, s, cmd);
+	uint32_t lk = lock_table_owned(sm, cmd);
 
 	if (lk == LOCKS_NONE)
 		return;
@@ -287,10 +302,10 @@ void lock_table_cmd_release(struct locks *sm, uint32_t s, const struct locks_cmd
 	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
 }
 
-void lock_table_cmd_renew(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
+void lock_table_cmd_renew(struct locks *sm, const struct locks_cmd *cmd)
 {
 	struct locks_reply *r = &sm->res->reply;
-	uint32_t lk = lock_table_owned(sm, s, cmd);
+	uint32_t lk = lock_table_owned(sm, cmd);
 
 	if (lk == LOCKS_NONE)
 		return;

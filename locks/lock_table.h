@@ -1,6 +1,6 @@
 /*
- * The lock table: named locks, each held by one session under one lease,
- * with a fencing token and a FIFO queue of waiters.
+ * The lock table: named locks, each held under one lease with a fencing
+ * token, and a FIFO queue of waiters.
  *
  * A lock record exists exactly while the lock is held: acquiring a free name
  * creates it, the last release (with no waiter left) deletes it. The token of
@@ -8,6 +8,14 @@
  * with every state-changing command and is replicated and snapshotted, so a
  * lock's tokens strictly increase across grants, leader changes and restarts
  * (what hasp_fence_admit() relies on).
+ *
+ * Ownership is by token and lease, not by session (docs/STATE_MACHINE.md,
+ * "Ownership"): RELEASE and RENEW succeed for whoever presents the current
+ * token, and a lock outlives the session that acquired it until it is
+ * released or its lease ends. The lock remembers that session's id (for
+ * reads, events and SELF_HELD), not its slot, because the slot is reused
+ * once the session ends; ids are unique forever, so session_find() on it
+ * tells whether the holder session still lives.
  *
  * Names live in a compacting arena (arena.h); a hash index (hindex.h) finds
  * them.
@@ -19,15 +27,17 @@
 
 #include "locks/locks.h"
 
+/* 56 bytes. There is no per-session list of locks: a live holder session
+ * only counts its locks (locks_session.lock_count, for the
+ * locks_per_session_max quota), and a session's end has nothing to unlink. */
 struct locks_lock {
-	uint64_t token;       /* revision at the current grant */
-	uint32_t hash;        /* of the name, with cfg.hash_seed */
-	uint32_t name_off;    /* name bytes in sm->lock_names */
-	uint32_t session;     /* holder session slot */
-	uint32_t lease;       /* lease slot (private or shared) */
-	uint32_t lease_next, lease_prev;     /* the lease's locks */
-	uint32_t session_next, session_prev; /* the holder session's locks */
-	uint32_t waiter_head, waiter_tail;   /* FIFO queue */
+	uint64_t token;             /* revision at the current grant */
+	uint64_t holder_session_id; /* session that acquired it (it may have ended) */
+	uint32_t hash;              /* of the name, with cfg.hash_seed */
+	uint32_t name_off;          /* name bytes in sm->lock_names */
+	uint32_t lease;             /* lease slot (private or shared) */
+	uint32_t lease_next, lease_prev;   /* the lease's locks */
+	uint32_t waiter_head, waiter_tail; /* FIFO queue */
 	uint32_t waiter_count;
 	uint8_t name_len;
 };
@@ -40,10 +50,11 @@ uint32_t lock_table_find(const struct locks *sm, const uint8_t *name, uint32_t n
  * a fresh token) or deletes it when nobody waits. Revision already bumped. */
 void lock_table_release(struct locks *sm, uint32_t lk, uint8_t cause);
 
-/* Command handlers (session slot `s` is live and its seq checked). */
+/* Command handlers (the caller's session is live and its seq checked).
+ * Release and renew check only the token: any session may present it. */
 void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
-void lock_table_cmd_release(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
-void lock_table_cmd_renew(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
+void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd);
+void lock_table_cmd_renew(struct locks *sm, const struct locks_cmd *cmd);
 void lock_table_cmd_force_release(struct locks *sm, const struct locks_cmd *cmd);
 
 /* Arena and index callbacks. */

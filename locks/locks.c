@@ -69,13 +69,12 @@ uint32_t locks_events_max(const struct locks_config *cfg)
 	/* The largest fan-out of one command:
 	 *   lease end: 2 per lock (RELEASED + GRANTED to the next waiter),
 	 *              + 1 KV_DELETED per attached key;
-	 *   session end: 2 per lock the session holds;
-	 *   anything else: at most 2 (a release with its handoff). */
+	 *   anything else: at most 2 (a release with its handoff).
+	 * A session's end emits nothing: it only drops waiters (silently) and
+	 * leaves its locks to their leases. */
 	uint32_t lease_end = 2 * cfg->locks_per_lease_max + cfg->keys_per_lease_max;
-	uint32_t session_end = 2 * cfg->locks_per_session_max;
-	uint32_t n = lease_end > session_end ? lease_end : session_end;
 
-	return n > 2 ? n : 2;
+	return lease_end > 2 ? lease_end : 2;
 }
 
 uint64_t locks_memory_size(const struct locks_config *cfg)
@@ -94,9 +93,12 @@ uint64_t locks_memory_size(const struct locks_config *cfg)
 		      + slots_memory_size(cfg->locks_max) + slots_memory_size(cfg->leases_max)
 		      + slots_memory_size(cfg->sessions_max) + slots_memory_size(cfg->waiters_max)
 		      + slots_memory_size(cfg->kv_entries_max)
-		/* hash indexes (4 bytes per bucket, load <= 3/4),                    */
+		/* hash indexes (4 bytes per bucket, load <= 3/4): lock names, KV
+		 * keys, and open nonces (4..8 bytes per session; the nonce and the
+		 * open's deadline are 16 more bytes in each session record),         */
 		      + hindex_bucket_count(cfg->locks_max) * sizeof(uint32_t)
 		      + hindex_bucket_count(cfg->kv_entries_max) * sizeof(uint32_t)
+		      + hindex_bucket_count(cfg->sessions_max) * sizeof(uint32_t)
 		/* name and KV arenas (budget + 6-byte headers, + 1/2 slack),         */
 		      + arena_size_for(cfg->lock_name_bytes_max, cfg->locks_max)
 		      + arena_size_for(cfg->kv_bytes_max, cfg->kv_entries_max)
@@ -123,6 +125,7 @@ void locks_reset(struct locks *sm)
 	slots_clear(&sm->kv_slots);
 	hindex_clear(&sm->lock_index);
 	hindex_clear(&sm->kv_index);
+	hindex_clear(&sm->nonce_index);
 	arena_clear(&sm->lock_names);
 	arena_clear(&sm->kv_bytes_arena);
 	dheap_clear(&sm->lease_heap);
@@ -165,6 +168,7 @@ int locks_init(struct locks *sm, const struct locks_config *cfg)
 	    (rc = slots_init(&sm->kv_slots, cfg->kv_entries_max)) != 0 ||
 	    (rc = hindex_init(&sm->lock_index, cfg->locks_max)) != 0 ||
 	    (rc = hindex_init(&sm->kv_index, cfg->kv_entries_max)) != 0 ||
+	    (rc = hindex_init(&sm->nonce_index, cfg->sessions_max)) != 0 ||
 	    (rc = arena_init(&sm->lock_names, arena_size_for(cfg->lock_name_bytes_max, cfg->locks_max),
 			     lock_table_name_moved, sm)) != 0 ||
 	    (rc = arena_init(&sm->kv_bytes_arena, arena_size_for(cfg->kv_bytes_max, cfg->kv_entries_max),
@@ -188,6 +192,7 @@ void locks_deinit(struct locks *sm)
 	dheap_deinit(&sm->lease_heap);
 	arena_deinit(&sm->kv_bytes_arena);
 	arena_deinit(&sm->lock_names);
+	hindex_deinit(&sm->nonce_index);
 	hindex_deinit(&sm->kv_index);
 	hindex_deinit(&sm->lock_index);
 	slots_deinit(&sm->kv_slots);
@@ -304,10 +309,10 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 		lock_table_cmd_acquire(sm, s, cmd);
 		break;
 	case LOCKS_OP_RELEASE:
-		lock_table_cmd_release(sm, s, cmd);
+		lock_table_cmd_release(sm, cmd);
 		break;
 	case LOCKS_OP_RENEW:
-		lock_table_cmd_renew(sm, s, cmd);
+		lock_table_cmd_renew(sm, cmd);
 		break;
 	case LOCKS_OP_KV_PUT:
 		kv_cmd_put(sm, cmd);
@@ -441,7 +446,7 @@ bool locks_lock_read(const struct locks *sm, const uint8_t *name, uint32_t name_
 	const struct locks_lock *l = &sm->locks[lk];
 	const struct locks_lease *ls = &sm->leases[l->lease];
 	*info = (struct locks_lock_info){
-		.holder_session_id = sm->sessions[l->session].id,
+		.holder_session_id = l->holder_session_id,
 		.token = l->token,
 		.lease_id = ls->id,
 		.deadline_ms = ls->deadline_ms,

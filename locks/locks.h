@@ -69,7 +69,7 @@ enum locks_reason {
 	LOCKS_REASON_SEQ_TOO_OLD = 1,     /* seq fell out of the session's reply window */
 	LOCKS_REASON_SEQ_INVALID = 2,     /* seq 0 */
 	LOCKS_REASON_NO_LOCK = 3,         /* the lock is not held by anyone */
-	LOCKS_REASON_TOKEN_MISMATCH = 4,  /* held, but not with this token and session */
+	LOCKS_REASON_TOKEN_MISMATCH = 4,  /* held, but this is not the current token */
 	LOCKS_REASON_SELF_HELD = 5,       /* this session already holds the lock */
 	LOCKS_REASON_ALREADY_QUEUED = 6,  /* this session already waits for the lock */
 	LOCKS_REASON_PRIVATE_LEASE = 7,   /* a lock's own TTL lease is not addressable */
@@ -99,6 +99,8 @@ struct locks_cmd {
 	uint64_t seq;        /* client commands: 1, 2, 3... per session */
 	uint64_t lease_id;   /* ACQUIRE on a shared lease, LEASE_*, KV_PUT/CAS attach */
 	uint64_t token;      /* RELEASE, RENEW: fencing token; KV_CAS: expected mod revision */
+	uint64_t nonce;      /* SESSION_OPEN: client nonce (a retried open gets the same
+			      * session while it lives); 0: no deduplication */
 	const uint8_t *name; /* lock name or KV key; caller-owned */
 	const uint8_t *value; /* KV value; caller-owned */
 	uint16_t name_len;
@@ -127,6 +129,8 @@ enum locks_release_cause {
 	LOCKS_CAUSE_EXPIRE = 2,
 	LOCKS_CAUSE_REVOKE = 3,
 	LOCKS_CAUSE_FORCE = 4,
+	/* Not emitted since locks outlive their session (a session's end only
+	 * drops its waiters); the value stays reserved. */
 	LOCKS_CAUSE_SESSION_END = 5,
 };
 
@@ -138,7 +142,8 @@ struct locks_event {
 	uint8_t name_len;
 	uint8_t reserved;
 	uint32_t reserved2;
-	uint64_t session_id;  /* RELEASED: former holder; GRANTED: new holder */
+	uint64_t session_id;  /* RELEASED: session that acquired it (may have ended);
+			       * GRANTED: new holder */
 	uint64_t token;       /* RELEASED: the ended grant's token; GRANTED: the new one */
 	uint64_t lease_id;    /* GRANTED: lease of the new grant */
 	uint64_t revision;    /* revision of the command (KV: the key's mod revision) */
@@ -150,7 +155,8 @@ struct locks_event {
  * (>= locks_events_max()) before the call. */
 struct locks_result {
 	struct locks_reply reply;
-	bool duplicate;          /* reply came from the session's reply cache */
+	bool duplicate;          /* reply came from the session's reply cache, or
+				  * is a retried SESSION_OPEN's (same nonce) */
 	uint64_t revision;       /* the state machine's revision after the command */
 	uint64_t log_time_ms;    /* log time after the command */
 	struct locks_event *events;
@@ -174,7 +180,7 @@ struct locks_config {
 	uint32_t lock_name_bytes_max;   /* lock name bytes over all locks */
 	uint32_t locks_per_lease_max;   /* locks + waiters on one shared lease */
 	uint32_t keys_per_lease_max;    /* KV entries attached to one lease */
-	uint32_t locks_per_session_max; /* locks held + waited for by one session */
+	uint32_t locks_per_session_max; /* locks held + waited for by one live session */
 	uint32_t session_window;        /* cached replies per session (pipelining depth) */
 	uint64_t hash_seed;             /* may differ per node: hash layout is never observable */
 };
@@ -182,7 +188,7 @@ struct locks_config {
 /* Counters (not replicated, not in snapshots): what happened, for haspctl. */
 struct locks_stats {
 	uint64_t applied;
-	uint64_t duplicates;
+	uint64_t duplicates;        /* cached replies, and retried opens (same nonce) */
 	uint64_t seq_too_old;
 	uint64_t bad_requests;
 	uint64_t full;
@@ -223,6 +229,7 @@ struct locks {
 
 	/* Derived state, rebuilt on restore. */
 	struct hindex lock_index, kv_index;
+	struct hindex nonce_index; /* live sessions by non-zero open nonce */
 	struct arena lock_names, kv_bytes_arena;
 	struct dheap lease_heap, session_heap;
 	uint32_t events_max;
@@ -278,7 +285,8 @@ uint32_t locks_sessions_due(const struct locks *sm, uint64_t log_time_ms, uint64
  * ReadIndex or under the leader lease) --- */
 
 struct locks_lock_info {
-	uint64_t holder_session_id;
+	uint64_t holder_session_id; /* the session that acquired it; it may have ended
+				     * (a lock outlives its session until its lease ends) */
 	uint64_t token;
 	uint64_t lease_id;
 	uint64_t deadline_ms;  /* log time */
@@ -329,7 +337,7 @@ struct locks_session_info {
 	uint64_t deadline_ms;
 	uint64_t seq_max;
 	uint32_t ttl_ms;
-	uint32_t lock_count;   /* held */
+	uint32_t lock_count;   /* held (acquired by it and not yet released) */
 	uint32_t waiter_count; /* waiting */
 };
 bool locks_session_read(const struct locks *sm, uint64_t session_id, struct locks_session_info *info);

@@ -3,8 +3,8 @@
  */
 #include "locks/session.h"
 
+#include "common/bytes.h"
 #include "locks/internal.h"
-#include "locks/lock_table.h"
 #include "locks/waiters.h"
 
 uint64_t session_heap_key(const void *ctx, uint32_t slot)
@@ -26,6 +26,40 @@ uint32_t session_find(const struct locks *sm, uint64_t id)
 	if (id == 0 || s >= sm->cfg.sessions_max || !slots_used(&sm->session_slots, s))
 		return LOCKS_NONE;
 	return sm->sessions[s].id == id ? s : LOCKS_NONE;
+}
+
+uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce)
+{
+	uint8_t bytes[8];
+
+	put_u64le(bytes, nonce);
+	return hindex_hash_bytes(sm->cfg.hash_seed, bytes, sizeof(bytes));
+}
+
+uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot)
+{
+	const struct locks *sm = ctx;
+	return session_nonce_hash(sm, sm->sessions[slot].nonce);
+}
+
+struct session_nonce_key {
+	const struct locks *sm;
+	uint64_t nonce;
+};
+
+static bool session_nonce_eq(const void *ctx, uint32_t slot)
+{
+	const struct session_nonce_key *k = ctx;
+	return k->sm->sessions[slot].nonce == k->nonce;
+}
+
+uint32_t session_find_nonce(const struct locks *sm, uint64_t nonce)
+{
+	struct session_nonce_key k = { .sm = sm, .nonce = nonce };
+
+	HASP_ASSERT(nonce != 0);
+	uint32_t s = hindex_find(&sm->nonce_index, session_nonce_hash(sm, nonce), session_nonce_eq, &k);
+	return s == HINDEX_NONE ? LOCKS_NONE : s;
 }
 
 static struct locks_cached_reply *session_ring(const struct locks *sm, uint32_t s, uint64_t seq)
@@ -75,10 +109,34 @@ void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, const struct
 	session_touch(sm, s);
 }
 
-void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
+/* The reply of the open that created session `s` (also for its retries). */
+static void session_open_reply(struct locks *sm, uint32_t s)
 {
 	struct locks_reply *r = &sm->res->reply;
+	const struct locks_session *ss = &sm->sessions[s];
 
+	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
+	r->id = ss->id;
+	r->ttl_ms = ss->ttl_ms;
+	r->deadline_ms = ss->open_deadline_ms;
+}
+
+void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
+{
+	/* A retried open (same nonce) while its session lives: the same reply
+	 * and nothing else, like a duplicate seq (no revision move, no deadline
+	 * refresh). Checked first, so that a retry is answered even when the
+	 * table has filled since. Refusals are not remembered: they changed
+	 * nothing, and a retry simply runs again. */
+	if (cmd->nonce != 0) {
+		uint32_t s = session_find_nonce(sm, cmd->nonce);
+		if (s != LOCKS_NONE) {
+			session_open_reply(sm, s);
+			sm->res->duplicate = true;
+			sm->stats.duplicates++;
+			return;
+		}
+	}
 	if (!locks_ttl_valid(cmd->ttl_ms)) {
 		locks_reply_set(sm, HASP_STATUS_BAD_TTL, LOCKS_REASON_NONE);
 		return;
@@ -93,17 +151,17 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 	*ss = (struct locks_session){
 		.id = locks_id_make(sm, s),
 		.deadline_ms = sm->log_time_ms + cmd->ttl_ms,
+		.nonce = cmd->nonce,
+		.open_deadline_ms = sm->log_time_ms + cmd->ttl_ms,
 		.ttl_ms = cmd->ttl_ms,
-		.lock_head = LOCKS_NONE,
 		.waiter_head = LOCKS_NONE,
 	};
 	memset(&sm->replies[(uint64_t)s * sm->cfg.session_window], 0,
 	       sm->cfg.session_window * sizeof(*sm->replies));
 	dheap_insert(&sm->session_heap, s);
-	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
-	r->id = ss->id;
-	r->ttl_ms = ss->ttl_ms;
-	r->deadline_ms = ss->deadline_ms;
+	if (ss->nonce != 0)
+		hindex_insert(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s);
+	session_open_reply(sm, s);
 }
 
 void session_cmd_keepalive(struct locks *sm, uint32_t s)
@@ -120,24 +178,30 @@ void session_cmd_keepalive(struct locks *sm, uint32_t s)
 	r->deadline_ms = sm->log_time_ms + ss->ttl_ms;
 }
 
-/* Ends a session: drop its waiters first (so no lock is handed to a session
- * that is going away), then release its locks to their next waiters. */
+/* Ends a session: its waiters leave their queues (with their pending
+ * private leases) and its reply window goes. The locks it holds stay: they
+ * belong to their tokens and leases, and go by RELEASE with the token, by
+ * lease expiry or revoke, or by FORCE_RELEASE (docs/STATE_MACHINE.md,
+ * "Sessions"). Its lock count goes with it; the locks keep its id, which no
+ * later session can have. */
 static void session_end(struct locks *sm, uint32_t s)
 {
 	struct locks_session *ss = &sm->sessions[s];
+	uint64_t id = ss->id;
 
 	HASP_ASSERT(sm->bumped);
 	while (ss->waiter_head != LOCKS_NONE)
 		waiters_drop(sm, ss->waiter_head);
-	while (ss->lock_head != LOCKS_NONE)
-		lock_table_release(sm, ss->lock_head, LOCKS_CAUSE_SESSION_END);
-	HASP_ASSERT(ss->lock_count == 0);
 	HASP_ASSERT(ss->waiter_count == 0);
+	if (ss->nonce != 0)
+		hindex_remove(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s,
+			      session_nonce_hash_of, sm);
 	dheap_remove(&sm->session_heap, ss->heap_pos);
 	memset(&sm->replies[(uint64_t)s * sm->cfg.session_window], 0,
 	       sm->cfg.session_window * sizeof(*sm->replies));
 	memset(ss, 0, sizeof(*ss)); /* free records are all-zero, padding too */
 	slots_free(&sm->session_slots, s);
+	HASP_ASSERT(session_find(sm, id) == LOCKS_NONE);
 }
 
 void session_cmd_close(struct locks *sm, uint32_t s)

@@ -10,10 +10,18 @@
  * A seq older than the window can no longer be answered and gets
  * BAD_REQUEST / LOCKS_REASON_SEQ_TOO_OLD.
  *
+ * SESSION_OPEN has no session (and no seq) yet; it is deduplicated by the
+ * client's nonce instead (docs/PROTOCOL.md): while the session an open
+ * created lives, an open with the same non-zero nonce gets that open's reply
+ * again, byte for byte, and changes nothing. A hash index keyed by nonce
+ * (derived state, rebuilt on restore) finds it. Nonce 0 opts out.
+ *
  * Idle sessions end only by a SESSION_EXPIRE command from the leader,
  * re-checked here against log time; any command of the session pushes its
- * deadline out (ZooKeeper-style: requests are heartbeats). A session's end
- * drops its waiters and releases its locks, handing each to its next waiter.
+ * deadline out (ZooKeeper-style: requests are heartbeats). A session is for
+ * exactly-once replies and wait queues, not for ownership: its end drops its
+ * waiters (and their pending private leases) but leaves the locks it holds
+ * to their tokens and leases (docs/STATE_MACHINE.md, "Sessions").
  */
 #ifndef HASP_LOCKS_SESSION_H
 #define HASP_LOCKS_SESSION_H
@@ -25,13 +33,14 @@
 
 struct locks_session {
 	uint64_t id;
-	uint64_t deadline_ms; /* log time */
-	uint64_t seq_max;     /* highest seq applied */
+	uint64_t deadline_ms;      /* log time */
+	uint64_t seq_max;          /* highest seq applied */
+	uint64_t nonce;            /* client nonce of the open; 0: none */
+	uint64_t open_deadline_ms; /* the open's reply, for a retried open */
 	uint32_t ttl_ms;
 	uint32_t heap_pos;
-	uint32_t lock_head;   /* locks held (via locks_lock.session_next) */
-	uint32_t waiter_head; /* waiters (via locks_waiter.session_next) */
-	uint32_t lock_count;
+	uint32_t waiter_head;      /* waiters (via locks_waiter.session_next) */
+	uint32_t lock_count;       /* locks it acquired that are still held */
 	uint32_t waiter_count;
 };
 
@@ -48,6 +57,12 @@ enum session_seq_verdict {
 
 /* The slot of live session `id`, or LOCKS_NONE. */
 uint32_t session_find(const struct locks *sm, uint64_t id);
+
+/* The slot of the live session opened with non-zero `nonce`, or LOCKS_NONE. */
+uint32_t session_find_nonce(const struct locks *sm, uint64_t nonce);
+/* Hash of a nonce in sm->nonce_index, and its hindex callback. */
+uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce);
+uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot);
 
 /* Classifies `seq` (> 0) for session slot `s`; for a duplicate, `*cached`
  * points at the stored reply. */

@@ -4,7 +4,7 @@
  * | offset | size | field                                                  |
  * |--------|------|--------------------------------------------------------|
  * | 0      | 4    | magic "HLSM"                                           |
- * | 4      | 2    | version (1)                                            |
+ * | 4      | 2    | version (2)                                            |
  * | 6      | 2    | flags (0)                                              |
  * | 8      | 8    | total size in bytes, trailer included                  |
  * | 16     | 44   | capacities: locks, leases, sessions, waiters, kv       |
@@ -17,13 +17,13 @@
  * | end-4  | 4    | CRC32C of every byte before it                         |
  *
  * Records (slot u32 first; links are slot numbers, 0xffffffff for none):
- *   session: id, deadline, seq_max (u64); ttl, lock_head, waiter_head,
- *            lock_count, waiter_count (u32); then `window` cached replies
- *            (seq u64 + reply 48 bytes)
+ *   session: id, deadline, seq_max, nonce, open_deadline (u64); ttl,
+ *            waiter_head, lock_count, waiter_count (u32); then `window`
+ *            cached replies (seq u64 + reply 48 bytes)
  *   lease:   id, deadline (u64); ttl, lock_head, waiter_head, kv_head,
  *            lock_count, waiter_count, kv_count, flags (u32)
- *   lock:    token (u64); session, lease, lease_next, lease_prev,
- *            session_next, session_prev, waiter_head, waiter_tail,
+ *   lock:    token, holder_session_id (u64; the session may have ended);
+ *            lease, lease_next, lease_prev, waiter_head, waiter_tail,
  *            waiter_count (u32); name_len (u8); name
  *   waiter:  lock, session, lease, next, prev, session_next, session_prev,
  *            lease_next, lease_prev (u32)
@@ -114,8 +114,9 @@ static void snap_body_write(const struct locks *sm, struct byte_writer *w, uint6
 		byte_writer_u64(w, s->id);
 		byte_writer_u64(w, s->deadline_ms);
 		byte_writer_u64(w, s->seq_max);
+		byte_writer_u64(w, s->nonce);
+		byte_writer_u64(w, s->open_deadline_ms);
 		byte_writer_u32(w, s->ttl_ms);
-		byte_writer_u32(w, s->lock_head);
 		byte_writer_u32(w, s->waiter_head);
 		byte_writer_u32(w, s->lock_count);
 		byte_writer_u32(w, s->waiter_count);
@@ -149,12 +150,10 @@ static void snap_body_write(const struct locks *sm, struct byte_writer *w, uint6
 		const struct locks_lock *l = &sm->locks[i];
 		byte_writer_u32(w, i);
 		byte_writer_u64(w, l->token);
-		byte_writer_u32(w, l->session);
+		byte_writer_u64(w, l->holder_session_id);
 		byte_writer_u32(w, l->lease);
 		byte_writer_u32(w, l->lease_next);
 		byte_writer_u32(w, l->lease_prev);
-		byte_writer_u32(w, l->session_next);
-		byte_writer_u32(w, l->session_prev);
 		byte_writer_u32(w, l->waiter_head);
 		byte_writer_u32(w, l->waiter_tail);
 		byte_writer_u32(w, l->waiter_count);
@@ -201,9 +200,9 @@ size_t locks_snapshot_size(const struct locks *sm)
 	/* Must match snap_body_write() field for field (asserted there). */
 	size_t size = SNAP_HEADER_SIZE;
 	size += 4 + (size_t)sm->session_slots.used_count *
-			    (4 + 24 + 20 + (size_t)sm->cfg.session_window * (8 + SNAP_REPLY_SIZE));
+			    (4 + 40 + 16 + (size_t)sm->cfg.session_window * (8 + SNAP_REPLY_SIZE));
 	size += 4 + (size_t)sm->lease_slots.used_count * (4 + 16 + 32);
-	size += 4 + (size_t)sm->lock_slots.used_count * (4 + 8 + 36 + 1) + sm->lock_name_bytes;
+	size += 4 + (size_t)sm->lock_slots.used_count * (4 + 16 + 24 + 1) + sm->lock_name_bytes;
 	size += 4 + (size_t)sm->waiter_slots.used_count * (4 + 36);
 	size += 4 + (size_t)sm->kv_slots.used_count * (4 + 24 + 12 + 1 + 2) + sm->kv_bytes;
 	return size + 4;
@@ -277,13 +276,13 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
 		s.id = byte_reader_u64(r);
 		s.deadline_ms = byte_reader_u64(r);
 		s.seq_max = byte_reader_u64(r);
+		s.nonce = byte_reader_u64(r);
+		s.open_deadline_ms = byte_reader_u64(r);
 		s.ttl_ms = byte_reader_u32(r);
-		s.lock_head = byte_reader_u32(r);
 		s.waiter_head = byte_reader_u32(r);
 		s.lock_count = byte_reader_u32(r);
 		s.waiter_count = byte_reader_u32(r);
-		if (r->failed || locks_id_slot(s.id) != slot || !snap_link_ok(s.lock_head, c->locks_max) ||
-		    !snap_link_ok(s.waiter_head, c->waiters_max))
+		if (r->failed || locks_id_slot(s.id) != slot || !snap_link_ok(s.waiter_head, c->waiters_max))
 			return -HASP_ECORRUPT;
 		for (uint32_t k = 0; k < c->session_window; k++) {
 			struct locks_cached_reply cr = { 0 };
@@ -296,6 +295,10 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
 			memcpy(&sm->sessions[slot], &s, sizeof(s));
 			slots_take(&sm->session_slots, slot);
 			dheap_insert(&sm->session_heap, slot);
+			/* Two sessions with one nonce would both be indexed; the
+			 * invariant check after loading refuses that. */
+			if (s.nonce != 0)
+				hindex_insert(&sm->nonce_index, session_nonce_hash(sm, s.nonce), slot);
 		}
 	}
 
@@ -335,22 +338,20 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
 			return -HASP_ECORRUPT;
 		struct locks_lock l = { 0 };
 		l.token = byte_reader_u64(r);
-		l.session = byte_reader_u32(r);
+		l.holder_session_id = byte_reader_u64(r);
 		l.lease = byte_reader_u32(r);
 		l.lease_next = byte_reader_u32(r);
 		l.lease_prev = byte_reader_u32(r);
-		l.session_next = byte_reader_u32(r);
-		l.session_prev = byte_reader_u32(r);
 		l.waiter_head = byte_reader_u32(r);
 		l.waiter_tail = byte_reader_u32(r);
 		l.waiter_count = byte_reader_u32(r);
 		l.name_len = byte_reader_u8(r);
 		const uint8_t *name = byte_reader_take(r, l.name_len);
-		if (r->failed || !locks_name_valid(name, l.name_len) || l.session >= c->sessions_max ||
+		if (r->failed || !locks_name_valid(name, l.name_len) || l.holder_session_id == 0 ||
+		    locks_id_slot(l.holder_session_id) >= c->sessions_max ||
+		    (l.holder_session_id >> LOCKS_ID_SLOT_BITS) > id_counter ||
 		    l.lease >= c->leases_max || !snap_link_ok(l.lease_next, c->locks_max) ||
 		    !snap_link_ok(l.lease_prev, c->locks_max) ||
-		    !snap_link_ok(l.session_next, c->locks_max) ||
-		    !snap_link_ok(l.session_prev, c->locks_max) ||
 		    !snap_link_ok(l.waiter_head, c->waiters_max) ||
 		    !snap_link_ok(l.waiter_tail, c->waiters_max))
 			return -HASP_ECORRUPT;

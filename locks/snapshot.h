@@ -21,7 +21,10 @@
 #include "locks/locks.h"
 
 #define LOCKS_SNAPSHOT_MAGIC 0x4d534c48u /* "HLSM" little-endian */
-#define LOCKS_SNAPSHOT_VERSION 1u
+/* 2: locks store their holder's session id (not a slot) and no session list
+ * links; sessions store their open nonce and the open's deadline. Version 1
+ * snapshots are refused (-HASP_EVERSION). */
+#define LOCKS_SNAPSHOT_VERSION 2u
 
 /* Exact bytes locks_snapshot_write() produces for the current state. O(n). */
 size_t locks_snapshot_size(const struct locks *sm);

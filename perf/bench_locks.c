@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 	}
 	uint64_t t_keep = clock_monotonic_ns() - t0;
 
-	/* Release every lock (owner-checked, one RELEASED event each). */
+	/* Release every lock (token-checked, one RELEASED event each). */
 	t0 = clock_monotonic_ns();
 	for (uint32_t i = 0; i < n; i++) {
 		struct locks_cmd r = client(LOCKS_OP_RELEASE, i % SESSIONS);

@@ -13,8 +13,9 @@
  *   bench_wal [-d dir] [-t seconds_per_case] [-m linked|dsync|drain|all|compare]
  *
  * Defaults: -d /tmp (the disk filesystem here), -t 0.7, -m all (the three
- * sync modes on the 512 B cases, then the default mode, dsync, on the full
- * matrix); compare runs only the first part, a mode name only the second.
+ * sync modes on the 512 B cases, then the WAL's default mode, linked, on the
+ * full matrix); compare runs only the first part, a mode name only the
+ * second.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -227,9 +228,9 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(modes, "compare") == 0)
 		return 0;
-	enum wal_sync_mode mode = WAL_SYNC_DSYNC;
-	if (strcmp(modes, "linked") == 0)
-		mode = WAL_SYNC_LINKED;
+	enum wal_sync_mode mode = WAL_SYNC_LINKED; /* the WAL's default */
+	if (strcmp(modes, "dsync") == 0)
+		mode = WAL_SYNC_DSYNC;
 	else if (strcmp(modes, "drain") == 0)
 		mode = WAL_SYNC_DRAIN;
 	struct result first = { 0 };

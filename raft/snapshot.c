@@ -153,8 +153,14 @@ bool snapshot_sending(const struct raft *r)
 {
 	if (r->role != RAFT_LEADER)
 		return false;
+	/* Only a transfer to a follower that answered since the last quorum
+	 * check holds compaction back: a dead follower in SNAPSHOTTING would
+	 * otherwise stop every later snapshot, the window would fill and the
+	 * group would refuse all proposals (RAFT_FULL) for as long as that
+	 * node stays down. Its transfer restarts with the newer snapshot. */
 	for (uint32_t i = 0; i < r->cfg.peers_max; i++)
-		if (r->progress[i].id != 0 && r->progress[i].state == RAFT_SNAPSHOTTING)
+		if (r->progress[i].id != 0 && r->progress[i].state == RAFT_SNAPSHOTTING &&
+		    r->progress[i].recent_active)
 			return true;
 	return false;
 }

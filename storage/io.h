@@ -74,6 +74,8 @@ struct storage_io_ops {
 	int (*submit_write)(void *ctx, int fd, const void *buf, uint32_t size, uint64_t offset,
 			    unsigned flags, uint64_t user_data);
 	int (*submit_fsync)(void *ctx, int fd, unsigned flags, uint64_t user_data);
+	/* fsync of the directory itself: creations and renames become durable. */
+	int (*submit_sync_dir)(void *ctx, unsigned flags, uint64_t user_data);
 	/* Hands queued ops to the device; 0 or -errno (-EAGAIN/-EBUSY: try later). */
 	int (*submit)(void *ctx);
 	/* Returns up to count_max completions; with wait, blocks for at least one

@@ -554,6 +554,19 @@ static int sim_submit_fsync(void *ctx, int fd, unsigned flags, uint64_t user_dat
 	return sim_op_add(d, &op);
 }
 
+static int sim_submit_sync_dir(void *ctx, unsigned flags, uint64_t user_data)
+{
+	struct simdisk *d = ctx;
+	struct sim_op op = { 0 };
+
+	op.kind = SIMDISK_OP_SYNC_DIR;
+	op.fd = -1;
+	op.file = -1;
+	op.flags = flags;
+	op.user_data = user_data;
+	return sim_op_add(d, &op);
+}
+
 static int sim_submit(void *ctx)
 {
 	(void)ctx;
@@ -575,11 +588,19 @@ static bool sim_op_eligible(const struct simdisk *d, const struct sim_op *op)
 
 static int32_t sim_op_run(struct simdisk *d, struct sim_op *op)
 {
-	struct sim_file *f = &d->files[op->file];
+	struct sim_file *f;
 	int rc;
 
 	if (op->pred_failed)
 		return -ECANCELED;
+	if (op->kind == SIMDISK_OP_SYNC_DIR) {
+		if (prng_chance(&d->prng, d->cfg.again_per_million)) {
+			d->stats.agains++;
+			return -EINTR;
+		}
+		return sim_sync_dir(d);
+	}
+	f = &d->files[op->file];
 	if (op->kind == SIMDISK_OP_FSYNC) {
 		d->stats.fsyncs++;
 		if ((rc = sim_injected(d, SIMDISK_OP_FSYNC)) != 0)
@@ -689,6 +710,7 @@ static const struct storage_io_ops simdisk_ops = {
 	.list = sim_list,
 	.submit_write = sim_submit_write,
 	.submit_fsync = sim_submit_fsync,
+	.submit_sync_dir = sim_submit_sync_dir,
 	.submit = sim_submit,
 	.reap = sim_reap,
 };
@@ -805,6 +827,12 @@ void simdisk_fail_nth(struct simdisk *d, enum simdisk_op_kind kind, uint32_t n, 
 	HASP_ASSERT(err > 0);
 	d->fail_n[kind] = n;
 	d->fail_err[kind] = err;
+}
+
+void simdisk_fail_clear(struct simdisk *d)
+{
+	d->fail_n[SIMDISK_OP_WRITE] = -1;
+	d->fail_n[SIMDISK_OP_FSYNC] = -1;
 }
 
 unsigned simdisk_inflight(const struct simdisk *d)

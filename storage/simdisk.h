@@ -48,6 +48,7 @@ struct simdisk_config {
 enum simdisk_op_kind {
 	SIMDISK_OP_WRITE = 0, /* async writes and sync pwrite */
 	SIMDISK_OP_FSYNC = 1, /* async fsyncs and sync fsync */
+	SIMDISK_OP_SYNC_DIR = 2, /* async directory fsync (no injection) */
 };
 
 struct simdisk_stats {
@@ -79,6 +80,9 @@ bool simdisk_flip_bit(struct simdisk *d, const char *prefix);
 /* The n-th (0 = next) write or fsync of this kind, sync or async, fails with
  * -err (EIO, ENOSPC), doing nothing. One pending injection per kind. */
 void simdisk_fail_nth(struct simdisk *d, enum simdisk_op_kind kind, uint32_t n, int err);
+
+/* Cancels pending injections of both kinds. */
+void simdisk_fail_clear(struct simdisk *d);
 
 /* Operations still in flight. */
 unsigned simdisk_inflight(const struct simdisk *d);

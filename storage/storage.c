@@ -67,15 +67,16 @@ fail_io:
 
 void storage_close(struct storage *s)
 {
-	wal_close(&s->wal);
-	hardstate_close(&s->hs);
 	if (s->uring != NULL) {
-		/* Reap what is still in flight so the ring closes cleanly. */
+		/* The kernel reads the WAL's buffers until each op completes:
+		 * reap everything still in flight before freeing them. */
 		struct storage_cqe cqes[32];
 		while (s->io.ops->reap(s->io.ctx, cqes, 32, true) > 0)
 			;
-		uring_io_close(s->uring);
 	}
+	wal_close(&s->wal);
+	hardstate_close(&s->hs);
+	uring_io_close(s->uring);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -17,6 +17,7 @@
  *         wal_durable_index(&s.wal)          ack appends up to here
  *         hardstate_durable_seq(&s.hs) >= seq   ack the vote / new term
  *         if (storage_failed(&s)) stop acknowledging, restart
+ *         before sleeping: wal_idle(&s.wal), then wait on the ring fd
  *
  * Ownership: struct storage owns the ring (or borrows the caller's simulated
  * disk), the WAL and the hard state; storage_close releases them.

@@ -110,6 +110,11 @@ void uring_io_stats_get(const struct uring_io *u, struct uring_io_stats *stats)
 	*stats = u->stats;
 }
 
+int uring_io_ring_fd(const struct uring_io *u)
+{
+	return u->ring.ring_fd;
+}
+
 const char *uring_io_fs_name(const struct uring_io *u)
 {
 	return u->fs_name;
@@ -347,6 +352,20 @@ static int ur_submit_fsync(void *ctx, int fd, unsigned flags, uint64_t user_data
 	return 0;
 }
 
+static int ur_submit_sync_dir(void *ctx, unsigned flags, uint64_t user_data)
+{
+	struct uring_io *u = ctx;
+	struct io_uring_sqe *sqe = ur_sqe(u);
+
+	if (sqe == NULL)
+		return -EBUSY;
+	io_uring_prep_fsync(sqe, u->dir_fd, 0);
+	ur_sqe_flags(sqe, flags);
+	io_uring_sqe_set_data64(sqe, user_data);
+	u->queued++;
+	return 0;
+}
+
 static int ur_submit(void *ctx)
 {
 	struct uring_io *u = ctx;
@@ -413,6 +432,7 @@ static const struct storage_io_ops uring_ops = {
 	.list = ur_list,
 	.submit_write = ur_submit_write,
 	.submit_fsync = ur_submit_fsync,
+	.submit_sync_dir = ur_submit_sync_dir,
 	.submit = ur_submit,
 	.reap = ur_reap,
 };

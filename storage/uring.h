@@ -35,6 +35,11 @@ void uring_io_close(struct uring_io *u);
 struct storage_io uring_io_ops(struct uring_io *u);
 void uring_io_stats_get(const struct uring_io *u, struct uring_io_stats *stats);
 
+/* The ring's fd: it polls readable (POLLIN, epoll) while completions wait
+ * to be reaped, so an idle node can sleep on it with its other fds instead
+ * of spinning on storage_poll(). */
+int uring_io_ring_fd(const struct uring_io *u);
+
 /* The filesystem type of the directory ("ext4", "tmpfs", "xfs", or hex). */
 const char *uring_io_fs_name(const struct uring_io *u);
 

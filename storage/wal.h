@@ -26,9 +26,11 @@
  * returns the error. The node must stop acknowledging and restart.
  *
  * Blocking calls (not on the hot path, documented each): wal_open (recovery),
- * segment rollover inside wal_append (create, fallocate, fsync; once per
- * segment), wal_compact and wal_reset (unlink + directory fsync), wal_replay
- * (reads), wal_close.
+ * wal_compact and wal_reset (unlink + directory fsync), wal_replay (reads),
+ * wal_drain. Segment rollover does not wait for the device: the next segment
+ * is prepared ahead (create and fallocate in the call that consumed the last
+ * spare, directory fsync through the ring), and its header is written through
+ * the ring; writes for it start once the header is durable.
  *
  * Single-threaded: one thread calls every function of one wal.
  */
@@ -84,6 +86,14 @@ struct wal_stats {
 	uint64_t truncations;
 	uint64_t segments_dropped;
 	uint64_t recovered_torn_tails;
+	uint64_t spare_waits;       /* rollovers that found the next segment not ready */
+	uint64_t watermark_writes;  /* empty batches written by wal_idle/wal_drain */
+};
+
+enum wal_spare_state {
+	WAL_SPARE_NONE = 0,
+	WAL_SPARE_SYNCING, /* created; its directory fsync is in flight */
+	WAL_SPARE_READY,
 };
 
 enum wal_write_state {
@@ -133,9 +143,19 @@ struct wal {
 	uint64_t first_index;
 	uint64_t last_index;    /* last appended (first_index - 1 when empty) */
 	uint64_t durable_index;
+	uint64_t watermark_written; /* highest watermark in a sealed write */
 	struct wal_segment *segments; /* [0, segment_count), the last is active */
 	uint32_t segment_count;
 	uint64_t segment_seq_next;
+	struct wal_segment spare; /* the next segment, prepared ahead (fd -1: none) */
+	enum wal_spare_state spare_state;
+	uint8_t spare_ops_pending;
+	uint8_t *header_buf;       /* the new segment's header block, while written */
+	bool header_pending;       /* writes to header_seq wait until it is durable */
+	uint64_t header_seq;
+	int header_fd;
+	uint16_t header_attempt;
+	uint8_t header_ops_pending;
 	uint64_t write_offset; /* next free block in the active segment */
 	struct wal_write *writes; /* ring of write_count slots in write order */
 	uint32_t write_count;
@@ -172,7 +192,8 @@ int wal_replay(struct wal *w, int (*visit)(void *arg, const struct wal_entry *e)
 /* Copies one entry into the open write. e->index must be last_index + 1.
  * Returns 0, -HASP_EINVAL (index or type), -HASP_ETOOBIG (cannot fit one
  * write or segment), -HASP_EFULL (every write slot busy: poll, then retry),
- * or the failure code. May block once per segment to create the next one. */
+ * or the failure code. -HASP_EFULL also when the next segment is not ready
+ * yet (stats.spare_waits) or segment_count_max segments exist (compact). */
 int wal_append(struct wal *w, const struct wal_entry *e) __attribute__((warn_unused_result));
 
 /* Starts writes: sealed ones in order, then the open one, while fewer than
@@ -184,11 +205,21 @@ int wal_submit(struct wal *w) __attribute__((warn_unused_result));
  * the WAL owns its io alone; storage_poll() does it for a shared ring. */
 unsigned wal_poll(struct wal *w, bool wait);
 
+/* Call when the node's loop is about to sleep (nothing to append). If
+ * entries are durable that no write on disk vouches for yet, writes an empty
+ * batch whose watermark is the durable index (non-blocking; one 4 KiB write),
+ * so that damage found later in the newest entries is refused as corruption
+ * instead of cut as a torn write (docs/STORAGE.md, "Idle watermark"). Not
+ * calling it is safe; it only narrows that window. Returns 0 or the failure
+ * code. */
+int wal_idle(struct wal *w) __attribute__((warn_unused_result));
+
 /* Handles one completion whose user_data has WAL_USER_DATA_OWNER. */
 void wal_io_done(struct wal *w, const struct storage_cqe *cqe);
 
 /* Waits (blocking) until nothing is in flight and the open write is
- * durable. Returns 0 or the failure code. */
+ * durable, then writes the idle watermark (see wal_idle) and waits for it.
+ * Returns 0 or the failure code. */
 int wal_drain(struct wal *w) __attribute__((warn_unused_result));
 
 /* Drops entries > index (a Raft conflict). Non-blocking: it appends a
@@ -216,6 +247,9 @@ static inline uint64_t wal_durable_index(const struct wal *w) { return w->durabl
 static inline bool wal_failed(const struct wal *w) { return w->failed; }
 static inline bool wal_direct_io(const struct wal *w) { return w->direct; }
 static inline unsigned wal_inflight(const struct wal *w) { return w->inflight; }
+
+/* True when the WAL's internal invariants hold (for HASP_DASSERT and tests). */
+bool wal_invariants_ok(const struct wal *w);
 
 /* Sets cfg to the defaults: 64 MiB segments, 1 MiB writes, 16 in flight,
  * 1024 segments, linked fdatasync. */

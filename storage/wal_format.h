@@ -29,7 +29,7 @@
  * |-----|------|-------------------------------------------------------|
  * |   0 |    4 | magic 0x48574231 ("1BWH" on disk)                     |
  * |   4 |    4 | records size: bytes of records after this header      |
- * |   8 |    4 | record count                                          |
+ * |   8 |    4 | record count (0 only for an idle watermark batch)     |
  * |  12 |    4 | reserved, zero                                        |
  * |  16 |    8 | first index (of the first entry record; 0 if none)    |
  * |  24 |    8 | watermark: highest index reported durable when this   |

@@ -105,7 +105,7 @@ int wal_scan_batch(const uint8_t *image, uint64_t image_size, uint64_t offset, u
 	if (wal_bytes_zero(image + offset, WAL_BATCH_HEADER_SIZE))
 		return -HASP_ENOENT;
 	if (wal_batch_header_decode(image + offset, b) != 0 || b->segment_seq != segment_seq ||
-	    b->record_count == 0 ||
+	    (b->record_count == 0) != (b->records_size == 0) ||
 	    offset + WAL_BATCH_HEADER_SIZE + (uint64_t)b->records_size > image_size)
 		return -HASP_ECORRUPT;
 
@@ -258,6 +258,7 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 		if (rc != 0)
 			return rc;
 		s->file_size = size;
+		s->empty = wal_bytes_zero(image, size);
 		s->header_rc = size < WAL_SEGMENT_HEADER_SIZE
 				       ? -HASP_ETRUNCATED
 				       : wal_segment_header_decode(image, &s->header);

@@ -38,6 +38,7 @@ struct wal_scan_segment {
 	uint64_t keep_min;   /* lowest keep index of its truncation markers */
 	uint64_t end_offset; /* end of the prefix part (block aligned) */
 	bool in_prefix;      /* the segment (or its start) belongs to the prefix */
+	bool empty;          /* never written: all zeros (an unused spare) */
 };
 
 struct wal_scan_marker {

@@ -42,6 +42,9 @@ static void dump_segment(void *arg, const struct wal_scan_segment *s)
 		printf("segment %s seq=%llu first_index=%llu size=%llu header=ok\n", s->name,
 		       (unsigned long long)s->seq, (unsigned long long)s->header.first_index,
 		       (unsigned long long)s->header.segment_size);
+	else if (s->empty)
+		printf("segment %s seq=%llu size=%llu unused (a spare, never written)\n", s->name,
+		       (unsigned long long)s->seq, (unsigned long long)s->file_size);
 	else
 		printf("segment %s seq=%llu size=%llu header=BAD (%s) offset=0\n", s->name,
 		       (unsigned long long)s->seq, (unsigned long long)s->file_size,
@@ -248,7 +251,9 @@ int main(int argc, char **argv)
 		printf("wal: empty\n");
 	else {
 		const char *end = sc.prefix_segment_count ? sc.segments[sc.stop_segment].name : "-";
-		bool torn = sc.stop_dirty || sc.prefix_segment_count < sc.segment_count;
+		bool torn = sc.stop_dirty;
+		for (uint32_t i = sc.prefix_segment_count; i < sc.segment_count; i++)
+			torn |= !sc.segments[i].empty;
 		printf("wal: first_index=%llu last_index=%llu end=%s offset=%llu status=%s\n",
 		       (unsigned long long)sc.first_index, (unsigned long long)sc.last_index, end,
 		       (unsigned long long)sc.stop_offset,

@@ -5,6 +5,7 @@
  *
  *   dp_itest ping  <node-ip> <count>
  *   dp_itest udp   <node-ip> <port> <count> [gap-us]
+ *   dp_itest rate  <node-ip> <port> <seconds> <window>   (a measurement)
  *   dp_itest hello <kernel-ip> <port> <echo-pid>
  *   dp_itest raw   <ifname> <node-mac> <node-ip> <kernel-ip> <port> <echo-pid> <stats-file>
  *                  [tap|tap2|af_packet]
@@ -154,6 +155,39 @@ static int cmd_udp(const char *ip, uint16_t port, int count, int gap_us)
 	       rtt[count - 1] / 1e3);
 	free(rtt);
 	return 0;
+}
+
+/* Keeps `window` 64-byte datagrams in flight for `seconds` and reports
+ * echoes per second. Lost datagrams are replaced after 10 ms of silence. */
+static int cmd_rate(const char *ip, uint16_t port, int seconds, int window)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_in sa = sin_of(ip, port);
+	uint8_t out[64] = "hasp-dp-itest-rate", in[2048];
+	uint64_t echoes = 0, sent = 0;
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		FAIL("rate: socket: %s", strerror(errno));
+	uint64_t start = now_ns(), end = start + (uint64_t)seconds * 1000000000u;
+	for (int i = 0; i < window; i++)
+		sent += send(fd, out, sizeof(out), 0) == (ssize_t)sizeof(out);
+	while (now_ns() < end) {
+		if (!wait_readable(fd, 10)) {
+			uint64_t in_flight = sent - echoes;
+			for (uint64_t i = in_flight; i < (uint64_t)window; i++)
+				sent += send(fd, out, sizeof(out), 0) == (ssize_t)sizeof(out);
+			continue;
+		}
+		while (recv(fd, in, sizeof(in), 0) > 0) {
+			echoes++;
+			sent += send(fd, out, sizeof(out), 0) == (ssize_t)sizeof(out);
+		}
+	}
+	close(fd);
+	double secs = (double)(now_ns() - start) / 1e9;
+	printf("rate: %.0f echoes/s (64 B, window %d, %.1f s, %llu sent)\n", (double)echoes / secs,
+	       window, secs, (unsigned long long)sent);
+	return echoes > 0 ? 0 : 1;
 }
 
 static int cmd_hello(const char *ip, uint16_t port, pid_t pid)
@@ -410,6 +444,8 @@ int main(int argc, char **argv)
 	if (argc >= 5 && strcmp(argv[1], "udp") == 0)
 		return cmd_udp(argv[2], (uint16_t)atoi(argv[3]), atoi(argv[4]),
 			       argc >= 6 ? atoi(argv[5]) : 0);
+	if (argc >= 6 && strcmp(argv[1], "rate") == 0)
+		return cmd_rate(argv[2], (uint16_t)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	if (argc >= 5 && strcmp(argv[1], "hello") == 0)
 		return cmd_hello(argv[2], (uint16_t)atoi(argv[3]), (pid_t)atoi(argv[4]));
 	if (argc >= 9 && strcmp(argv[1], "raw") == 0)

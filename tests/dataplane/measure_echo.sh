@@ -4,7 +4,8 @@
 #   measure_echo.sh <build-dir> poll|hybrid|sleep [lcores]
 # Prints UDP echo RTT back to back (the lcore stays awake), RTT with a
 # 20 ms gap (the lcore is asleep when each request arrives), and the idle
-# CPU of the process over 5 s from /proc/<pid>/stat (utime + stime).
+# CPU of the process over 5 s from /proc/<pid>/stat (utime + stime), and the
+# echo rate with 32 datagrams in flight for 3 s.
 set -eu
 build=$1 mode=$2 lcores=${3:-0}
 iface="hasp-me$(($$ % 100000))" prefix="hasp-me$$"
@@ -19,6 +20,7 @@ ip addr add 10.199.250.1/24 dev "$iface"
 ip link set "$iface" up
 "$build/tests/dataplane/dp_itest" udp 10.199.250.2 7 3000
 "$build/tests/dataplane/dp_itest" udp 10.199.250.2 7 300 20000
+"$build/tests/dataplane/dp_itest" rate 10.199.250.2 7 3 32
 sleep 1
 hz=$(getconf CLK_TCK)
 t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")

@@ -9,7 +9,10 @@
  *    every frame that decodes is applied, in order, to a fresh small machine
  *    whose invariants must hold after each apply (bad fields are typed
  *    replies, never assertions). Session ids are (n << 24) | slot, so the
- *    fuzzer can reach real sessions, locks and waiters.
+ *    fuzzer can reach real sessions, locks and waiters; the seed corpus
+ *    also retries opens by nonce and releases a lock whose session ended.
+ *    A duplicate (cached reply, or a retried open) changes nothing: no
+ *    revision move, no events.
  * 3. The machine's snapshot restores to a byte-identical snapshot, and the
  *    raw input offered as a snapshot is refused cleanly or restores a
  *    machine that passes its invariants.
@@ -83,8 +86,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (decode_exact(data + pos, len, &cmd, copy) == 0) {
 			struct locks_result res = { .events = events,
 						    .event_count_max = locks_events_max(&cfg) };
+			uint64_t revision = sm.revision;
 			locks_apply(&sm, ++index, &cmd, &res);
 			HASP_ASSERT(res.event_count <= locks_events_max(&cfg));
+			if (res.duplicate) {
+				HASP_ASSERT(sm.revision == revision);
+				HASP_ASSERT(res.event_count == 0);
+			}
 			HASP_ASSERT(locks_invariants_ok(&sm));
 		}
 		pos += len;

@@ -65,6 +65,13 @@ static inline uint64_t harness_session(struct harness *h, uint32_t ttl_ms)
 	return r->id;
 }
 
+/* Opens a session with a client nonce; returns the whole reply. */
+static inline const struct locks_reply *harness_open(struct harness *h, uint32_t ttl_ms, uint64_t nonce)
+{
+	struct locks_cmd c = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = ttl_ms, .nonce = nonce };
+	return harness_apply(h, &c);
+}
+
 static inline struct locks_cmd harness_cmd(uint8_t op, uint64_t session, uint64_t seq, const char *name)
 {
 	struct locks_cmd c = { .op = op, .session_id = session, .seq = seq };

@@ -70,7 +70,10 @@ static void test_gc_pause_late_write_is_fenced(void **state)
 	harness_deinit(&h);
 }
 
-static void test_release_and_renew_by_non_holder_refused(void **state)
+/* A token that is not the lock's current one is NOT_HOLDER, whichever
+ * session presents it: the holder's own session with a wrong or stale
+ * token, another session, token 0, and a lock nobody holds. */
+static void test_wrong_token_is_not_holder_from_any_session(void **state)
 {
 	(void)state;
 	struct harness h;
@@ -78,33 +81,114 @@ static void test_release_and_renew_by_non_holder_refused(void **state)
 	harness_init(&h);
 	uint64_t a = harness_session(&h, 60000);
 	uint64_t b = harness_session(&h, 60000);
-	uint64_t token = harness_acquire(&h, a, 1, "db", TRY, 1000, 0)->token;
+	uint64_t stale = harness_acquire(&h, a, 1, "db", TRY, 1000, 0)->token;
+	assert_int_equal(harness_release(&h, a, 2, "db", stale)->status, HASP_STATUS_OK);
+	uint64_t token = harness_acquire(&h, a, 3, "db", TRY, 1000, 0)->token;
+	assert_true(token > stale);
 	uint64_t rev = h.sm.revision;
 
-	/* B knows the token (BUSY reports it) but is not the holder. */
-	const struct locks_reply *r = harness_acquire(&h, b, 1, "db", TRY, 1000, 0);
-	assert_int_equal(r->status, HASP_STATUS_BUSY);
-	assert_int_equal(r->token, token);
-	r = harness_release(&h, b, 2, "db", token);
-	assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
-	assert_int_equal(r->reason, LOCKS_REASON_TOKEN_MISMATCH);
-	r = harness_renew(&h, b, 3, "db", token, 1000);
-	assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
-	/* The holder with a wrong token, and a lock nobody holds. */
-	assert_int_equal(harness_release(&h, a, 2, "db", token + 1)->status, HASP_STATUS_NOT_HOLDER);
-	r = harness_release(&h, a, 3, "nobody", 1);
+	const uint64_t wrong[] = { token + 1, token - 1, stale, 0 };
+	uint64_t seq_a = 4, seq_b = 1;
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+		const struct locks_reply *r = harness_release(&h, a, seq_a++, "db", wrong[i]);
+		assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
+		assert_int_equal(r->reason, LOCKS_REASON_TOKEN_MISMATCH);
+		r = harness_release(&h, b, seq_b++, "db", wrong[i]);
+		assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
+		assert_int_equal(r->reason, LOCKS_REASON_TOKEN_MISMATCH);
+		r = harness_renew(&h, a, seq_a++, "db", wrong[i], 1000);
+		assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
+		r = harness_renew(&h, b, seq_b++, "db", wrong[i], 0);
+		assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
+	}
+	const struct locks_reply *r = harness_release(&h, b, seq_b++, "nobody", token);
 	assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
 	assert_int_equal(r->reason, LOCKS_REASON_NO_LOCK);
+	assert_int_equal(harness_renew(&h, a, seq_a++, "nobody", token, 0)->reason, LOCKS_REASON_NO_LOCK);
 	assert_int_equal(h.sm.revision, rev); /* refusals change nothing */
+	assert_true(locks_check(&h.sm, (const uint8_t *)"db", 2, token));
 
-	r = harness_renew(&h, a, 4, "db", token, 5000);
+	/* The holder with the right token still can. */
+	r = harness_renew(&h, a, seq_a++, "db", token, 5000);
 	assert_int_equal(r->status, HASP_STATUS_OK);
 	assert_int_equal(r->ttl_ms, 5000);
 	assert_int_equal(r->deadline_ms, h.sm.log_time_ms + 5000);
-	r = harness_release(&h, a, 5, "db", token);
-	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(harness_release(&h, a, seq_a++, "db", token)->status, HASP_STATUS_OK);
 	struct locks_lock_info info;
 	assert_false(locks_lock_read(&h.sm, (const uint8_t *)"db", 2, &info));
+	harness_deinit(&h);
+}
+
+/* The token is the capability (DESIGN.md): `hasp acquire` takes a lock in
+ * one process and `hasp release <name> <token>` gives it back from another
+ * session. The release ends A's grant: one RELEASED event naming A, the
+ * handoff to the head waiter, and A's per-session quota gets the lock back. */
+static void test_release_by_token_from_another_session_succeeds(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_session_info si;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	uint64_t c = harness_session(&h, 60000);
+	uint64_t token = harness_acquire(&h, a, 1, "job", TRY, 30000, 0)->token;
+	assert_int_equal(harness_acquire(&h, c, 1, "job", WAIT, 30000, 0)->status, HASP_STATUS_QUEUED);
+	assert_true(locks_session_read(&h.sm, a, &si));
+	assert_int_equal(si.lock_count, 1);
+
+	const struct locks_reply *r = harness_release(&h, b, 1, "job", token);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(r->token, token);
+	const struct locks_event *rel = harness_event(&h, HASP_EVENT_LOCK_RELEASED, 0);
+	assert_non_null(rel);
+	assert_int_equal(rel->session_id, a);
+	assert_int_equal(rel->cause, LOCKS_CAUSE_RELEASE);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 1);
+	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0)->session_id, c);
+	assert_true(locks_session_read(&h.sm, a, &si));
+	assert_int_equal(si.lock_count, 0);
+	assert_true(locks_session_read(&h.sm, b, &si));
+	assert_int_equal(si.lock_count, 0);
+	assert_true(locks_session_read(&h.sm, c, &si));
+	assert_int_equal(si.lock_count, 1);
+	assert_int_equal(si.waiter_count, 0);
+	/* The same token again is stale: the lock has a new grant. */
+	assert_int_equal(harness_release(&h, a, 2, "job", token)->status, HASP_STATUS_NOT_HOLDER);
+	harness_deinit(&h);
+}
+
+/* RENEW by token from another session extends the holder's lease (and may
+ * change a private lease's TTL); the holder stays the acquiring session. */
+static void test_renew_by_token_from_another_session_succeeds(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_lock_info info;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	const struct locks_reply *r = harness_acquire(&h, a, 1, "job", TRY, 1000, 0);
+	uint64_t token = r->token, lease = r->id;
+	h.now_ms += 900;
+	uint64_t rev = h.sm.revision;
+	r = harness_renew(&h, b, 1, "job", token, 4000);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(r->token, token);
+	assert_int_equal(r->id, lease);
+	assert_int_equal(r->ttl_ms, 4000);
+	assert_int_equal(r->deadline_ms, h.sm.log_time_ms + 4000);
+	assert_int_equal(h.sm.revision, rev + 1);
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"job", 3, &info));
+	assert_int_equal(info.holder_session_id, a);
+	assert_int_equal(info.token, token);
+	assert_int_equal(info.deadline_ms, h.sm.log_time_ms + 4000);
+	/* The old deadline passed; the renewed lease is not due. */
+	h.now_ms += 200;
+	assert_int_equal(harness_expire(&h, lease)->reason, LOCKS_REASON_NOT_DUE);
+	assert_true(locks_check(&h.sm, (const uint8_t *)"job", 3, token));
 	harness_deinit(&h);
 }
 
@@ -290,7 +374,7 @@ static uint8_t *snapshot_take(const struct locks *sm, size_t *size)
 /* Builds a state with every kind of record. */
 static void build_rich_state(struct harness *h, uint64_t *a, uint64_t *b, uint64_t *lease)
 {
-	*a = harness_session(h, 5000);
+	*a = harness_open(h, 5000, 0xa11ce)->id;
 	*b = harness_session(h, 5000);
 	*lease = harness_lease_op(h, LOCKS_OP_LEASE_GRANT, *a, 1, 0, 2000)->id;
 	harness_acquire(h, *a, 2, "s/1", TRY, 0, *lease);
@@ -330,7 +414,7 @@ static void test_snapshot_restore_identical_state_and_replies(void **state)
 		struct harness *h = i == 0 ? &h1 : &h2;
 		h->now_ms = h1.now_ms;
 	}
-	struct locks_reply r1[8], r2[8];
+	struct locks_reply r1[10], r2[10];
 	for (int i = 0; i < 2; i++) {
 		struct harness *h = i == 0 ? &h1 : &h2;
 		struct locks_reply *out = i == 0 ? r1 : r2;
@@ -345,11 +429,18 @@ static void test_snapshot_restore_identical_state_and_replies(void **state)
 		cas.token = 9999;
 		out[5] = *harness_apply(h, &cas);
 		out[6] = *harness_put(h, c, 3, "cfg/z", "zz", out[3].id);
+		/* The open nonce survived the snapshot: a retried open of a is
+		 * answered from it, on both machines. */
+		out[7] = *harness_open(h, 5000, 0xa11ce);
+		assert_true(h->res.duplicate);
 		struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, a, 5, NULL);
-		out[7] = *harness_apply(h, &close);
+		out[8] = *harness_apply(h, &close);
+		out[9] = *harness_open(h, 5000, 0xa11ce);
 	}
 	assert_memory_equal(r1, r2, sizeof(r1));
 	assert_int_equal(r1[1].status, HASP_STATUS_GRANTED);
+	assert_int_equal(r1[7].id, a);
+	assert_true(r1[9].id != a);
 	free(snap1);
 	free(snap2);
 	snap1 = snapshot_take(&h1.sm, &size1);
@@ -389,9 +480,11 @@ static void test_corrupt_snapshot_refused_target_untouched(void **state)
 	snap[0] ^= 1;
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EMAGIC);
 	snap[0] ^= 1;
-	snap[4] = 2;
+	snap[4] = 1; /* version 1 (sessions owned locks) is refused */
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EVERSION);
-	snap[4] = 1;
+	snap[4] = 3;
+	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EVERSION);
+	snap[4] = LOCKS_SNAPSHOT_VERSION;
 	snap[size - 1] ^= 1;
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_ECORRUPT);
 	snap[size - 1] ^= 1;
@@ -518,49 +611,202 @@ static void test_new_term_does_not_shorten_or_reset_deadlines(void **state)
 	harness_deinit(&h);
 }
 
-/* A session's end (close or expiry) releases its locks to their waiters
- * and drops its own waiters. */
-static void test_session_end_releases_locks_and_drops_waiters(void **state)
+/* A session is for exactly-once replies and wait queues, not ownership:
+ * its end (expiry or close) drops its waiters and their pending private
+ * leases, emits nothing, and leaves the locks it holds to their leases. They
+ * keep reporting the ended session as holder until released by token or
+ * their lease ends, which hands them to their next waiter as usual. */
+static void test_session_end_drops_waiters_and_keeps_held_locks_until_lease_ends(void **state)
 {
 	(void)state;
 	struct harness h;
+	struct locks_lock_info info;
+	struct locks_counts counts;
 	uint64_t due[4];
 
 	harness_init(&h);
 	uint64_t a = harness_session(&h, 1000);
 	uint64_t b = harness_session(&h, 600000);
 	uint64_t c = harness_session(&h, 600000);
-	harness_acquire(&h, a, 1, "m", TRY, 60000, 0);
-	harness_acquire(&h, b, 1, "n", TRY, 60000, 0);
+	uint64_t shared = harness_lease_op(&h, LOCKS_OP_LEASE_GRANT, b, 1, 0, 60000)->id;
+	const struct locks_reply *r = harness_acquire(&h, a, 1, "m", TRY, 5000, 0);
+	uint64_t token_m = r->token, lease_m = r->id;
+	uint64_t token_s = harness_acquire(&h, a, 2, "s", TRY, 0, shared)->token;
+	harness_acquire(&h, b, 2, "n", TRY, 60000, 0);
 	harness_acquire(&h, c, 1, "m", WAIT, 60000, 0);
-	harness_acquire(&h, a, 2, "n", WAIT, 60000, 0);
-	struct locks_counts counts;
+	assert_int_equal(harness_acquire(&h, a, 3, "n", WAIT, 60000, 0)->status, HASP_STATUS_QUEUED);
 	locks_counts_get(&h.sm, &counts);
 	assert_int_equal(counts.waiters, 2);
+	uint32_t leases_before = counts.leases;
 
 	h.now_ms += 1000;
 	assert_int_equal(locks_sessions_due(&h.sm, locks_log_time(&h.sm, h.term, h.now_ms), due, 4), 1);
 	assert_int_equal(due[0], a);
 	struct locks_cmd se = { .op = LOCKS_OP_SESSION_EXPIRE, .session_id = a };
-	const struct locks_reply *r = harness_apply(&h, &se);
+	uint64_t rev = h.sm.revision;
+	r = harness_apply(&h, &se);
 	assert_int_equal(r->status, HASP_STATUS_OK);
 	assert_int_equal(r->reason, LOCKS_REASON_NONE);
+	assert_int_equal(h.sm.revision, rev + 1);
+	assert_int_equal(h.res.event_count, 0); /* nothing released, nobody woken */
+	locks_counts_get(&h.sm, &counts);
+	assert_int_equal(counts.waiters, 1);       /* a's waiter left; c's stays */
+	assert_int_equal(counts.leases, leases_before - 1); /* with its pending lease */
+	assert_int_equal(counts.sessions, 2);
+	assert_int_equal(counts.locks, 3);
+	/* a's locks are still held, reported as a's, tokens unchanged. */
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"m", 1, &info));
+	assert_int_equal(info.holder_session_id, a);
+	assert_int_equal(info.token, token_m);
+	assert_int_equal(info.waiter_count, 1);
+	assert_true(locks_check(&h.sm, (const uint8_t *)"m", 1, token_m));
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"s", 1, &info));
+	assert_int_equal(info.holder_session_id, a);
+	/* Releasing n grants nobody: a's waiter left with a. */
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"n", 1, &info));
+	assert_int_equal(harness_release(&h, b, 3, "n", info.token)->status, HASP_STATUS_OK);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 0);
+
+	/* a's slot goes to the next session; it is not a's holder identity:
+	 * acquiring m is plain BUSY (not SELF_HELD), its quota starts empty. */
+	uint64_t d = harness_session(&h, 600000);
+	assert_int_equal(d & 0xffffff, a & 0xffffff);
+	r = harness_acquire(&h, d, 1, "m", TRY, 100, 0);
+	assert_int_equal(r->status, HASP_STATUS_BUSY);
+	assert_int_equal(r->reason, LOCKS_REASON_NONE);
+	assert_int_equal(r->token, token_m);
+	struct locks_session_info si;
+	assert_true(locks_session_read(&h.sm, d, &si));
+	assert_int_equal(si.lock_count, 0);
+
+	/* m's own TTL ends: expiry releases it (as a's grant) to c. */
+	h.now_ms += 4000;
+	r = harness_expire(&h, lease_m);
+	assert_int_equal(r->reason, LOCKS_REASON_NONE);
+	const struct locks_event *rel = harness_event(&h, HASP_EVENT_LOCK_RELEASED, 0);
+	assert_non_null(rel);
+	assert_int_equal(rel->session_id, a);
+	assert_int_equal(rel->token, token_m);
+	assert_int_equal(rel->cause, LOCKS_CAUSE_EXPIRE);
 	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 1);
 	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0)->session_id, c);
-	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_RELEASED, 0)->cause, LOCKS_CAUSE_SESSION_END);
-	locks_counts_get(&h.sm, &counts);
-	assert_int_equal(counts.waiters, 0);
-	assert_int_equal(counts.sessions, 2);
-	/* Releasing n now grants nobody: a's waiter left with a. */
-	struct locks_lock_info info;
-	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"n", 1, &info));
-	assert_int_equal(harness_release(&h, b, 2, "n", info.token)->status, HASP_STATUS_OK);
-	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 0);
-	/* Close does the same, and the closed session is gone. */
+	assert_true(locks_session_read(&h.sm, d, &si));
+	assert_int_equal(si.lock_count, 0);
+
+	/* Close does the same: c's lock stays, the closed session is gone, and
+	 * a retried close gets SESSION_EXPIRED. The shared lease's lock of the
+	 * ended a goes with its lease. */
 	struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, c, 2, NULL);
 	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_OK);
-	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_RELEASED), 1);
+	assert_int_equal(h.res.event_count, 0);
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"m", 1, &info));
+	assert_int_equal(info.holder_session_id, c);
 	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_SESSION_EXPIRED);
+	assert_true(locks_check(&h.sm, (const uint8_t *)"s", 1, token_s));
+	assert_int_equal(harness_lease_op(&h, LOCKS_OP_LEASE_REVOKE, b, 4, shared, 0)->status,
+			 HASP_STATUS_OK);
+	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_RELEASED, 0)->session_id, a);
+	assert_false(locks_lock_read(&h.sm, (const uint8_t *)"s", 1, &info));
+	assert_true(locks_invariants_ok(&h.sm));
+	harness_deinit(&h);
+}
+
+/* SESSION_OPEN has no seq yet; the client's nonce makes it exactly-once
+ * (docs/PROTOCOL.md): a retried open gets the identical reply and changes
+ * nothing, also after time moved and when the table has filled since. */
+static void test_session_open_same_nonce_returns_same_session(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_config cfg;
+	struct locks_counts counts;
+
+	locks_config_default(&cfg);
+	cfg.sessions_max = 2;
+	harness_init_cfg(&h, &cfg);
+	struct locks_cmd open = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 5000, .nonce = 0xfeedbeef };
+	struct locks_reply first = *harness_apply(&h, &open);
+	assert_int_equal(first.status, HASP_STATUS_OK);
+	assert_false(h.res.duplicate);
+	uint64_t rev = h.sm.revision;
+
+	/* The session works (and its deadline moves) in between. */
+	h.now_ms += 700;
+	assert_int_equal(harness_acquire(&h, first.id, 1, "x", TRY, 100, 0)->status, HASP_STATUS_GRANTED);
+	rev = h.sm.revision;
+	h.now_ms += 300;
+	const struct locks_reply *again = harness_apply(&h, &open);
+	assert_true(h.res.duplicate);
+	assert_memory_equal(again, &first, sizeof(first));
+	assert_int_equal(h.sm.revision, rev);
+	assert_int_equal(h.res.event_count, 0);
+	locks_counts_get(&h.sm, &counts);
+	assert_int_equal(counts.sessions, 1);
+
+	/* Fill the table: a retry of the first open is still answered. */
+	assert_int_equal(harness_session(&h, 5000) != first.id, 1);
+	struct locks_cmd other = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 5000, .nonce = 7 };
+	assert_int_equal(harness_apply(&h, &other)->reason, LOCKS_REASON_SESSIONS_FULL);
+	rev = h.sm.revision;
+	again = harness_apply(&h, &open);
+	assert_memory_equal(again, &first, sizeof(first));
+	assert_int_equal(h.sm.revision, rev);
+	harness_deinit(&h);
+}
+
+static void test_session_open_different_nonces_open_different_sessions(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_counts counts;
+
+	harness_init(&h);
+	struct locks_cmd open = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 5000, .nonce = 1 };
+	uint64_t x = harness_apply(&h, &open)->id;
+	open.nonce = 2;
+	uint64_t rev = h.sm.revision;
+	const struct locks_reply *r = harness_apply(&h, &open);
+	assert_false(h.res.duplicate);
+	assert_int_equal(h.sm.revision, rev + 1);
+	uint64_t y = r->id;
+	assert_true(x != y);
+	/* Nonce 0 means "no deduplication": every open is a new session. */
+	open.nonce = 0;
+	uint64_t z1 = harness_apply(&h, &open)->id;
+	uint64_t z2 = harness_apply(&h, &open)->id;
+	assert_false(h.res.duplicate);
+	assert_true(z1 != z2 && z1 != x && z2 != y);
+	locks_counts_get(&h.sm, &counts);
+	assert_int_equal(counts.sessions, 4);
+	harness_deinit(&h);
+}
+
+/* The nonce names a live session: once it ends (close or expiry), the same
+ * nonce opens a new one. */
+static void test_session_nonce_opens_new_session_after_session_ends(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	struct locks_cmd open = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 1000, .nonce = 42 };
+	uint64_t first = harness_apply(&h, &open)->id;
+	struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, first, 1, NULL);
+	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_OK);
+	uint64_t rev = h.sm.revision;
+	const struct locks_reply *r = harness_apply(&h, &open);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_false(h.res.duplicate);
+	assert_int_equal(h.sm.revision, rev + 1);
+	uint64_t second = r->id;
+	assert_true(second != first);
+
+	h.now_ms += 1000;
+	struct locks_cmd se = { .op = LOCKS_OP_SESSION_EXPIRE, .session_id = second };
+	assert_int_equal(harness_apply(&h, &se)->reason, LOCKS_REASON_NONE);
+	r = harness_apply(&h, &open);
+	assert_false(h.res.duplicate);
+	assert_true(r->id != first && r->id != second);
 	harness_deinit(&h);
 }
 
@@ -737,6 +983,9 @@ static void test_bad_commands_change_nothing(void **state)
 	assert_int_equal(harness_apply(&h, &odd)->status, HASP_STATUS_BAD_OPCODE);
 	struct locks_cmd extra = { .op = LOCKS_OP_TICK, .token = 5 };
 	assert_int_equal(harness_apply(&h, &extra)->status, HASP_STATUS_BAD_REQUEST);
+	struct locks_cmd stray_nonce = harness_cmd(LOCKS_OP_SESSION_KEEPALIVE, a, 1, NULL);
+	stray_nonce.nonce = 5;
+	assert_int_equal(harness_apply(&h, &stray_nonce)->reason, LOCKS_REASON_BAD_FIELDS);
 	/* A private lease is not addressable by lease commands. */
 	uint64_t own = harness_acquire(&h, a, 7, "ok", TRY, 100, 0)->id;
 	rev = h.sm.revision;
@@ -798,7 +1047,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gc_pause_late_write_is_fenced),
-		cmocka_unit_test(test_release_and_renew_by_non_holder_refused),
+		cmocka_unit_test(test_wrong_token_is_not_holder_from_any_session),
+		cmocka_unit_test(test_release_by_token_from_another_session_succeeds),
+		cmocka_unit_test(test_renew_by_token_from_another_session_succeeds),
 		cmocka_unit_test(test_expiry_hands_lock_to_oldest_waiter),
 		cmocka_unit_test(test_revoke_shared_lease_releases_all_locks),
 		cmocka_unit_test(test_duplicate_request_returns_identical_reply),
@@ -806,7 +1057,10 @@ int main(void)
 		cmocka_unit_test(test_corrupt_snapshot_refused_target_untouched),
 		cmocka_unit_test(test_keepalive_committed_before_stale_expire_wins),
 		cmocka_unit_test(test_new_term_does_not_shorten_or_reset_deadlines),
-		cmocka_unit_test(test_session_end_releases_locks_and_drops_waiters),
+		cmocka_unit_test(test_session_end_drops_waiters_and_keeps_held_locks_until_lease_ends),
+		cmocka_unit_test(test_session_open_same_nonce_returns_same_session),
+		cmocka_unit_test(test_session_open_different_nonces_open_different_sessions),
+		cmocka_unit_test(test_session_nonce_opens_new_session_after_session_ends),
 		cmocka_unit_test(test_force_release_makes_old_token_stale),
 		cmocka_unit_test(test_kv_revisions_cas_range_and_lease),
 		cmocka_unit_test(test_full_is_a_typed_reply),

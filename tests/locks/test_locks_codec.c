@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bytes.h"
 #include "hasp/errors.h"
 #include "locks/cmd_codec.h"
 #include "tests/test_util.h"
@@ -30,6 +31,8 @@ static struct locks_cmd sample(uint8_t op)
 		c.lease_id = 0x2000003;
 	if (f & LOCKS_FIELD_TOKEN)
 		c.token = 99;
+	if (f & LOCKS_FIELD_NONCE)
+		c.nonce = 0x8badf00dcafe0001ull;
 	if (f & LOCKS_FIELD_NAME) {
 		c.name = name;
 		c.name_len = sizeof(name) - 1;
@@ -61,6 +64,7 @@ static void assert_cmd_equal(const struct locks_cmd *a, const struct locks_cmd *
 	assert_int_equal(a->seq, b->seq);
 	assert_int_equal(a->lease_id, b->lease_id);
 	assert_int_equal(a->token, b->token);
+	assert_int_equal(a->nonce, b->nonce);
 	assert_int_equal(a->name_len, b->name_len);
 	assert_int_equal(a->value_len, b->value_len);
 	if (a->name_len > 0)
@@ -108,7 +112,9 @@ static void test_codec_rejects_malformed_bytes(void **state)
 
 	uint8_t bad[LOCKS_CMD_SIZE_MAX];
 	memcpy(bad, buf, (size_t)n);
-	bad[0] = 2;
+	bad[0] = 1; /* version 1 had no nonce */
+	assert_int_equal(locks_cmd_decode(bad, (size_t)n, &d), -HASP_EVERSION);
+	bad[0] = 3;
 	assert_int_equal(locks_cmd_decode(bad, (size_t)n, &d), -HASP_EVERSION);
 	memcpy(bad, buf, (size_t)n);
 	bad[1] = 99;
@@ -144,11 +150,47 @@ static void test_codec_rejects_malformed_bytes(void **state)
 	assert_int_equal(locks_cmd_encode(&tick, buf, sizeof(buf)), -HASP_EINVAL);
 }
 
+/* SESSION_OPEN carries the client nonce in bytes 48..55 (the token's place:
+ * no opcode has both); other opcodes refuse a nonce, and an open refuses a
+ * token. */
+static void test_codec_session_open_carries_nonce(void **state)
+{
+	(void)state;
+	uint8_t buf[LOCKS_CMD_SIZE_MAX];
+	struct locks_cmd open = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 5000, .nonce = 0x0102030405060708ull };
+	struct locks_cmd d;
+
+	int n = locks_cmd_encode(&open, buf, sizeof(buf));
+	assert_int_equal(n, LOCKS_CMD_HEADER_SIZE);
+	assert_int_equal(buf[0], LOCKS_CMD_VERSION);
+	assert_int_equal(get_u64le(buf + 48), open.nonce);
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), 0);
+	assert_int_equal(d.nonce, open.nonce);
+	assert_int_equal(d.token, 0);
+
+	/* The same bytes under another opcode are a token, not a nonce. */
+	struct locks_cmd rel = sample(LOCKS_OP_RELEASE);
+	n = locks_cmd_encode(&rel, buf, sizeof(buf));
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), 0);
+	assert_int_equal(d.token, rel.token);
+	assert_int_equal(d.nonce, 0);
+
+	/* Misplaced fields are refused on both sides. */
+	rel.nonce = 5;
+	assert_false(locks_cmd_fields_ok(&rel));
+	assert_int_equal(locks_cmd_encode(&rel, buf, sizeof(buf)), -HASP_EINVAL);
+	open.token = 5;
+	assert_int_equal(locks_cmd_encode(&open, buf, sizeof(buf)), -HASP_EINVAL);
+	struct locks_cmd tick = { .op = LOCKS_OP_TICK, .nonce = 1 };
+	assert_int_equal(locks_cmd_encode(&tick, buf, sizeof(buf)), -HASP_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_codec_round_trips_every_op),
 		cmocka_unit_test(test_codec_rejects_malformed_bytes),
+		cmocka_unit_test(test_codec_session_open_carries_nonce),
 	};
 
 	test_util_install_assert_handler();

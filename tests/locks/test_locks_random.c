@@ -9,8 +9,11 @@
  * issue names: at most one holder per lock, tokens strictly increasing per
  * lock, grants to waiters in FIFO order, leases and their locks consistent,
  * capacities respected (the small configuration is filled to FULL often),
- * duplicates changing nothing. Every run prints its seed; HASP_TEST_SEED
- * replays one.
+ * duplicates changing nothing. Ownership is by token and lease: releases and
+ * renews come from the holder's session or any other, a session's end drops
+ * only its waiters (its locks live on until their lease ends or a release by
+ * token), and opens reuse a few client nonces so that retried opens meet
+ * live sessions. Every run prints its seed; HASP_TEST_SEED replays one.
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +52,8 @@ struct m_lock {
 
 struct m_sess {
 	uint64_t id;
+	uint64_t nonce;
+	struct locks_reply open_reply;
 	bool live;
 	uint32_t ttl;
 	uint64_t deadline;
@@ -96,6 +101,7 @@ struct model {
 	struct m_event ev[256];
 	int ev_count;
 	uint64_t grants, handoffs, fulls;
+	uint64_t dup_opens, foreign_releases, orphan_releases;
 };
 
 static int live_count_sessions(const struct model *m)
@@ -208,7 +214,9 @@ static void m_release(struct model *m, int n)
 
 	assert_true(lk->held);
 	assert_true(m->changed);
+	/* The RELEASED event names the session that acquired it, even ended. */
 	m_event(m, HASP_EVENT_LOCK_RELEASED, lock_names[n], m->sess[lk->sess].id, lk->token);
+	m->orphan_releases += !m->sess[lk->sess].live;
 	m->sess[lk->sess].held--;
 	m->leases[lk->lease].locks--;
 	if (m->leases[lk->lease].priv)
@@ -233,18 +241,24 @@ static void m_release(struct model *m, int n)
 	m_event(m, HASP_EVENT_LOCK_GRANTED, lock_names[n], m->sess[w.sess].id, lk->token);
 }
 
+/* A session's end drops its waiters (and their pending private leases);
+ * the locks it holds stay, still naming it as holder. */
 static void m_session_end(struct model *m, int s)
 {
 	for (int n = 0; n < M_NAMES; n++)
 		for (int k = m->locks[n].qlen - 1; k >= 0; k--)
 			if (m->locks[n].q[k].sess == s)
 				m_unqueue(m, n, k, true);
-	for (int n = 0; n < M_NAMES; n++)
-		if (m->locks[n].held && m->locks[n].sess == s)
-			m_release(m, n);
-	assert_int_equal(m->sess[s].held, 0);
 	assert_int_equal(m->sess[s].waiting, 0);
 	m->sess[s].live = false;
+}
+
+static int m_session_by_nonce(const struct model *m, uint64_t nonce)
+{
+	for (int i = 0; i < m->sess_count; i++)
+		if (m->sess[i].live && m->sess[i].nonce == nonce)
+			return i;
+	return -1;
 }
 
 static void m_lease_end(struct model *m, int l)
@@ -347,7 +361,8 @@ static struct expect m_acquire(struct model *m, int s, int n, uint8_t mode, uint
 	return (struct expect){ HASP_STATUS_QUEUED, 0 };
 }
 
-static bool m_owned(const struct model *m, int s, int n, uint64_t token, struct expect *e)
+/* The token alone decides; the caller's session does not matter. */
+static bool m_owned(const struct model *m, int n, uint64_t token, struct expect *e)
 {
 	const struct m_lock *lk = &m->locks[n];
 
@@ -355,7 +370,7 @@ static bool m_owned(const struct model *m, int s, int n, uint64_t token, struct 
 		*e = (struct expect){ HASP_STATUS_NOT_HOLDER, LOCKS_REASON_NO_LOCK };
 		return false;
 	}
-	if (lk->sess != s || lk->token != token) {
+	if (lk->token != token) {
 		*e = (struct expect){ HASP_STATUS_NOT_HOLDER, LOCKS_REASON_TOKEN_MISMATCH };
 		return false;
 	}
@@ -438,6 +453,16 @@ static void check_state(const struct model *m, const struct harness *h)
 		assert_int_equal(info.deadline_ms, m->leases[lk->lease].deadline);
 		assert_int_equal(info.waiter_count, lk->qlen);
 	}
+	for (int i = 0; i < m->sess_count; i++) {
+		struct locks_session_info si;
+		const struct m_sess *ss = &m->sess[i];
+		assert_int_equal(locks_session_read(&h->sm, ss->id, &si), ss->live);
+		if (!ss->live)
+			continue;
+		assert_int_equal(si.lock_count, ss->held);
+		assert_int_equal(si.waiter_count, ss->waiting);
+		assert_int_equal(si.deadline_ms, ss->deadline);
+	}
 	locks_counts_get(&h->sm, &counts);
 	assert_int_equal(counts.locks, count_locks(m));
 	assert_int_equal(counts.waiters, count_waiters(m));
@@ -498,14 +523,15 @@ static void run_client(struct model *m, struct harness *h, struct prng *p, int s
 		e = m_acquire(m, s, n, cmd->mode, cmd->ttl_ms, lease, cmd->lease_id, r);
 		break;
 	case LOCKS_OP_RELEASE:
-		if (m_owned(m, s, n, cmd->token, &e)) {
+		if (m_owned(m, n, cmd->token, &e)) {
+			m->foreign_releases += m->locks[n].sess != s;
 			m_bump(m);
 			m_release(m, n);
 			e = (struct expect){ HASP_STATUS_OK, 0 };
 		}
 		break;
 	case LOCKS_OP_RENEW:
-		if (m_owned(m, s, n, cmd->token, &e)) {
+		if (m_owned(m, n, cmd->token, &e)) {
 			struct m_lease *ls = &m->leases[m->locks[n].lease];
 			if (!ls->priv && cmd->ttl_ms != 0 && cmd->ttl_ms != ls->ttl) {
 				e = (struct expect){ HASP_STATUS_BAD_REQUEST, LOCKS_REASON_BAD_FIELDS };
@@ -624,20 +650,29 @@ static void step(struct model *m, struct harness *h, struct prng *p)
 	struct locks_cmd cmd = { 0 };
 	const struct locks_reply *r;
 
-	if (s < 0 || kind < 4) { /* open a session */
+	if (s < 0 || kind < 4) { /* open a session, often with a reused nonce */
 		cmd.op = LOCKS_OP_SESSION_OPEN;
 		cmd.ttl_ms = (uint32_t)prng_range(p, 200, 3000);
+		cmd.nonce = prng_chance(p, 600000) ? prng_range(p, 1, 8) : 0;
 		r = harness_apply(h, &cmd);
 		m_time(m, cmd.term, cmd.now_ms);
-		if (live_count_sessions(m) >= (int)m->cfg.sessions_max) {
+		int same = cmd.nonce != 0 ? m_session_by_nonce(m, cmd.nonce) : -1;
+		if (same >= 0) {
+			/* A retried open: the first open's reply, nothing else. */
+			assert_true(h->res.duplicate);
+			assert_memory_equal(r, &m->sess[same].open_reply, sizeof(*r));
+			m->dup_opens++;
+		} else if (live_count_sessions(m) >= (int)m->cfg.sessions_max) {
 			assert_int_equal(r->status, HASP_STATUS_FULL);
 			m->fulls++;
 		} else {
 			assert_int_equal(r->status, HASP_STATUS_OK);
+			assert_false(h->res.duplicate);
 			m_bump(m);
 			assert_true(m->sess_count < M_SESSIONS_EVER);
 			m->sess[m->sess_count++] = (struct m_sess){
-				.id = r->id, .live = true, .ttl = cmd.ttl_ms, .deadline = m->log + cmd.ttl_ms,
+				.id = r->id, .nonce = cmd.nonce, .open_reply = *r, .live = true,
+				.ttl = cmd.ttl_ms, .deadline = m->log + cmd.ttl_ms,
 			};
 		}
 	} else if (kind < 40) { /* acquire */
@@ -654,14 +689,18 @@ static void step(struct model *m, struct harness *h, struct prng *p)
 		cmd.token = m->locks[n].token + (prng_chance(p, 200000) ? 1 : 0);
 		if (cmd.token == 0)
 			cmd.token = 1;
-		if (m->locks[n].held && prng_chance(p, 800000))
+		/* From the holder's session, or from any other (the token is the
+		 * capability; the holder's session may have ended). */
+		if (m->locks[n].held && m->sess[m->locks[n].sess].live && prng_chance(p, 500000))
 			s = m->locks[n].sess;
 		run_client(m, h, p, s, &cmd, n, -1, 0);
 	} else if (kind < 63) { /* renew */
 		cmd = harness_cmd(LOCKS_OP_RENEW, 0, 0, lock_names[n]);
 		cmd.token = m->locks[n].token ? m->locks[n].token : 1;
+		if (prng_chance(p, 100000))
+			cmd.token++;
 		cmd.ttl_ms = prng_chance(p, 500000) ? 0 : (uint32_t)prng_range(p, 10, 800);
-		if (m->locks[n].held)
+		if (m->locks[n].held && m->sess[m->locks[n].sess].live && prng_chance(p, 500000))
 			s = m->locks[n].sess;
 		run_client(m, h, p, s, &cmd, n, -1, 0);
 	} else if (kind < 68) { /* lease grant */
@@ -808,14 +847,19 @@ static void run_seed(uint64_t seed)
 		}
 	}
 	printf("seed=%llu steps=%d grants=%llu handoffs=%llu full=%llu revision=%llu "
-	       "name_compactions=%llu\n",
+	       "name_compactions=%llu dup_opens=%llu foreign_releases=%llu orphan_releases=%llu\n",
 	       (unsigned long long)seed, STEPS, (unsigned long long)m->grants,
 	       (unsigned long long)m->handoffs, (unsigned long long)m->fulls,
 	       (unsigned long long)m->revision,
-	       (unsigned long long)h->sm.lock_names.compaction_count);
+	       (unsigned long long)h->sm.lock_names.compaction_count,
+	       (unsigned long long)m->dup_opens, (unsigned long long)m->foreign_releases,
+	       (unsigned long long)m->orphan_releases);
 	/* The runs must reach the interesting states. */
 	assert_true(m->handoffs > 10);
 	assert_true(m->fulls > 10);
+	assert_true(m->dup_opens > 10);
+	assert_true(m->foreign_releases > 10);
+	assert_true(m->orphan_releases > 10);
 	harness_deinit(h);
 	free(h);
 	free(m);

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "hasp/errors.h"
 #include "storage/simdisk.h"
+#include "storage/storage.h"
 #include "storage/wal.h"
 #include "tests/test_util.h"
 
@@ -100,6 +101,22 @@ static void reopen(struct fixture *f)
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
 }
 
+/* The offset of the batch whose first entry is `index` in a segment. */
+static uint64_t batch_offset_of(struct simdisk *d, const char *name, uint64_t index)
+{
+	uint64_t size;
+	const uint8_t *data = simdisk_file_data(d, name, &size);
+	struct wal_batch_header b;
+
+	assert_non_null(data);
+	for (uint64_t at = BLOCK; at + BLOCK <= size; at += BLOCK) {
+		if (wal_batch_header_decode(data + at, &b) == 0 && b.first_index == index)
+			return at;
+	}
+	fail_msg("no batch starts at index %llu", (unsigned long long)index);
+	return 0;
+}
+
 static void test_wal_append_is_durable_after_poll_and_survives_reopen(void **state)
 {
 	(void)state;
@@ -120,8 +137,9 @@ static void test_wal_append_is_durable_after_poll_and_survives_reopen(void **sta
 	assert_int_equal(c.first, 1);
 	assert_int_equal(c.last, 50);
 	assert_int_equal(c.count, 50);
-	/* Appends continue after recovery. */
+	/* Appends continue after recovery; replay is for the recovered log. */
 	append_range(&f->wal, 51, 60, 2, 10);
+	assert_int_equal(wal_replay(&f->wal, collect, &c), -HASP_ESTATE);
 	assert_int_equal(wal_drain(&f->wal), 0);
 	reopen(f);
 	replay(&f->wal, &c);
@@ -158,13 +176,18 @@ static void test_wal_group_commit_joins_appends_while_writes_are_in_flight(void 
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
 	append_range(&f->wal, 1, 1, 1, 10);
 	assert_int_equal(wal_submit(&f->wal), 0);
+	/* The first segment's header is written first; the write follows. */
+	while (wal_inflight(&f->wal) == 0)
+		(void)wal_poll(&f->wal, true);
 	assert_int_equal(wal_inflight(&f->wal), 1);
 	/* While the one write is in flight, these all join the next write. */
 	append_range(&f->wal, 2, 20, 1, 10);
 	assert_int_equal(wal_submit(&f->wal), 0);
 	assert_int_equal(f->wal.stats.writes, 1);
 	assert_int_equal(wal_drain(&f->wal), 0);
-	assert_int_equal(f->wal.stats.writes, 2);
+	/* Two writes of entries, then one empty watermark write on going idle. */
+	assert_int_equal(f->wal.stats.writes - f->wal.stats.watermark_writes, 2);
+	assert_int_equal(f->wal.stats.watermark_writes, 1);
 	assert_int_equal(wal_durable_index(&f->wal), 20);
 	fixture_free(f);
 }
@@ -370,27 +393,25 @@ static void test_wal_recover_truncates_torn_tail(void **state)
 	struct fixture *f = fixture_new(11);
 	struct collected c;
 	uint64_t size;
+	uint8_t junk[700];
 
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
 	append_range(&f->wal, 1, 10, 1, 100);
 	assert_int_equal(wal_drain(&f->wal), 0);
-	append_range(&f->wal, 11, 12, 1, 100);
-	assert_int_equal(wal_drain(&f->wal), 0);
-	/* Tear the last batch: damage its second record, as a crash would. */
-	const uint8_t *data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
-	assert_non_null(data);
-	uint64_t at = 2 * BLOCK + WAL_BATCH_HEADER_SIZE + wal_record_size(100) + 40;
-	uint8_t junk = data[at] ^ 0x5a;
-	assert_true(simdisk_poke(f->disk, "wal-0000000000000001.seg", at, &junk, 1));
+	/* What a crash in the middle of the next write leaves: part of a batch
+	 * (here garbage) at the frontier, never reported durable. */
+	uint64_t tail = f->wal.write_offset;
+	memset(junk, 0x3c, sizeof(junk));
 	wal_close(&f->wal);
+	assert_true(simdisk_poke(f->disk, "wal-0000000000000001.seg", tail, junk, sizeof(junk)));
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
 	assert_int_equal(wal_last_index(&f->wal), 10);
 	assert_int_equal(f->wal.stats.recovered_torn_tails, 1);
 	replay(&f->wal, &c);
 	assert_int_equal(c.last, 10);
 	/* The cut is durable: the torn bytes are gone, appends go there. */
-	data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
-	assert_true(wal_bytes_zero(data + 2 * BLOCK, BLOCK));
+	const uint8_t *data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
+	assert_true(wal_bytes_zero(data + tail, BLOCK));
 	append_range(&f->wal, 11, 11, 2, 10);
 	assert_int_equal(wal_drain(&f->wal), 0);
 	reopen(f);
@@ -409,16 +430,49 @@ static void test_wal_refuses_bad_record_followed_by_writes_that_prove_it_durable
 		append_range(&f->wal, i, i, 1, 100);
 		assert_int_equal(wal_drain(&f->wal), 0); /* one durable batch each */
 	}
-	/* Flip a bit in entry 2: batches 3..5 carry watermarks >= 2. */
+	/* Flip a bit in entry 2: the batches after it carry watermarks >= 2. */
+	uint64_t at = batch_offset_of(f->disk, "wal-0000000000000001.seg", 2);
 	const uint8_t *data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
-	uint8_t b = data[2 * BLOCK + WAL_BATCH_HEADER_SIZE + 40] ^ 1;
-	assert_true(simdisk_poke(f->disk, "wal-0000000000000001.seg",
-				 2 * BLOCK + WAL_BATCH_HEADER_SIZE + 40, &b, 1));
+	uint8_t b = data[at + WAL_BATCH_HEADER_SIZE + 40] ^ 1;
+	assert_true(simdisk_poke(f->disk, "wal-0000000000000001.seg", at + WAL_BATCH_HEADER_SIZE + 40,
+				 &b, 1));
 	wal_close(&f->wal);
 	assert_int_equal(wal_open(&f->wal, &f->cfg), -HASP_ECORRUPT);
 	/* Nothing was repaired: the data is still there for the operator. */
 	data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
-	assert_false(wal_bytes_zero(data + 5 * BLOCK, BLOCK));
+	assert_false(wal_bytes_zero(data + at + BLOCK, BLOCK));
+	assert_non_null(simdisk_file_data(f->disk, "wal-0000000000000002.seg", &size));
+	fixture_free(f);
+}
+
+/* The newest batch has no later write to vouch for it, except the empty
+ * watermark batch written when the WAL went idle: with it, damage to the
+ * newest durable entries is refused rather than cut as a torn write. */
+static void test_wal_refuses_damage_to_the_newest_durable_batch_after_idle(void **state)
+{
+	(void)state;
+	struct fixture *f = fixture_new(16);
+	uint64_t size;
+
+	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+	append_range(&f->wal, 1, 8, 1, 100);
+	assert_int_equal(wal_submit(&f->wal), 0);
+	while (wal_durable_index(&f->wal) < 8)
+		(void)wal_poll(&f->wal, true);
+	assert_int_equal(f->wal.stats.watermark_writes, 0);
+	/* The node is about to sleep: the WAL vouches for entries 1..8. */
+	assert_int_equal(wal_idle(&f->wal), 0);
+	assert_int_equal(f->wal.stats.watermark_writes, 1);
+	assert_int_equal(wal_drain(&f->wal), 0);
+	assert_int_equal(wal_idle(&f->wal), 0); /* nothing new to vouch for */
+	assert_int_equal(f->wal.stats.watermark_writes, 1);
+	uint64_t at = batch_offset_of(f->disk, "wal-0000000000000001.seg", 1);
+	const uint8_t *data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
+	uint8_t b = data[at + WAL_BATCH_HEADER_SIZE + 7 * wal_record_size(100) + 50] ^ 0x20;
+	assert_true(simdisk_poke(f->disk, "wal-0000000000000001.seg",
+				 at + WAL_BATCH_HEADER_SIZE + 7 * wal_record_size(100) + 50, &b, 1));
+	wal_close(&f->wal);
+	assert_int_equal(wal_open(&f->wal, &f->cfg), -HASP_ECORRUPT);
 	fixture_free(f);
 }
 
@@ -474,6 +528,44 @@ static void test_wal_full_is_reported_not_grown(void **state)
 	fixture_free(f);
 }
 
+/* The facade over the simulated disk, as the Raft simulator uses it: what
+ * was reported durable (entries and hard state) survives a power cut. */
+static void test_storage_facade_over_simdisk_survives_a_crash(void **state)
+{
+	(void)state;
+	struct simdisk_config dc;
+	struct simdisk *d;
+	struct storage s;
+	struct storage_config cfg = { 0 };
+	struct hard_state hs = { 0 }, loaded;
+	struct collected c;
+
+	simdisk_config_default(&dc, 15);
+	d = simdisk_create(&dc);
+	cfg.io = simdisk_io(d);
+	cfg.segment_size = 16 * BLOCK;
+	cfg.write_size_max = 2 * BLOCK;
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	hs = (struct hard_state){ 4, 3 };
+	int64_t seq = hardstate_save(&s.hs, &hs);
+	append_range(&s.wal, 1, 100, 4, 200);
+	assert_int_equal(wal_submit(&s.wal), 0);
+	while (wal_durable_index(&s.wal) < 60 || hardstate_durable_seq(&s.hs) < (uint64_t)seq)
+		(void)storage_poll(&s, true);
+	uint64_t durable = wal_durable_index(&s.wal);
+	storage_close(&s);
+	simdisk_crash(d);
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	assert_int_equal(loaded.term, 4);
+	assert_int_equal(loaded.vote, 3);
+	assert_true(wal_last_index(&s.wal) >= durable);
+	replay(&s.wal, &c);
+	assert_int_equal(c.first, 1);
+	assert_true(c.last >= durable);
+	storage_close(&s);
+	simdisk_destroy(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -489,8 +581,10 @@ int main(void)
 		cmocka_unit_test(test_wal_reset_starts_after_a_snapshot_index),
 		cmocka_unit_test(test_wal_recover_truncates_torn_tail),
 		cmocka_unit_test(test_wal_refuses_bad_record_followed_by_writes_that_prove_it_durable),
+		cmocka_unit_test(test_wal_refuses_damage_to_the_newest_durable_batch_after_idle),
 		cmocka_unit_test(test_wal_eio_fails_loudly_and_stops_durability),
 		cmocka_unit_test(test_wal_full_is_reported_not_grown),
+		cmocka_unit_test(test_storage_facade_over_simdisk_survives_a_crash),
 	};
 
 	test_util_install_assert_handler();

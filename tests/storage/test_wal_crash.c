@@ -16,6 +16,7 @@
  *
  *   test_wal_crash [seed_count]     (HASP_TEST_SEED=<n> sets the first seed)
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,11 +65,18 @@ struct run {
 	uint64_t term;
 	uint64_t compacted; /* highest index passed to a wal_compact that dropped */
 	uint64_t durable;   /* durable index reported before the crash */
+	bool truncated_below; /* the last step cut below the durable index */
 	struct recovered rec;
 	char why[200];
 };
 
 static uint64_t seed_count = 2000;
+
+/* What the seeds exercised, printed at the end so a run shows its reach. */
+static struct {
+	uint64_t lives, failed_lives, torn_tails, truncations, compactions, flips_refused,
+		flips_recovered, durable_entries;
+} tally;
 static const char *program = "test_wal_crash";
 
 static struct version *current(struct run *r)
@@ -207,6 +215,8 @@ static int append_one(struct run *r, uint8_t *buf)
 		buf[i] = (uint8_t)prng_next(&r->prng);
 	while ((rc = wal_append(&r->wal, &e)) == -HASP_EFULL)
 		(void)wal_poll(&r->wal, true);
+	if (rc != 0 && wal_failed(&r->wal))
+		return 2; /* an injected I/O error: the node stops here */
 	if (rc != 0) {
 		snprintf(r->why, sizeof(r->why), "append %" PRIu64 " failed rc=%d", e.index, rc);
 		return -1;
@@ -230,6 +240,8 @@ static int workload(struct run *r)
 				int rc = append_one(r, buf);
 				if (rc < 0)
 					return -1;
+				if (rc == 2)
+					return 0;
 				if (rc > 0)
 					break;
 			}
@@ -241,23 +253,40 @@ static int workload(struct run *r)
 			int rc;
 			while ((rc = wal_truncate_suffix(&r->wal, cut)) == -HASP_EFULL)
 				(void)wal_poll(&r->wal, true);
+			if (rc != 0 && wal_failed(&r->wal)) {
+				r->version_count--; /* the cut never happened */
+				return 0;
+			}
 			if (rc != 0) {
 				snprintf(r->why, sizeof(r->why), "truncate failed rc=%d", rc);
 				return -1;
 			}
 			current(r)->last = cut;
+			r->truncated_below = cut < r->durable;
 			r->term++; /* a conflict means a new leader's entries follow */
 		} else if (roll < 66) {
 			uint64_t upto = prng_below(&r->prng, wal_durable_index(&r->wal) + 1);
 			int rc = wal_compact(&r->wal, upto);
+			if (rc < 0 && wal_failed(&r->wal))
+				return 0;
 			if (rc < 0) {
 				snprintf(r->why, sizeof(r->why), "compact failed rc=%d", rc);
 				return -1;
 			}
 			if (rc > 0 && upto > r->compacted)
 				r->compacted = upto;
+		} else if (roll < 70) {
+			int rc = wal_idle(&r->wal);
+			if (rc != 0 && wal_failed(&r->wal))
+				return 0;
+			if (rc != 0) {
+				snprintf(r->why, sizeof(r->why), "idle failed rc=%d", rc);
+				return -1;
+			}
 		} else if (roll < 85) {
 			int rc = wal_submit(&r->wal);
+			if (rc != 0 && wal_failed(&r->wal))
+				return 0;
 			if (rc != 0) {
 				snprintf(r->why, sizeof(r->why), "submit failed rc=%d", rc);
 				return -1;
@@ -271,7 +300,15 @@ static int workload(struct run *r)
 				 wal_last_index(&r->wal));
 			return -1;
 		}
+		if (d < r->durable && !r->truncated_below) {
+			snprintf(r->why, sizeof(r->why), "durable index went back from %" PRIu64
+				 " to %" PRIu64 " without a truncation", r->durable, d);
+			return -1;
+		}
+		r->truncated_below = false;
 		r->durable = d;
+		if (wal_failed(&r->wal))
+			return 0; /* the node stops acknowledging and restarts */
 	}
 	return 0;
 }
@@ -323,17 +360,32 @@ static bool run_seed(struct run *r)
 		goto out;
 	}
 	for (uint32_t life = 0, lives = (uint32_t)prng_range(&r->prng, 1, 4); life < lives; life++) {
+		if (prng_below(&r->prng, 8) == 0) {
+			/* An I/O error somewhere in this life: the WAL must stop
+			 * reporting durability, and a restart keep what it did. */
+			simdisk_fail_nth(r->disk, (enum simdisk_op_kind)prng_below(&r->prng, 2),
+					 (uint32_t)prng_below(&r->prng, 40),
+					 prng_below(&r->prng, 2) ? EIO : ENOSPC);
+		}
+		tally.lives++;
 		if (workload(r) != 0) {
 			ok = false;
 			wal_close(&r->wal);
 			goto out;
 		}
+		tally.failed_lives += wal_failed(&r->wal);
+		tally.truncations += r->wal.stats.truncations;
+		tally.compactions += r->wal.stats.segments_dropped;
+		tally.durable_entries += r->durable;
 		wal_close(&r->wal);
 		simdisk_crash(r->disk);
+		simdisk_fail_clear(r->disk);
 		bool flipped = flip_seed && simdisk_flip_bit(r->disk, "wal-");
 		rc = reopen(r);
-		if (flipped && rc == -HASP_ECORRUPT)
-			goto out; /* refused, as it should when it cannot tell */
+		if (flipped && rc == -HASP_ECORRUPT) {
+			tally.flips_refused++;
+			goto out;
+		} /* refused, as it should when it cannot tell */
 		if (rc != 0) {
 			if (r->why[0] == 0)
 				snprintf(r->why, sizeof(r->why), "reopen after crash failed rc=%d (%s)",
@@ -343,7 +395,9 @@ static bool run_seed(struct run *r)
 				wal_close(&r->wal);
 			goto out;
 		}
+		tally.torn_tails += r->wal.stats.recovered_torn_tails;
 		if (flipped) {
+			tally.flips_recovered++;
 			/* A flip may hit the newest writes, whose durability no
 			 * later write records: then it is cut like a torn write
 			 * (docs/STORAGE.md). Never returned as data, though. */
@@ -396,6 +450,12 @@ static void test_wal_crash_recovers_durable_prefix(void **state)
 		}
 	}
 	log_set_level("storage", LOG_LEVEL_INFO);
+	printf("lives=%" PRIu64 " failed_by_eio=%" PRIu64 " torn_tails_cut=%" PRIu64
+	       " truncations=%" PRIu64 " segments_compacted=%" PRIu64 " flips_refused=%" PRIu64
+	       " flips_recovered=%" PRIu64 " durable_entries_checked=%" PRIu64 "\n",
+	       tally.lives, tally.failed_lives, tally.torn_tails, tally.truncations,
+	       tally.compactions, tally.flips_refused, tally.flips_recovered,
+	       tally.durable_entries);
 	hasp_free(r->versions);
 	hasp_free(r);
 	assert_int_equal(failures, 0);

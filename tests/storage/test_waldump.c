@@ -82,9 +82,11 @@ static void test_waldump_prints_a_good_directory(void **state)
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 0);
 	printf("%s", out);
 	assert_non_null(strstr(out, "segment wal-0000000000000001.seg seq=1 first_index=1"));
-	assert_non_null(strstr(out, "record offset=8240 index=2 term=1 type=4 length=100"));
+	assert_non_null(strstr(out, "record offset=12336 index=2 term=1 type=4 length=100"));
 	assert_non_null(strstr(out, "wal: first_index=1 last_index=5"));
 	assert_non_null(strstr(out, "status=clean"));
+	assert_non_null(strstr(out, "records=0 bytes=0 watermark=5")); /* the idle watermark */
+	assert_non_null(strstr(out, "unused (a spare, never written)"));
 	assert_non_null(strstr(out, "hardstate slot=1 seq=1 term=3 vote=2"));
 	assert_non_null(strstr(out, "snapshot snap-0000000000000002-0000000000000001.snap index=2"));
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -101,26 +103,27 @@ static void test_waldump_names_file_and_offset_of_corruption_and_repairs(void **
 
 	assert_non_null(mkdtemp(dir));
 	build_dir(dir);
-	/* Flip one payload byte of entry 2 (batch at 8192): batches 3..5 prove
-	 * entry 2 was durable, so this is corruption, not a torn write. */
+	/* Flip one payload byte of entry 2 (its batch is at 12288; each entry
+	 * was drained, so an idle watermark batch follows each): later batches
+	 * prove entry 2 was durable, so this is corruption, not a torn write. */
 	snprintf(path, sizeof(path), "%s/wal-0000000000000001.seg", dir);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
 	uint8_t b;
-	assert_int_equal(pread(fd, &b, 1, 8192 + 48 + 32 + 10), 1);
+	assert_int_equal(pread(fd, &b, 1, 12288 + 48 + 32 + 10), 1);
 	b ^= 0x10;
-	assert_int_equal(pwrite(fd, &b, 1, 8192 + 48 + 32 + 10), 1);
+	assert_int_equal(pwrite(fd, &b, 1, 12288 + 48 + 32 + 10), 1);
 	close(fd);
 
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 2);
 	printf("%s", out);
-	assert_non_null(strstr(out, "CORRUPT file=wal-0000000000000001.seg offset=8192"));
-	assert_non_null(strstr(out, "--truncate-at wal-0000000000000001.seg 8192"));
+	assert_non_null(strstr(out, "CORRUPT file=wal-0000000000000001.seg offset=12288"));
+	assert_non_null(strstr(out, "--truncate-at wal-0000000000000001.seg 12288"));
 
 	struct storage_config cfg = { .dir = dir, .segment_size = 256 << 10 };
 	assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
 
-	snprintf(args, sizeof(args), "--truncate-at wal-0000000000000001.seg 8192 %s", dir);
+	snprintf(args, sizeof(args), "--truncate-at wal-0000000000000001.seg 12288 %s", dir);
 	assert_int_equal(run_tool(args, out, sizeof(out)), 0);
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "last_index=1 "));

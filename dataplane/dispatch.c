@@ -1,0 +1,645 @@
+/*
+ * Client requests on the node: decode, route, batch, and reply.
+ *
+ * A datagram is decoded once (hasp_wire_decode_request); a refusal is
+ * counted by reason and answered only when the protocol says it may be
+ * (never a reply, a truncated header or bad magic: no reflection). Then:
+ *
+ *   follower            -> NOT_LEADER with the leader's id, IPv4 and client
+ *                          port from the member list (or "unknown")
+ *   mutating command    -> encoded as a locks command stamped with the
+ *                          leader's term and monotonic ms, into the batch
+ *   read                -> a read slot; the batch's READ_INDEX decides when
+ *                          it is linearizable (Raft §6.4)
+ *   WATCH / UNWATCH     -> node-local table (notify.c), answered at once
+ *
+ * The batch closes at batch_max commands or batch_delay_us after its first
+ * command and is proposed as one raft event; several batches may be in
+ * flight (raft pipelines them). Each proposed client command leaves a
+ * pending slot keyed by its log index; when the entry applies, the reply
+ * comes from the state machine's result, which for a retried request is the
+ * session cache's stored reply (exactly-once, Raft thesis §6.3). A slot whose
+ * entry was replaced by another leader's simply finds a different
+ * (session, seq) there and is dropped; the client retries.
+ */
+#include "dataplane/dispatch.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "dataplane/notify.h"
+#include "hasp/errors.h"
+
+#define NS_PER_MS 1000000ull
+
+int dispatch_init(struct node *n)
+{
+	n->batch = hasp_calloc(n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1, sizeof(*n->batch));
+	n->batch_bufs = hasp_calloc(n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1,
+				    sizeof(*n->batch_bufs));
+	n->batch_buf = hasp_alloc((size_t)(n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1) *
+				  LOCKS_CMD_SIZE_MAX);
+	/* Pending replies by index: the leader holds at most log_window / 2
+	 * uncommitted entries (raft refuses more), so a ring of log_window
+	 * slots never reuses a slot whose entry may still commit. */
+	n->pending_count = n->cfg.log_window;
+	n->pending = hasp_calloc(n->pending_count, sizeof(*n->pending));
+	n->reads_max = n->raft.cfg.reads_max;
+	n->reads = hasp_calloc(n->reads_max, sizeof(*n->reads));
+	if (n->batch == NULL || n->batch_bufs == NULL || n->batch_buf == NULL || n->pending == NULL ||
+	    n->reads == NULL)
+		return -HASP_ENOMEM;
+	return 0;
+}
+
+void dispatch_deinit(struct node *n)
+{
+	hasp_free(n->batch);
+	hasp_free(n->batch_bufs);
+	hasp_free(n->batch_buf);
+	hasp_free(n->pending);
+	hasp_free(n->reads);
+	n->batch = NULL;
+	n->batch_bufs = NULL;
+	n->batch_buf = NULL;
+	n->pending = NULL;
+	n->reads = NULL;
+}
+
+static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *msg)
+{
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(msg, buf, sizeof(buf));
+	if (size <= 0) {
+		/* The body we built broke a wire rule: answer the status alone
+		 * rather than nothing, so the client is not left waiting. */
+		struct hasp_wire_msg bare;
+		hasp_wire_reply_init(&bare, &msg->hdr, HASP_STATUS_BAD_REQUEST);
+		size = hasp_wire_encode(&bare, buf, sizeof(buf));
+		if (size <= 0) {
+			n->stats.client_unanswered++; /* e.g. a non-OK EVENT */
+			return;
+		}
+	}
+	node_send(n, ip, port, n->self->client_port, buf, (size_t)size);
+	n->stats.client_replies++;
+}
+
+void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
+			   const struct hasp_wire_header *hdr, enum hasp_status status)
+{
+	struct hasp_wire_msg reply;
+	hasp_wire_reply_init(&reply, hdr, status);
+	if (status == HASP_STATUS_BAD_VERSION) {
+		reply.body.bad_version.version_min = HASP_WIRE_VERSION_MIN;
+		reply.body.bad_version.version_max = HASP_WIRE_VERSION;
+	}
+	send_reply(n, ip, port, &reply);
+}
+
+static void reply_not_leader(struct node *n, uint32_t ip, uint16_t port,
+			     const struct hasp_wire_header *hdr)
+{
+	struct hasp_wire_msg reply;
+	const struct node_member *m = NULL;
+
+	hasp_wire_reply_init(&reply, hdr, HASP_STATUS_NOT_LEADER);
+	if (n->leader_id != 0 && n->leader_id != n->cfg.node_id)
+		m = node_config_member(&n->cfg, n->leader_id);
+	if (m != NULL) {
+		reply.body.not_leader.leader_id = m->id;
+		reply.body.not_leader.ipv4[0] = (uint8_t)(m->ip >> 24);
+		reply.body.not_leader.ipv4[1] = (uint8_t)(m->ip >> 16);
+		reply.body.not_leader.ipv4[2] = (uint8_t)(m->ip >> 8);
+		reply.body.not_leader.ipv4[3] = (uint8_t)m->ip;
+		reply.body.not_leader.port = m->client_port;
+		reply.body.not_leader.known = 1;
+	}
+	n->stats.client_not_leader++;
+	send_reply(n, ip, port, &reply);
+}
+
+/* ---- batches ---- */
+
+static bool batch_has_room(const struct node *n)
+{
+	return n->batch_count < n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX;
+}
+
+static void batch_add(struct node *n, const struct locks_cmd *cmd, const struct node_pending *p)
+{
+	if (!batch_has_room(n))
+		dispatch_flush(n);
+	HASP_ASSERT(batch_has_room(n));
+	struct node_batch_item *it = &n->batch[n->batch_count];
+	int size = locks_cmd_encode(cmd, n->batch_buf + n->batch_used, LOCKS_CMD_SIZE_MAX);
+	HASP_ASSERT(size > 0); /* built from a decoded request: always valid */
+	if (n->batch_count == 0 && n->reads_collected == 0)
+		n->batch_open_ns = n->now_ns;
+	it->offset = n->batch_used;
+	it->size = (uint32_t)size;
+	it->has_client = p != NULL;
+	if (p != NULL)
+		it->p = *p;
+	n->batch_used += (uint32_t)size;
+	n->batch_count++;
+}
+
+void dispatch_add_leader_cmd(struct node *n, const struct locks_cmd *cmd)
+{
+	struct locks_cmd c = *cmd;
+	c.term = n->term;
+	c.now_ms = n->now_ns / NS_PER_MS;
+	/* Counts as a proposal for the idle-TICK timer from now on, so the
+	 * timer does not add another TICK before this batch closes. */
+	n->last_propose_ns = n->now_ns;
+	batch_add(n, &c, NULL);
+}
+
+static void fail_batch(struct node *n, enum hasp_status status)
+{
+	for (uint32_t i = 0; i < n->batch_count; i++) {
+		const struct node_batch_item *it = &n->batch[i];
+		if (!it->has_client)
+			continue;
+		struct hasp_wire_header hdr = { .opcode = it->p.op, .session_id = it->p.session_id,
+						.seq = it->p.seq };
+		if (status == HASP_STATUS_NOT_LEADER)
+			reply_not_leader(n, it->p.ip, it->p.port, &hdr);
+		else
+			dispatch_reply_status(n, it->p.ip, it->p.port, &hdr, status);
+		if (status == HASP_STATUS_OVERLOADED)
+			n->stats.client_overloaded++;
+	}
+	n->batch_count = 0;
+	n->batch_used = 0;
+}
+
+static void flush_reads(struct node *n)
+{
+	if (n->reads_collected == 0)
+		return;
+	uint64_t ctx = ++n->read_ctx;
+	struct raft_event ev = { .type = RAFT_EVENT_READ_INDEX, .read = { .ctx = ctx } };
+	raft_step(&n->raft, &ev, &n->up);
+	bool ok = n->up.reject == RAFT_OK;
+	for (uint32_t i = 0; i < n->reads_max; i++) {
+		struct node_read *r = &n->reads[i];
+		if (r->state != NODE_READ_COLLECTED)
+			continue;
+		if (ok) {
+			r->state = NODE_READ_ASKED;
+			r->ctx = ctx;
+		} else {
+			struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id,
+							.seq = r->seq };
+			if (n->up.reject == RAFT_NOT_LEADER)
+				reply_not_leader(n, r->ip, r->port, &hdr);
+			else {
+				dispatch_reply_status(n, r->ip, r->port, &hdr, HASP_STATUS_OVERLOADED);
+				n->stats.client_overloaded++;
+			}
+			r->state = NODE_READ_FREE;
+		}
+	}
+	n->reads_collected = 0;
+	node_update(n); /* a single-node group may answer the read at once */
+}
+
+void dispatch_flush(struct node *n)
+{
+	if (n->batch_count > 0) {
+		for (uint32_t i = 0; i < n->batch_count; i++)
+			n->batch_bufs[i] = (struct raft_buf){ .data = n->batch_buf + n->batch[i].offset,
+							      .size = n->batch[i].size };
+		struct raft_event ev = { .type = RAFT_EVENT_PROPOSE,
+					 .propose = { .bufs = n->batch_bufs, .count = n->batch_count } };
+		raft_step(&n->raft, &ev, &n->up);
+		if (n->up.reject == RAFT_OK) {
+			HASP_ASSERT(n->up.propose_count == n->batch_count);
+			if (n->batch_count == n->cfg.batch_max)
+				n->stats.batch_full_flushes++;
+			for (uint32_t i = 0; i < n->batch_count; i++) {
+				const struct node_batch_item *it = &n->batch[i];
+				uint64_t index = n->up.propose_index + i;
+				struct node_pending *p = &n->pending[index % n->pending_count];
+				if (it->has_client) {
+					*p = it->p;
+					p->index = index;
+				} else if (p->index != 0 && p->index <= index) {
+					p->index = 0;
+				}
+			}
+			n->stats.proposals += n->batch_count;
+			n->stats.batches++;
+			n->last_propose_ns = n->now_ns;
+			n->batch_count = 0;
+			n->batch_used = 0;
+		} else {
+			fail_batch(n, n->up.reject == RAFT_NOT_LEADER ? HASP_STATUS_NOT_LEADER
+								      : HASP_STATUS_OVERLOADED);
+		}
+		/* The propose step's update (entries to the WAL, appends to the
+		 * followers) is handled like any other. */
+		node_update(n);
+	}
+	flush_reads(n);
+}
+
+/* ---- replies from applied commands ---- */
+
+static void build_reply(struct node *n, const struct node_pending *p, const struct locks_cmd *cmd,
+			const struct locks_result *res, struct hasp_wire_msg *msg)
+{
+	const struct locks_reply *r = &res->reply;
+	struct hasp_wire_header hdr = { .opcode = p->op, .session_id = p->session_id, .seq = p->seq };
+	enum hasp_status status = (enum hasp_status)r->status;
+
+	/* The wire answers a successful RENEW with GRANTED and its token. */
+	if (p->op == HASP_OP_RENEW && status == HASP_STATUS_OK)
+		status = HASP_STATUS_GRANTED;
+	hasp_wire_reply_init(msg, &hdr, status);
+	switch (status) {
+	case HASP_STATUS_OK:
+		switch (p->op) {
+		case HASP_OP_SESSION_OPEN:
+			msg->body.session_opened.session_id = r->id;
+			msg->body.session_opened.ttl_ms = r->ttl_ms;
+			break;
+		case HASP_OP_SESSION_KEEPALIVE: {
+			struct locks_session_info si;
+			msg->body.session_alive.ttl_ms =
+				locks_session_read(&n->sm, cmd->session_id, &si) ? si.ttl_ms : r->ttl_ms;
+			break;
+		}
+		case HASP_OP_LEASE_GRANT:
+			msg->body.lease_ok.lease_id = r->id;
+			msg->body.lease_ok.ttl_ms = r->ttl_ms;
+			break;
+		case HASP_OP_LEASE_KEEPALIVE: {
+			struct locks_lease_info li;
+			msg->body.lease_ok.lease_id = cmd->lease_id;
+			msg->body.lease_ok.ttl_ms =
+				locks_lease_read(&n->sm, cmd->lease_id, &li) ? li.ttl_ms : r->ttl_ms;
+			break;
+		}
+		case HASP_OP_KV_PUT:
+		case HASP_OP_KV_DELETE:
+		case HASP_OP_KV_CAS:
+			msg->body.kv_revision.revision = r->revision;
+			break;
+		default:
+			break;
+		}
+		break;
+	case HASP_STATUS_GRANTED: {
+		uint32_t ttl = r->ttl_ms;
+		if (ttl == 0) {
+			struct locks_lock_info li;
+			if (locks_lock_read(&n->sm, cmd->name, cmd->name_len, &li))
+				ttl = li.ttl_ms;
+		}
+		msg->body.granted.token = r->token;
+		msg->body.granted.lease_id = p->lease_id;
+		msg->body.granted.ttl_ms = ttl > HASP_TTL_MS_MAX ? HASP_TTL_MS_MAX : ttl;
+		break;
+	}
+	case HASP_STATUS_QUEUED:
+		msg->body.queued.position = r->position;
+		break;
+	case HASP_STATUS_BUSY:
+		msg->body.busy.holder_token = r->token;
+		break;
+	default:
+		break;
+	}
+}
+
+void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cmd,
+		      const struct locks_result *res)
+{
+	struct node_pending *p = &n->pending[index % n->pending_count];
+
+	if (p->index != index)
+		return; /* no client waits here (a leader command or a follower) */
+	p->index = 0;
+	/* Another leader's entry at our index: not our client's command. */
+	if (p->op != cmd->op || (p->op != HASP_OP_SESSION_OPEN &&
+				 (p->session_id != cmd->session_id || p->seq != cmd->seq))) {
+		n->stats.pending_lost++;
+		return;
+	}
+	if (p->op == HASP_OP_SESSION_OPEN && res->reply.status == HASP_STATUS_OK)
+		notify_session_seen(n, res->reply.id, p->ip, p->port);
+	struct hasp_wire_msg msg;
+	build_reply(n, p, cmd, res, &msg);
+	send_reply(n, p->ip, p->port, &msg);
+}
+
+/* ---- reads ---- */
+
+static void serve_read(struct node *n, const struct node_read *r)
+{
+	struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id, .seq = r->seq };
+	struct hasp_wire_msg msg;
+
+	switch (r->op) {
+	case HASP_OP_LOCK_READ: {
+		struct locks_lock_info li;
+		if (!locks_lock_read(&n->sm, r->name, r->name_len, &li)) {
+			hasp_wire_reply_init(&msg, &hdr, HASP_STATUS_NOT_FOUND);
+			break;
+		}
+		uint64_t t = locks_log_time(&n->sm, n->term, n->now_ns / NS_PER_MS);
+		uint64_t left = li.deadline_ms > t ? li.deadline_ms - t : 0;
+		hasp_wire_reply_init(&msg, &hdr, HASP_STATUS_OK);
+		msg.body.lock_info.holder_session_id = li.holder_session_id;
+		msg.body.lock_info.token = li.token;
+		msg.body.lock_info.lease_id = li.private_lease ? 0 : li.lease_id;
+		msg.body.lock_info.ttl_remaining_ms = left > HASP_TTL_MS_MAX ? HASP_TTL_MS_MAX : (uint32_t)left;
+		msg.body.lock_info.waiter_count = li.waiter_count;
+		break;
+	}
+	case HASP_OP_CHECK:
+		hasp_wire_reply_init(&msg, &hdr,
+				     locks_check(&n->sm, r->name, r->name_len, r->token)
+					     ? HASP_STATUS_OK : HASP_STATUS_NOT_HOLDER);
+		break;
+	case HASP_OP_KV_GET: {
+		struct locks_kv_info kv;
+		if (!locks_kv_get(&n->sm, r->name, r->name_len, &kv)) {
+			hasp_wire_reply_init(&msg, &hdr, HASP_STATUS_NOT_FOUND);
+			break;
+		}
+		hasp_wire_reply_init(&msg, &hdr, HASP_STATUS_OK);
+		msg.body.kv_value.value = (struct hasp_wire_bytes){ kv.value, kv.value_len };
+		msg.body.kv_value.revision = kv.mod_revision;
+		msg.body.kv_value.lease_id = kv.lease_id;
+		break;
+	}
+	case HASP_OP_KV_RANGE: {
+		uint32_t want = r->limit == 0 || r->limit > NODE_RANGE_MAX ? NODE_RANGE_MAX : r->limit;
+		uint32_t got = locks_kv_range(&n->sm, r->name, r->name_len, r->start_len ? r->start : NULL,
+					      r->start_len, n->range, want + 1);
+		struct hasp_wire_kv_entry entries[NODE_RANGE_MAX];
+		uint32_t count = got > want ? want : got;
+		for (uint32_t i = 0; i < count; i++)
+			entries[i] = (struct hasp_wire_kv_entry){
+				.key = { n->range[i].key, n->range[i].key_len },
+				.value = { n->range[i].value, n->range[i].value_len },
+				.revision = n->range[i].mod_revision,
+			};
+		struct hasp_wire_header rh = hdr;
+		rh.flags = HASP_WIRE_F_REPLY;
+		uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+		size_t packed = 0;
+		/* MORE only when the caller's limit was not reached by us: a
+		 * client that asked for `limit` entries got them. */
+		bool more = got > want && (r->limit == 0 || r->limit > NODE_RANGE_MAX);
+		int size = hasp_wire_encode_kv_range_reply(&rh, entries, count, more, buf, sizeof(buf),
+							   &packed);
+		if (size > 0) {
+			node_send(n, r->ip, r->port, n->self->client_port, buf, (size_t)size);
+			n->stats.client_replies++;
+		}
+		n->stats.reads++;
+		return;
+	}
+	default:
+		HASP_UNREACHABLE();
+	}
+	n->stats.reads++;
+	send_reply(n, r->ip, r->port, &msg);
+}
+
+void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_t count)
+{
+	for (uint32_t k = 0; k < count; k++)
+		for (uint32_t i = 0; i < n->reads_max; i++) {
+			struct node_read *r = &n->reads[i];
+			if (r->state == NODE_READ_ASKED && r->ctx == reads[k].ctx) {
+				r->state = NODE_READ_READY;
+				r->index = reads[k].index;
+				n->reads_ready++;
+			}
+		}
+}
+
+uint32_t dispatch_serve_reads(struct node *n)
+{
+	uint32_t served = 0;
+	if (n->reads_ready == 0)
+		return 0; /* the common case: no scan per loop iteration */
+	for (uint32_t i = 0; i < n->reads_max; i++) {
+		struct node_read *r = &n->reads[i];
+		/* Raft §6.4: serve once the state machine applied the read
+		 * index, so every write acknowledged before the read is seen. */
+		if (r->state == NODE_READ_READY && r->index <= n->applied) {
+			serve_read(n, r);
+			r->state = NODE_READ_FREE;
+			n->reads_ready--;
+			served++;
+		}
+	}
+	return served;
+}
+
+void dispatch_step_down(struct node *n)
+{
+	enum hasp_status st = n->stopping ? HASP_STATUS_UNAVAILABLE : HASP_STATUS_NOT_LEADER;
+	if (n->batch_count > 0)
+		fail_batch(n, st);
+	for (uint32_t i = 0; i < n->reads_max; i++) {
+		struct node_read *r = &n->reads[i];
+		if (r->state == NODE_READ_FREE)
+			continue;
+		struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id, .seq = r->seq };
+		if (st == HASP_STATUS_NOT_LEADER)
+			reply_not_leader(n, r->ip, r->port, &hdr);
+		else
+			dispatch_reply_status(n, r->ip, r->port, &hdr, st);
+		r->state = NODE_READ_FREE;
+		n->stats.reads_dropped++;
+	}
+	n->reads_collected = 0;
+	n->reads_ready = 0;
+	/* Pending replies stay: if the entries commit under the next leader
+	 * the clients retry there and get the cached reply; if they are
+	 * replaced, dispatch_applied finds another command and drops them. */
+	notify_clear(n);
+}
+
+/* ---- requests ---- */
+
+static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *m)
+{
+	struct node_read *r = NULL;
+	for (uint32_t i = 0; i < n->reads_max; i++)
+		if (n->reads[i].state == NODE_READ_FREE) {
+			r = &n->reads[i];
+			break;
+		}
+	if (r == NULL)
+		return false;
+	memset(r, 0, sizeof(*r));
+	r->op = m->hdr.opcode;
+	r->ip = ip;
+	r->port = port;
+	r->session_id = m->hdr.session_id;
+	r->seq = m->hdr.seq;
+	const struct hasp_wire_bytes *name = NULL;
+	switch (m->hdr.opcode) {
+	case HASP_OP_LOCK_READ: name = &m->body.lock_read.name; break;
+	case HASP_OP_KV_GET: name = &m->body.kv_get.name; break;
+	case HASP_OP_CHECK:
+		name = &m->body.check.name;
+		r->token = m->body.check.token;
+		break;
+	case HASP_OP_KV_RANGE:
+		name = &m->body.kv_range.prefix;
+		r->limit = m->body.kv_range.limit;
+		r->start_len = (uint8_t)m->body.kv_range.start_after.size;
+		memcpy(r->start, m->body.kv_range.start_after.data, r->start_len);
+		break;
+	default: HASP_UNREACHABLE();
+	}
+	HASP_ASSERT(name != NULL);
+	HASP_ASSERT(name->size <= HASP_NAME_SIZE_MAX);
+	r->name_len = (uint8_t)name->size;
+	memcpy(r->name, name->data, name->size);
+	r->state = NODE_READ_COLLECTED;
+	if (n->batch_count == 0 && n->reads_collected == 0)
+		n->batch_open_ns = n->now_ns;
+	n->reads_collected++;
+	return true;
+}
+
+/* Translates a decoded request into a locks command (pointers into the
+ * datagram: encoded into the batch before the datagram goes away). */
+static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->op = m->hdr.opcode;
+	c->session_id = m->hdr.session_id;
+	c->seq = m->hdr.seq;
+	switch (m->hdr.opcode) {
+	case HASP_OP_SESSION_OPEN:
+		c->session_id = 0;
+		c->seq = 0;
+		c->ttl_ms = m->body.session_open.ttl_ms;
+		/* The state machine deduplicates opens by nonce: a retried open
+		 * (also one proposed twice) gets the same session. */
+		c->nonce = m->body.session_open.client_nonce;
+		break;
+	case HASP_OP_SESSION_KEEPALIVE:
+	case HASP_OP_SESSION_CLOSE:
+		break;
+	case HASP_OP_LEASE_GRANT: c->ttl_ms = m->body.lease_grant.ttl_ms; break;
+	case HASP_OP_LEASE_KEEPALIVE: c->lease_id = m->body.lease_keepalive.lease_id; break;
+	case HASP_OP_LEASE_REVOKE: c->lease_id = m->body.lease_revoke.lease_id; break;
+	case HASP_OP_ACQUIRE:
+		c->name = m->body.acquire.name.data;
+		c->name_len = (uint16_t)m->body.acquire.name.size;
+		c->mode = m->body.acquire.mode;
+		c->ttl_ms = m->body.acquire.ttl_ms;
+		c->lease_id = m->body.acquire.lease_id;
+		break;
+	case HASP_OP_RELEASE:
+		c->name = m->body.release.name.data;
+		c->name_len = (uint16_t)m->body.release.name.size;
+		c->token = m->body.release.token;
+		break;
+	case HASP_OP_RENEW:
+		c->name = m->body.renew.name.data;
+		c->name_len = (uint16_t)m->body.renew.name.size;
+		c->token = m->body.renew.token;
+		c->ttl_ms = m->body.renew.ttl_ms;
+		break;
+	case HASP_OP_KV_PUT:
+		c->name = m->body.kv_put.key.data;
+		c->name_len = (uint16_t)m->body.kv_put.key.size;
+		c->value = m->body.kv_put.value.data;
+		c->value_len = (uint16_t)m->body.kv_put.value.size;
+		c->lease_id = m->body.kv_put.lease_id;
+		break;
+	case HASP_OP_KV_DELETE:
+		c->name = m->body.kv_delete.name.data;
+		c->name_len = (uint16_t)m->body.kv_delete.name.size;
+		break;
+	case HASP_OP_KV_CAS:
+		c->name = m->body.kv_cas.key.data;
+		c->name_len = (uint16_t)m->body.kv_cas.key.size;
+		c->value = m->body.kv_cas.value.data;
+		c->value_len = (uint16_t)m->body.kv_cas.value.size;
+		c->lease_id = m->body.kv_cas.lease_id;
+		c->token = m->body.kv_cas.expected_revision;
+		break;
+	default:
+		HASP_UNREACHABLE();
+	}
+}
+
+void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t *payload, size_t size)
+{
+	struct hasp_wire_msg m;
+	int rc = hasp_wire_decode_request(payload, size, &m);
+
+	if (rc != 0) {
+		n->stats.client_bad++;
+		n->stats.client_bad_reason[(unsigned)(-rc) & 31u]++;
+		if (hasp_wire_error_answerable(rc, &m.hdr))
+			dispatch_reply_status(n, ip, port, &m.hdr, hasp_wire_error_status(rc));
+		else
+			n->stats.client_unanswered++;
+		return;
+	}
+	if (n->stopping || n->failed) {
+		n->stats.client_unavailable++;
+		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_UNAVAILABLE);
+		return;
+	}
+	if (!node_is_leader(n)) {
+		reply_not_leader(n, ip, port, &m.hdr);
+		return;
+	}
+	if (m.hdr.session_id != 0)
+		notify_session_seen(n, m.hdr.session_id, ip, port);
+
+	switch (m.hdr.opcode) {
+	case HASP_OP_LOCK_READ:
+	case HASP_OP_CHECK:
+	case HASP_OP_KV_GET:
+	case HASP_OP_KV_RANGE:
+		if (!add_read(n, ip, port, &m)) {
+			n->stats.client_overloaded++;
+			dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_OVERLOADED);
+		}
+		break;
+	case HASP_OP_WATCH:
+	case HASP_OP_UNWATCH:
+		dispatch_reply_status(n, ip, port, &m.hdr,
+				      notify_watch(n, m.hdr.session_id, &m.body.watch,
+						   m.hdr.opcode == HASP_OP_WATCH));
+		return;
+	default: {
+		struct locks_cmd c;
+		request_cmd(&m, &c);
+		c.term = n->term;
+		c.now_ms = n->now_ns / NS_PER_MS;
+		struct node_pending p = {
+			.session_id = m.hdr.session_id, .seq = m.hdr.seq, .ip = ip, .port = port,
+			.op = m.hdr.opcode,
+			.lease_id = m.hdr.opcode == HASP_OP_ACQUIRE ? m.body.acquire.lease_id : 0,
+		};
+		batch_add(n, &c, &p);
+		break;
+	}
+	}
+	/* Close the batch at once when it is full, or when nothing is in
+	 * flight (no uncommitted entry): waiting for company only pays when
+	 * earlier batches are still being replicated (Nagle, inverted). */
+	if (n->batch_count >= n->cfg.batch_max ||
+	    (n->batch_count > 0 && n->raft.commit >= raft_last_index(&n->raft)))
+		dispatch_flush(n);
+}

@@ -1,0 +1,805 @@
+/*
+ * The node driver: owns raft, the lock state machine and storage, and is
+ * the only place that orders their side effects (node_update()).
+ *
+ * Shape: every input (a client datagram, a raft message, a tick, a storage
+ * completion) becomes one raft_step() and one node_update(). Nothing is
+ * queued between them except what raft itself asks to wait for (entries
+ * durable before an ack, handled by raft through RAFT_EVENT_PERSISTED), so
+ * the loop has no hidden state: what raft said in an update is done before
+ * the next step. Snapshots are taken from node_work(), outside any update,
+ * because taking one steps raft again.
+ *
+ * Blocking calls on the lcore, all rare and written down in
+ * docs/OPERATIONS.md: saving the hard state (term/vote) waits for its
+ * fdatasync (elections only), a WAL write-slot shortage waits for one
+ * completion (back-pressure), snapshot save and WAL compaction, and the
+ * start-up recovery.
+ */
+#include "dataplane/node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "common/log.h"
+#include "dataplane/dispatch.h"
+#include "dataplane/notify.h"
+#include "hasp/errors.h"
+#include "locks/snapshot.h"
+#include "raft/msg_codec.h"
+#include "storage/uring.h"
+
+LOG_TOPIC_DEFINE(node);
+
+#define NS_PER_MS 1000000ull
+#define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
+
+bool node_is_leader(const struct node *n)
+{
+	return n->role == RAFT_LEADER && !n->stopping && !n->failed;
+}
+
+void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
+	       const void *payload, size_t size)
+{
+	HASP_ASSERT(payload != NULL && size > 0);
+	n->net.send(n->net.ctx, ip, dst_port, src_port, payload, size);
+}
+
+/* ---- membership blob of snapshot files: count u8, count x (id u32, role u8) ---- */
+
+static uint32_t conf_encode(const struct raft_conf *c, uint8_t *buf)
+{
+	uint32_t off = 0;
+	buf[off++] = (uint8_t)c->count;
+	for (uint32_t i = 0; i < c->count; i++) {
+		uint32_t id = c->members[i].id;
+		memcpy(buf + off, &id, 4); /* little-endian host (x86, arm64) */
+		off += 4;
+		buf[off++] = c->members[i].role;
+	}
+	return off;
+}
+
+static bool conf_decode(const uint8_t *buf, uint32_t size, struct raft_conf *c)
+{
+	if (size < 1 || buf[0] > RAFT_CONF_MEMBERS_MAX || size != 1u + buf[0] * 5u)
+		return false;
+	c->count = buf[0];
+	for (uint32_t i = 0; i < c->count; i++) {
+		memcpy(&c->members[i].id, buf + 1 + i * 5, 4);
+		c->members[i].role = buf[1 + i * 5 + 4];
+	}
+	return true;
+}
+
+/* ---- persist: hard state ---- */
+
+/* Raft §3.8 / Figure 2: term and vote are on stable storage before any
+ * message of the same update leaves (a restarted node must not vote twice).
+ * The save is one small write + fdatasync; we wait for it here. It happens
+ * on elections only, never per request. */
+static void persist_hard_state(struct node *n, uint64_t term, uint32_t vote)
+{
+	struct hard_state hs = { .term = term, .vote = vote };
+	int64_t seq = hardstate_save(&n->st.hs, &hs);
+
+	n->stats.hardstate_saves++;
+	while (seq > 0 && hardstate_durable_seq(&n->st.hs) < (uint64_t)seq && !storage_failed(&n->st))
+		(void)storage_poll(&n->st, true);
+	if (seq <= 0 || storage_failed(&n->st)) {
+		n->failed = true;
+		n->stats.storage_failures++;
+		LOG_ERROR(node, "hard state save failed dir=%s: no more acknowledgements",
+			  n->cfg.data_dir);
+	}
+}
+
+/* ---- persist: entries ---- */
+
+static void persist_entries(struct node *n, const struct raft_entry *e, uint32_t count)
+{
+	HASP_ASSERT(count > 0);
+	/* A write that starts at or below the end of the log replaces the tail
+	 * (raft: "drop every logged entry with index >= entries[0].index"). */
+	if (e[0].index <= wal_last_index(&n->st.wal)) {
+		int rc = wal_truncate_suffix(&n->st.wal, e[0].index - 1);
+		while (rc == -HASP_EFULL) {
+			n->stats.wal_full_waits++;
+			(void)storage_poll(&n->st, true);
+			rc = wal_truncate_suffix(&n->st.wal, e[0].index - 1);
+		}
+		if (rc != 0)
+			goto failed;
+		if (n->durable_reported >= e[0].index)
+			n->durable_reported = e[0].index - 1;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		struct wal_entry we = {
+			.index = e[i].index, .term = e[i].term, .type = e[i].type,
+			.size = e[i].size, .data = e[i].data,
+		};
+		int rc = wal_append(&n->st.wal, &we);
+		/* Every write slot busy: a designed back-pressure state; wait
+		 * for one completion rather than lose the entry. */
+		while (rc == -HASP_EFULL) {
+			n->stats.wal_full_waits++;
+			(void)storage_poll(&n->st, true);
+			rc = wal_append(&n->st.wal, &we);
+		}
+		if (rc != 0)
+			goto failed;
+	}
+	if (wal_submit(&n->st.wal) != 0)
+		goto failed;
+	return;
+failed:
+	if (!n->failed)
+		LOG_ERROR(node, "WAL append failed dir=%s: no more acknowledgements", n->cfg.data_dir);
+	n->failed = true;
+	n->stats.storage_failures++;
+}
+
+/* ---- persist: InstallSnapshot ---- */
+
+static void persist_snap_chunk(struct node *n, const struct raft_update *up)
+{
+	if (up->snap_chunk_offset > n->snap_buf_size ||
+	    up->snap_chunk_size > n->snap_buf_size - up->snap_chunk_offset) {
+		n->stats.snap_chunk_dropped++;
+		return;
+	}
+	memcpy(n->snap_recv + up->snap_chunk_offset, up->snap_chunk, up->snap_chunk_size);
+}
+
+static int save_snapshot(struct node *n, uint64_t index, uint64_t term, const struct raft_conf *conf,
+			 const uint8_t *data, uint64_t size)
+{
+	uint8_t membership[1 + RAFT_CONF_MEMBERS_MAX * 5];
+	struct snapshot_meta meta = {
+		.last_index = index, .last_term = term,
+		.membership_size = conf_encode(conf, membership), .data_size = size,
+	};
+	return snapshot_save(n->st.io, &meta, membership, data, n->cfg.snapshots_kept);
+}
+
+static void persist_snap_install(struct node *n, const struct raft_update *up)
+{
+	uint32_t next = n->snap_cur ^ 1u;
+	int rc;
+
+	if (up->snap_size > n->snap_buf_size) {
+		n->stats.snap_chunk_dropped++;
+		return;
+	}
+	rc = locks_snapshot_restore(&n->sm, n->snap_recv, up->snap_size);
+	if (rc != 0) {
+		/* raft validated the transfer; a snapshot our state machine
+		 * refuses means a configuration mismatch between nodes. */
+		LOG_ERROR(node, "snapshot install refused index=%llu rc=%s",
+			  (unsigned long long)up->snap_index, hasp_strerror_name(rc));
+		n->failed = true;
+		return;
+	}
+	memcpy(n->snap_buf[next], n->snap_recv, up->snap_size);
+	n->snap_size[next] = up->snap_size;
+	rc = save_snapshot(n, up->snap_index, up->snap_term, &up->snap_conf, n->snap_buf[next],
+			   up->snap_size);
+	if (rc == 0)
+		rc = up->snap_log_reset || wal_last_index(&n->st.wal) < up->snap_index
+			     ? wal_reset(&n->st.wal, up->snap_index)
+			     : wal_compact(&n->st.wal, up->snap_index);
+	if (rc < 0) {
+		LOG_ERROR(node, "snapshot install save failed dir=%s rc=%s", n->cfg.data_dir,
+			  hasp_strerror_name(rc));
+		n->failed = true;
+		n->stats.storage_failures++;
+		return;
+	}
+	n->snap_cur = next;
+	n->applied = up->snap_index;
+	if (n->durable_reported > up->snap_index || up->snap_log_reset)
+		n->durable_reported = up->snap_index;
+	n->snap_report = true;
+	n->snap_report_index = up->snap_index;
+	n->stats.snapshots_installed++;
+	dispatch_step_down(n); /* any pending index may now mean something else */
+}
+
+/* ---- send ---- */
+
+static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t count)
+{
+	for (uint32_t i = 0; i < count; i++) {
+		const struct node_member *m = node_config_member(&n->cfg, msgs[i].to);
+		if (m == NULL)
+			continue;
+		int size = msg_codec_encode(&msgs[i], n->tx, sizeof(n->tx));
+		if (size <= 0) {
+			n->stats.peer_tx_errors++;
+			continue;
+		}
+		node_send(n, m->ip, m->peer_port, n->self->peer_port, n->tx, (size_t)size);
+		n->stats.peer_tx++;
+	}
+}
+
+/* ---- apply ---- */
+
+static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t count)
+{
+	for (uint32_t i = 0; i < count; i++) {
+		HASP_ASSERT(e[i].index == n->applied + 1);
+		n->applied = e[i].index;
+		if (e[i].type != RAFT_ENTRY_COMMAND)
+			continue; /* raft's no-op and configuration entries */
+		struct locks_cmd cmd;
+		if (locks_cmd_decode(e[i].data, e[i].size, &cmd) != 0) {
+			/* Only the leader encodes commands; a bad one is a bug
+			 * or a foreign log. Count it and keep indexes moving. */
+			n->stats.apply_decode_errors++;
+			continue;
+		}
+		struct locks_result res = { .events = n->events, .event_count_max = n->events_max };
+		locks_apply(&n->sm, e[i].index, &cmd, &res);
+		n->stats.applied_commands++;
+		dispatch_applied(n, e[i].index, &cmd, &res);
+		notify_events(n, res.events, res.event_count);
+		if ((cmd.op == LOCKS_OP_SESSION_CLOSE || cmd.op == LOCKS_OP_SESSION_EXPIRE) &&
+		    res.reply.status == HASP_STATUS_OK && res.reply.reason != LOCKS_REASON_NOT_DUE)
+			notify_session_end(n, cmd.session_id);
+	}
+}
+
+/*
+ * Handles the update of the last raft_step(), in the one order that keeps
+ * Raft safe (docs/RAFT.md, Figure 2; STYLE §1):
+ *
+ *   1. persist: term and vote durably (waited for) BEFORE any message of
+ *      this update leaves; received snapshot chunks and installs stored
+ *      before the reply that acknowledges them; log entries handed to the
+ *      WAL (io_uring, asynchronous) -- on the leader in parallel with
+ *      sending them (§10.2.1). Raft acknowledges entries only after we
+ *      report them durable (RAFT_EVENT_PERSISTED from node_work()).
+ *   2. send: the messages.
+ *   3. apply: committed entries to the lock state machine, in order.
+ *   4. reply: clients whose commands applied (inside apply), reads whose
+ *      index is applied, refusals, role changes.
+ *
+ * A node whose disk failed stops here: it must not acknowledge anything.
+ */
+void node_update(struct node *n)
+{
+	const struct raft_update *up = &n->up;
+
+	/* 1. persist */
+	if (up->hard_state_changed)
+		persist_hard_state(n, up->term, up->vote);
+	if (up->snap_chunk_size > 0)
+		persist_snap_chunk(n, up);
+	if (up->snap_install)
+		persist_snap_install(n, up);
+	if (up->entry_count > 0)
+		persist_entries(n, up->entries, up->entry_count);
+	if (n->failed)
+		return;
+
+	/* 2. send */
+	send_msgs(n, up->msgs, up->msg_count);
+
+	/* 3. apply (replies to clients whose commands applied go out here) */
+	if (up->apply_count > 0)
+		apply_entries(n, up->apply, up->apply_count);
+	if (up->snapshot_wanted)
+		n->snapshot_wanted = true;
+
+	/* 4. reply */
+	uint8_t old_role = n->role;
+	n->role = up->role;
+	n->leader_id = up->leader_id;
+	n->term = n->raft.term;
+	if (up->reads_dropped > 0 || (old_role == RAFT_LEADER && up->role != RAFT_LEADER))
+		dispatch_step_down(n);
+	if (up->read_count > 0)
+		dispatch_reads_ready(n, up->reads, up->read_count);
+	if (up->role_changed && up->role == RAFT_LEADER && old_role != RAFT_LEADER) {
+		/* docs/STATE_MACHINE.md: a TICK is the first command of a
+		 * term, so log time is rebased onto this leader's clock. */
+		n->tick_due = true;
+		n->expiry_fence = 0;
+		LOG_INFO(node, "leader node=%u term=%llu", n->cfg.node_id,
+			 (unsigned long long)n->raft.term);
+	}
+	if (n->applied > 0)
+		(void)dispatch_serve_reads(n);
+}
+
+void node_step(struct node *n, const struct raft_event *ev)
+{
+	raft_step(&n->raft, ev, &n->up);
+	node_update(n);
+}
+
+/* ---- start: recovery ---- */
+
+struct replay_ctx {
+	struct node *n;
+	uint64_t after;           /* snapshot index: skip entries <= it */
+	struct raft_entry *entries;
+	uint8_t *data;
+	uint64_t data_used, data_size;
+	uint32_t count, max;
+};
+
+static int replay_visit(void *arg, const struct wal_entry *e)
+{
+	struct replay_ctx *rc = arg;
+	if (e->index <= rc->after)
+		return 0;
+	if (rc->count == rc->max || rc->data_used + e->size > rc->data_size)
+		return -HASP_ETOOBIG;
+	if (rc->count > 0 && e->index != rc->entries[rc->count - 1].index + 1)
+		return -HASP_ECORRUPT;
+	memcpy(rc->data + rc->data_used, e->data, e->size);
+	rc->entries[rc->count] = (struct raft_entry){
+		.term = e->term, .index = e->index, .data = rc->data + rc->data_used,
+		.size = e->size, .type = (uint8_t)e->type,
+	};
+	rc->data_used += e->size;
+	rc->count++;
+	return 0;
+}
+
+static int recover(struct node *n, const struct hard_state *hs, char *err, size_t err_size)
+{
+	struct raft_persisted_state ps = { .term = hs->term, .vote = (uint32_t)hs->vote };
+	struct snapshot snap;
+	int rc;
+
+	rc = snapshot_load(n->st.io, &snap);
+	if (rc == 0) {
+		if (snap.meta.data_size > n->snap_buf_size ||
+		    !conf_decode(snap.membership, snap.meta.membership_size, &ps.snap_conf)) {
+			snapshot_release(&snap);
+			snprintf(err, err_size, "data_dir %s: snapshot at index %llu does not fit this configuration",
+				 n->cfg.data_dir, (unsigned long long)snap.meta.last_index);
+			return -HASP_ECORRUPT;
+		}
+		rc = locks_snapshot_restore(&n->sm, snap.data, snap.meta.data_size);
+		if (rc != 0) {
+			snprintf(err, err_size, "data_dir %s: snapshot at index %llu refused by the state machine: %s",
+				 n->cfg.data_dir, (unsigned long long)snap.meta.last_index, hasp_strerror(rc));
+			snapshot_release(&snap);
+			return rc;
+		}
+		memcpy(n->snap_buf[0], snap.data, snap.meta.data_size);
+		n->snap_size[0] = snap.meta.data_size;
+		ps.snap_index = snap.meta.last_index;
+		ps.snap_term = snap.meta.last_term;
+		ps.snap_data = n->snap_buf[0];
+		ps.snap_size = snap.meta.data_size;
+		snapshot_release(&snap);
+	} else if (rc == -HASP_ENOENT) {
+		/* A new cluster: every configured member is an initial voter. */
+		ps.snap_conf.count = n->cfg.member_count;
+		for (uint32_t i = 0; i < n->cfg.member_count; i++)
+			ps.snap_conf.members[i] = (struct raft_member){ n->cfg.members[i].id, RAFT_VOTER };
+	} else {
+		snprintf(err, err_size, "data_dir %s: cannot read snapshots: %s", n->cfg.data_dir,
+			 hasp_strerror(rc));
+		return rc;
+	}
+
+	struct replay_ctx rctx = { .n = n, .after = ps.snap_index, .max = n->cfg.log_window };
+	rctx.data_size = (uint64_t)n->cfg.log_window * n->raft.cfg.entry_bytes_max;
+	rctx.entries = hasp_calloc(rctx.max, sizeof(*rctx.entries));
+	rctx.data = hasp_alloc(rctx.data_size);
+	if (rctx.entries == NULL || rctx.data == NULL) {
+		hasp_free(rctx.entries);
+		hasp_free(rctx.data);
+		snprintf(err, err_size, "out of memory replaying the WAL");
+		return -HASP_ENOMEM;
+	}
+	rc = wal_replay(&n->st.wal, replay_visit, &rctx);
+	if (rc == 0 && rctx.count > 0 && rctx.entries[0].index != ps.snap_index + 1)
+		rc = -HASP_ECORRUPT; /* a gap between the snapshot and the log */
+	if (rc == 0 && wal_last_index(&n->st.wal) < ps.snap_index)
+		rc = wal_reset(&n->st.wal, ps.snap_index); /* log behind the snapshot */
+	if (rc == 0) {
+		ps.entries = rctx.entries;
+		ps.entry_count = rctx.count;
+		rc = raft_restore(&n->raft, &ps);
+	}
+	hasp_free(rctx.entries);
+	hasp_free(rctx.data);
+	if (rc != 0) {
+		snprintf(err, err_size, "data_dir %s: WAL does not continue the snapshot at %llu: %s",
+			 n->cfg.data_dir, (unsigned long long)ps.snap_index, hasp_strerror(rc));
+		return rc == -HASP_ECONFIG ? -HASP_ECORRUPT : rc;
+	}
+	n->applied = ps.snap_index;
+	n->durable_reported = wal_last_index(&n->st.wal);
+	n->term = n->raft.term;
+	return 0;
+}
+
+/* The largest snapshot the state machine can write for its capacities: the
+ * tables' memory plus slack for headers. */
+static uint64_t snapshot_buf_size(const struct locks_config *lc)
+{
+	return locks_memory_size(lc) + (1u << 20);
+}
+
+int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
+	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)
+{
+	struct raft_config rcfg;
+	struct hard_state hs;
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	n->cfg = *cfg;
+	n->net = *net;
+	n->now_ns = now_ns;
+	rc = node_config_check(&n->cfg, err, err_size);
+	if (rc != 0)
+		return rc;
+	n->self = node_config_self(&n->cfg);
+
+	raft_config_default(&rcfg, cfg->cluster_id, cfg->node_id);
+	rcfg.peers_max = NODE_MEMBERS_MAX;
+	rcfg.election_ticks = cfg->election_ticks;
+	rcfg.heartbeat_ticks = cfg->heartbeat_ticks;
+	rcfg.log_window = cfg->log_window;
+	rcfg.snapshot_threshold = cfg->snapshot_threshold;
+	rcfg.snapshot_trailing = cfg->snapshot_trailing;
+	prng_seed(&n->prng, now_ns ^ ((uint64_t)cfg->node_id << 32));
+	rc = raft_init(&n->raft, &rcfg, &n->prng);
+	if (rc != 0) {
+		snprintf(err, err_size, "log_window: raft refused the configuration: %s", hasp_strerror(rc));
+		return rc;
+	}
+	struct locks_config lcfg = cfg->locks;
+	lcfg.hash_seed = prng_next(&n->prng);
+	rc = locks_init(&n->sm, &lcfg);
+	if (rc != 0) {
+		snprintf(err, err_size, "locks_max: state machine init failed: %s", hasp_strerror(rc));
+		goto fail_raft;
+	}
+	n->events_max = locks_events_max(&lcfg);
+	n->events = hasp_calloc(n->events_max, sizeof(*n->events));
+	n->range = hasp_calloc(NODE_RANGE_MAX + 1, sizeof(*n->range));
+	n->snap_buf_size = snapshot_buf_size(&lcfg);
+	n->snap_buf[0] = hasp_alloc(n->snap_buf_size);
+	n->snap_buf[1] = hasp_alloc(n->snap_buf_size);
+	n->snap_recv = hasp_alloc(n->snap_buf_size);
+	n->rx_entries_max = msg_codec_entries_max(HASP_MTU_JUMBO);
+	n->rx_entries = hasp_calloc(n->rx_entries_max, sizeof(*n->rx_entries));
+	if (n->events == NULL || n->range == NULL || n->snap_buf[0] == NULL || n->snap_buf[1] == NULL ||
+	    n->snap_recv == NULL || n->rx_entries == NULL) {
+		snprintf(err, err_size, "out of memory (snapshot buffers of %llu bytes)",
+			 (unsigned long long)n->snap_buf_size);
+		rc = -HASP_ENOMEM;
+		goto fail_mem;
+	}
+	if ((rc = dispatch_init(n)) != 0 || (rc = notify_init(n)) != 0) {
+		snprintf(err, err_size, "out of memory (batches, pending replies, sessions)");
+		goto fail_mem;
+	}
+
+	struct storage_config scfg = { .dir = cfg->data_dir, .io = io, .segment_size = cfg->segment_size,
+				       .writes_inflight_max = cfg->wal_writes_inflight,
+				       .sync_mode = (enum wal_sync_mode)cfg->wal_sync };
+	rc = storage_open(&n->st, &scfg, &hs);
+	if (rc != 0) {
+		if (rc == -HASP_ESYS)
+			snprintf(err, err_size, "data_dir %s: cannot create or open the directory (%s)",
+				 cfg->data_dir, strerror(errno));
+		else
+			snprintf(err, err_size, "data_dir %s: storage recovery failed: %s (see hasp-waldump)",
+				 cfg->data_dir, hasp_strerror(rc));
+		goto fail_mem;
+	}
+	n->storage_open = true;
+	if (io.ops == NULL && access(cfg->data_dir, W_OK) != 0) {
+		snprintf(err, err_size, "data_dir %s: not writable", cfg->data_dir);
+		rc = -HASP_ESYS;
+		goto fail_mem;
+	}
+	rc = recover(n, &hs, err, err_size);
+	if (rc != 0)
+		goto fail_mem;
+	n->role = n->raft.role;
+	n->next_tick_ns = now_ns + (uint64_t)cfg->tick_ms * NS_PER_MS;
+	n->watch_tokens = cfg->watch_burst;
+	n->watch_refill_ns = now_ns;
+	HASP_ASSERT(n->self != NULL);
+	return 0;
+
+fail_mem:
+	node_deinit(n);
+	return rc;
+fail_raft:
+	raft_deinit(&n->raft);
+	return rc;
+}
+
+int node_wake_fd(struct node *n)
+{
+	return n->st.uring == NULL ? -1 : uring_io_ring_fd(n->st.uring);
+}
+
+static void drain_storage(struct node *n)
+{
+	if (!n->storage_open)
+		return;
+	if (!storage_failed(&n->st))
+		(void)!wal_drain(&n->st.wal);
+	while ((wal_inflight(&n->st.wal) > 0 || hardstate_busy(&n->st.hs)) && !storage_failed(&n->st))
+		(void)storage_poll(&n->st, true);
+}
+
+void node_stop(struct node *n)
+{
+	n->stopping = true;
+	dispatch_step_down(n);
+	drain_storage(n);
+}
+
+void node_deinit(struct node *n)
+{
+	if (n->storage_open) {
+		drain_storage(n);
+		/* After a disk failure ops may still be outstanding; reap what
+		 * completes so the ring can close. */
+		for (int i = 0; i < 1000 && (wal_inflight(&n->st.wal) > 0 || n->st.hs.inflight); i++)
+			(void)storage_poll(&n->st, true);
+		storage_close(&n->st);
+		n->storage_open = false;
+	}
+	notify_deinit(n);
+	dispatch_deinit(n);
+	hasp_free(n->events);
+	hasp_free(n->range);
+	hasp_free(n->snap_buf[0]);
+	hasp_free(n->snap_buf[1]);
+	hasp_free(n->snap_recv);
+	hasp_free(n->rx_entries);
+	n->events = NULL;
+	n->range = NULL;
+	n->snap_buf[0] = n->snap_buf[1] = n->snap_recv = NULL;
+	n->rx_entries = NULL;
+	if (n->sm.locks != NULL || n->sm.sessions != NULL)
+		locks_deinit(&n->sm);
+	raft_deinit(&n->raft);
+}
+
+/* ---- datagrams ---- */
+
+void node_client_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
+		    const uint8_t *payload, size_t size)
+{
+	n->now_ns = now_ns;
+	n->stats.client_rx++;
+	dispatch_request(n, src_ip, src_port, payload, size);
+}
+
+void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
+		  const uint8_t *payload, size_t size)
+{
+	struct raft_msg m;
+
+	(void)src_port;
+	n->now_ns = now_ns;
+	n->stats.peer_rx++;
+	if (n->stopping || n->failed)
+		return;
+	if (msg_codec_decode(&m, n->rx_entries, n->rx_entries_max, payload, size) != 0) {
+		n->stats.peer_bad++;
+		return;
+	}
+	/* Every message names its cluster and both nodes; anything else is
+	 * dropped here and counted (raft checks the same again). */
+	if (m.cluster_id != n->cfg.cluster_id) {
+		n->stats.peer_dropped_cluster++;
+		return;
+	}
+	const struct node_member *from = node_config_member(&n->cfg, m.from);
+	if (m.to != n->cfg.node_id || from == NULL || from->ip != src_ip || m.from == n->cfg.node_id) {
+		n->stats.peer_dropped_node++;
+		return;
+	}
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+	node_step(n, &ev);
+}
+
+/* ---- work ---- */
+
+static bool report_durable(struct node *n)
+{
+	uint64_t d = wal_durable_index(&n->st.wal);
+	if (d <= n->durable_reported)
+		return false;
+	uint64_t term = raft_term_at(&n->raft, d);
+	n->durable_reported = d;
+	if (term == 0)
+		return false; /* compacted or replaced: nothing to report */
+	struct raft_event ev = { .type = RAFT_EVENT_PERSISTED, .persisted = { .index = d, .term = term } };
+	node_step(n, &ev);
+	return true;
+}
+
+/* Takes a snapshot of the state at the applied index, makes it durable,
+ * reports it to raft (which compacts its log) and drops WAL segments it
+ * covers. Blocking: snapshots are rare (every snapshot_threshold entries). */
+static void take_snapshot(struct node *n)
+{
+	uint32_t next = n->snap_cur ^ 1u;
+	size_t size = locks_snapshot_size(&n->sm);
+	size_t written = 0;
+	uint64_t index = n->applied;
+	uint64_t term = raft_term_at(&n->raft, index);
+
+	n->snapshot_wanted = false;
+	if (term == 0)
+		return;
+	if (size > n->snap_buf_size ||
+	    locks_snapshot_write(&n->sm, n->snap_buf[next], n->snap_buf_size, &written) != 0) {
+		n->stats.snapshot_too_big++;
+		return;
+	}
+	int rc = save_snapshot(n, index, term, &n->raft.conf, n->snap_buf[next], written);
+	if (rc != 0) {
+		LOG_ERROR(node, "snapshot save failed dir=%s rc=%s", n->cfg.data_dir, hasp_strerror_name(rc));
+		return;
+	}
+	n->snap_size[next] = written;
+	n->snap_cur = next;
+	n->stats.snapshots_taken++;
+	struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT,
+				 .snapshot = { .index = index, .data = n->snap_buf[next], .size = written } };
+	node_step(n, &ev);
+	if (wal_compact(&n->st.wal, index) < 0)
+		LOG_WARN(node, "WAL compaction failed dir=%s index=%llu", n->cfg.data_dir,
+			 (unsigned long long)index);
+}
+
+static bool leader_timers(struct node *n, uint64_t *deadline_ns)
+{
+	bool did = false;
+	uint64_t now_ms = n->now_ns / NS_PER_MS;
+
+	if (!node_is_leader(n))
+		return false;
+	/* The first command of a term is a TICK; afterwards one whenever
+	 * nothing was proposed for time_tick_ms (bounds the lease extension
+	 * of a failover: docs/STATE_MACHINE.md "Lease time"). */
+	uint64_t tick_at = n->last_propose_ns + (uint64_t)n->cfg.time_tick_ms * NS_PER_MS;
+	if (n->tick_due || n->now_ns >= tick_at) {
+		struct locks_cmd tick = { .op = LOCKS_OP_TICK };
+		dispatch_add_leader_cmd(n, &tick);
+		n->tick_due = false;
+		n->stats.ticks_proposed++;
+		did = true;
+	} else if (tick_at < *deadline_ns) {
+		*deadline_ns = tick_at;
+	}
+
+	/* Expiry: what is due at our log time, batched without a cap per
+	 * second; one round in flight at a time so a due lease is proposed
+	 * once, not on every iteration until it applies. */
+	if (n->applied < n->expiry_fence)
+		return did;
+	/* Nothing can have become due before the deadline we computed, unless
+	 * a command applied since (it may have moved deadlines). */
+	if (n->now_ns < n->expiry_check_ns && n->applied == n->expiry_checked_applied) {
+		if (n->expiry_check_ns < *deadline_ns)
+			*deadline_ns = n->expiry_check_ns;
+		return did;
+	}
+	n->expiry_checked_applied = n->applied;
+	n->expiry_check_ns = UINT64_MAX;
+	uint64_t t = locks_log_time(&n->sm, n->term, now_ms);
+	uint64_t ids[NODE_EXPIRE_IDS_MAX];
+	uint32_t k = locks_leases_due(&n->sm, t, ids, NODE_EXPIRE_IDS_MAX);
+	for (uint32_t i = 0; i < k; i++) {
+		struct locks_cmd c = { .op = LOCKS_OP_LEASE_EXPIRE, .lease_id = ids[i] };
+		dispatch_add_leader_cmd(n, &c);
+	}
+	uint32_t s = locks_sessions_due(&n->sm, t, ids, NODE_EXPIRE_IDS_MAX);
+	for (uint32_t i = 0; i < s; i++) {
+		struct locks_cmd c = { .op = LOCKS_OP_SESSION_EXPIRE, .session_id = ids[i] };
+		dispatch_add_leader_cmd(n, &c);
+	}
+	if (k + s > 0) {
+		n->stats.expiries_proposed += k + s;
+		dispatch_flush(n);
+		n->expiry_fence = raft_last_index(&n->raft);
+		return true;
+	}
+	uint64_t dmin = locks_deadline_min(&n->sm);
+	if (dmin != LOCKS_DEADLINE_NONE) {
+		uint64_t at = n->now_ns + (dmin > t ? dmin - t : 0) * NS_PER_MS;
+		n->expiry_check_ns = at;
+		if (at < *deadline_ns)
+			*deadline_ns = at;
+	}
+	return did;
+}
+
+bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
+{
+	bool did = false;
+	int fd = node_wake_fd(n);
+
+	n->now_ns = now_ns;
+	if (n->failed)
+		return false;
+	/* The ring fd stays readable while completions wait, so the idle
+	 * wait (ppoll) wakes for them and reaping here resets it. */
+	if (storage_poll(&n->st, false) > 0)
+		did = true;
+	if (storage_failed(&n->st) && !n->failed) {
+		n->failed = true;
+		n->stats.storage_failures++;
+		LOG_ERROR(node, "storage failed dir=%s: no more acknowledgements", n->cfg.data_dir);
+		return true;
+	}
+	did |= report_durable(n);
+
+	while (now_ns >= n->next_tick_ns) {
+		struct raft_event ev = { .type = RAFT_EVENT_TICK };
+		node_step(n, &ev);
+		n->next_tick_ns += (uint64_t)n->cfg.tick_ms * NS_PER_MS;
+		did = true;
+	}
+	if (n->next_tick_ns < *deadline_ns)
+		*deadline_ns = n->next_tick_ns;
+
+	if (!n->stopping) {
+		did |= leader_timers(n, deadline_ns);
+		if (n->batch_count > 0 || n->reads_collected > 0) {
+			uint64_t close_at = n->batch_open_ns + (uint64_t)n->cfg.batch_delay_us * 1000u;
+			if (now_ns >= close_at) {
+				dispatch_flush(n);
+				did = true;
+			} else if (close_at < *deadline_ns) {
+				*deadline_ns = close_at;
+			}
+		}
+	}
+	if (dispatch_serve_reads(n) > 0)
+		did = true;
+	did |= notify_flush(n, deadline_ns);
+	if (n->snap_report) {
+		n->snap_report = false;
+		struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT,
+					 .snapshot = { .index = n->snap_report_index,
+						       .data = n->snap_buf[n->snap_cur],
+						       .size = n->snap_size[n->snap_cur] } };
+		node_step(n, &ev);
+		did = true;
+	}
+	if (n->snapshot_wanted && !n->failed) {
+		take_snapshot(n);
+		did = true;
+	}
+	/* Without a ring fd (the simulated disk) look again soon while I/O
+	 * is in flight; with one, the dataplane's idle wait (ppoll) wakes on
+	 * the ring's completions. */
+	if (fd < 0 && (wal_inflight(&n->st.wal) > 0 || hardstate_busy(&n->st.hs)) &&
+	    now_ns + NODE_IO_POLL_NS < *deadline_ns)
+		*deadline_ns = now_ns + NODE_IO_POLL_NS;
+	/* About to sleep: let the WAL write its idle watermark if durable
+	 * entries are not vouched for by a later write (docs/STORAGE.md). */
+	if (!did && wal_idle(&n->st.wal) != 0 && !n->failed) {
+		n->failed = true;
+		n->stats.storage_failures++;
+		LOG_ERROR(node, "WAL idle watermark failed dir=%s", n->cfg.data_dir);
+	}
+	return did;
+}

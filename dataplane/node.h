@@ -1,0 +1,268 @@
+/*
+ * The node core of haspd: one Raft group, one lock state machine, one
+ * storage directory, driven by datagrams and a work hook.
+ *
+ * It knows nothing of DPDK: datagrams come in through node_client_rx() and
+ * node_peer_rx(), leave through the caller's `struct node_net` (haspd binds
+ * it to dp_udp_send on the lcore; the unit tests to an in-memory network),
+ * and time arrives as a CLOCK_MONOTONIC nanosecond argument. Storage is
+ * io_uring on a directory, or any storage_io (the tests use the simulated
+ * disk). So the whole node, raft, WAL and state machine included, runs in
+ * unit tests without a NIC.
+ *
+ * Single-threaded: every function runs on the node's one lcore. Everything
+ * is allocated in node_init(); afterwards nothing allocates (snapshot file
+ * loading at start excepted).
+ *
+ * The order of side effects of each raft update is written once, in
+ * node_update() in node.c: persist -> send -> apply -> reply.
+ */
+#ifndef HASP_DATAPLANE_NODE_H
+#define HASP_DATAPLANE_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+#include "common/prng.h"
+#include "dataplane/node_config.h"
+#include "hasp/wire.h"
+#include "locks/cmd_codec.h"
+#include "locks/locks.h"
+#include "raft/raft.h"
+#include "storage/storage.h"
+
+/* How datagrams leave the node. `send` copies the payload. */
+struct node_net {
+	void (*send)(void *ctx, uint32_t dst_ip, uint16_t dst_port, uint16_t src_port,
+		     const void *payload, size_t size);
+	void *ctx;
+};
+
+/* Counters (STYLE §8): everything dropped, refused or throttled. */
+struct node_stats {
+	uint64_t client_rx;            /* datagrams on the client port */
+	uint64_t client_bad;           /* refused by the wire decoder (all reasons) */
+	uint64_t client_bad_reason[32]; /* by -HASP_E* code */
+	uint64_t client_unanswered;    /* refused and not answerable (no reply sent) */
+	uint64_t client_not_leader;    /* answered NOT_LEADER */
+	uint64_t client_overloaded;    /* answered OVERLOADED (raft window or read queue full) */
+	uint64_t client_unavailable;   /* answered UNAVAILABLE (stopping) */
+	uint64_t client_replies;       /* replies sent */
+	uint64_t proposals;            /* commands proposed */
+	uint64_t batches;              /* proposal batches */
+	uint64_t batch_full_flushes;   /* batches closed by size (the rest by deadline) */
+	uint64_t reads;                /* linearizable reads served */
+	uint64_t reads_dropped;        /* reads lost by a step-down (answered NOT_LEADER) */
+	uint64_t applied_commands;
+	uint64_t apply_decode_errors;  /* committed entries that were not commands (must stay 0) */
+	uint64_t pending_lost;         /* replies with no waiting client (other leader's entries) */
+	uint64_t ticks_proposed;
+	uint64_t expiries_proposed;    /* LEASE_EXPIRE + SESSION_EXPIRE */
+	uint64_t peer_rx;
+	uint64_t peer_bad;             /* refused by the raft message decoder */
+	uint64_t peer_dropped_cluster; /* another cluster id */
+	uint64_t peer_dropped_node;    /* not addressed to us, or from a non-member / wrong address */
+	uint64_t peer_tx;
+	uint64_t peer_tx_errors;       /* encode failures (must stay 0) */
+	uint64_t events_pushed;        /* EVENT datagrams sent (grants and watches) */
+	uint64_t events_no_address;    /* no known address for the session */
+	uint64_t watch_rate_limited;   /* watch events held back by the token bucket */
+	uint64_t watch_coalesced;      /* held-back events replaced by a newer one */
+	uint64_t watch_full;           /* WATCH refused: table full (FULL) */
+	uint64_t session_table_full;   /* session address not remembered */
+	uint64_t snapshots_taken;
+	uint64_t snapshots_installed;
+	uint64_t snapshot_too_big;     /* snapshot larger than the buffer: not taken */
+	uint64_t snap_chunk_dropped;   /* InstallSnapshot chunk out of bounds */
+	uint64_t wal_full_waits;       /* appends that had to wait for a free write slot */
+	uint64_t hardstate_saves;
+	uint64_t storage_failures;     /* the disk failed: the node stopped acknowledging */
+};
+
+/* One client request waiting for its command to commit (by log index). */
+struct node_pending {
+	uint64_t index;      /* 0: free */
+	uint64_t session_id; /* header session (0 for SESSION_OPEN) */
+	uint64_t seq;
+	uint64_t lease_id;   /* ACQUIRE: the lease asked for (0: own TTL) */
+	uint32_t ip;
+	uint16_t port;
+	uint8_t op;
+};
+
+/* One command collected into the current batch. */
+struct node_batch_item {
+	struct node_pending p; /* index filled at propose */
+	bool has_client;
+	uint32_t offset, size; /* encoded command in batch_buf */
+};
+
+enum node_read_state {
+	NODE_READ_FREE = 0,
+	NODE_READ_COLLECTED, /* waits for the batch's READ_INDEX */
+	NODE_READ_ASKED,     /* READ_INDEX stepped with ctx */
+	NODE_READ_READY,     /* serve once applied >= index */
+};
+
+/* One linearizable read (LOCK_READ, CHECK, KV_GET, KV_RANGE). */
+struct node_read {
+	uint8_t state;
+	uint8_t op;
+	uint8_t name_len, start_len;
+	uint16_t limit;
+	uint16_t port;
+	uint32_t ip;
+	uint64_t ctx;
+	uint64_t index;
+	uint64_t session_id, seq, token;
+	uint8_t name[HASP_NAME_SIZE_MAX];  /* name, key or prefix */
+	uint8_t start[HASP_NAME_SIZE_MAX]; /* KV_RANGE start-after */
+};
+
+/* What the node remembers of a session (not replicated): where to push its
+ * events and its event counter. Open addressing on the session id. */
+struct node_session {
+	uint64_t id; /* 0: free */
+	uint64_t event_seq;
+	uint32_t ip;
+	uint16_t port;
+};
+
+/* A watch (node-local, leader only) and its held-back event. */
+struct node_watch {
+	uint64_t session_id; /* 0: free */
+	bool prefix;
+	bool held;           /* an event waits for a token */
+	uint8_t name_len;
+	uint8_t held_type;
+	uint8_t held_name_len;
+	uint64_t held_revision;
+	uint8_t name[HASP_NAME_SIZE_MAX];
+	uint8_t held_name[HASP_NAME_SIZE_MAX];
+};
+
+#define NODE_EXPIRE_IDS_MAX 256u
+#define NODE_RANGE_MAX 128u
+
+struct node {
+	struct node_config cfg;
+	const struct node_member *self;
+	struct node_net net;
+	struct prng prng;
+	struct raft raft;
+	struct raft_update up;
+	struct locks sm;
+	struct storage st;
+	bool storage_open;
+
+	uint64_t now_ns;
+	uint64_t next_tick_ns;
+	uint64_t applied;          /* raft index applied (no-ops and confs included) */
+	uint64_t durable_reported; /* last index reported to raft as persisted */
+	uint8_t role;
+	uint32_t leader_id;
+	uint64_t term;
+	bool stopping;
+	bool failed;               /* storage failed: no more acknowledgements */
+
+	/* Batching: commands encoded back to back in batch_buf. */
+	struct node_batch_item *batch;
+	uint8_t *batch_buf;
+	struct raft_buf *batch_bufs;
+	uint32_t batch_count;
+	uint32_t batch_used;
+	uint64_t batch_open_ns;    /* first command's arrival */
+	uint64_t last_propose_ns;
+	bool tick_due;             /* first TICK of a term */
+	uint64_t expiry_fence;     /* no new expiry round before applied >= this */
+	uint64_t expiry_check_ns;  /* next time something can be due */
+	uint64_t expiry_checked_applied; /* applied index at that check */
+
+	struct node_pending *pending; /* by index % pending_count */
+	uint32_t pending_count;
+
+	struct node_read *reads;
+	uint32_t reads_max;
+	uint32_t reads_collected;  /* reads waiting for the next READ_INDEX */
+	uint32_t reads_ready;      /* reads with a read index, not yet served */
+	uint64_t read_ctx;
+
+	struct node_session *sessions; /* power of two */
+	uint32_t sessions_mask;
+
+	struct node_watch *watches;
+	uint32_t watch_count;
+	double watch_tokens;
+	uint64_t watch_refill_ns;
+
+	/* Apply scratch. */
+	struct locks_event *events;
+	uint32_t events_max;
+	struct locks_kv_info *range;
+
+	/* Snapshots: two buffers alternate as the one raft may send; one for
+	 * receiving InstallSnapshot. */
+	uint8_t *snap_buf[2];
+	uint64_t snap_size[2];
+	uint32_t snap_cur;
+	uint64_t snap_buf_size;
+	uint8_t *snap_recv;
+	bool snapshot_wanted;
+	bool snap_report;          /* an installed snapshot to pass back to raft */
+	uint64_t snap_report_index;
+
+	/* Raft decode scratch and datagram buffer. */
+	struct raft_entry *rx_entries;
+	uint32_t rx_entries_max;
+	uint8_t tx[HASP_MTU_JUMBO];
+
+	struct node_stats stats;
+};
+
+/* Opens storage (cfg->data_dir, or `io` when io.ops is set), recovers the
+ * newest snapshot and the WAL after it, and sets up raft and the state
+ * machine. Blocking. Returns 0, -HASP_ECONFIG, -HASP_ENOMEM, or the storage
+ * error (-HASP_ESYS: directory not usable; -HASP_ECORRUPT: WAL or snapshot
+ * damaged; -HASP_EIO); `err` names the path or field. */
+int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
+	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)
+	__attribute__((warn_unused_result));
+/* Drains in-flight WAL writes and hard-state saves (blocking) and frees
+ * everything. */
+void node_deinit(struct node *n);
+
+/* A datagram on the client port / the peer port. `payload` is the caller's
+ * and only read during the call. */
+void node_client_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
+		    const uint8_t *payload, size_t size);
+void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
+		  const uint8_t *payload, size_t size);
+
+/* The periodic work: raft ticks, storage completions, batch deadlines,
+ * expiry, TICK commands, reads, held watch events, snapshots. Returns true
+ * when it did something and lowers *deadline_ns to when it must run next. */
+bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns);
+
+/* Stops taking requests (answered UNAVAILABLE from now on) and waits for
+ * in-flight WAL writes (blocking). */
+void node_stop(struct node *n);
+
+/* The storage ring's fd (readable while completions wait) to wake an idle
+ * lcore, or -1 (simulated disk). */
+int node_wake_fd(struct node *n);
+
+/* Counters as one JSON object with a trailing newline; returns its length
+ * (0 if it does not fit). */
+size_t node_stats_json(const struct node *n, char *buf, size_t size);
+
+/* ---- internal, shared by node.c, dispatch.c, notify.c ---- */
+
+void node_step(struct node *n, const struct raft_event *ev);
+void node_update(struct node *n);
+bool node_is_leader(const struct node *n);
+void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
+	       const void *payload, size_t size);
+
+#endif

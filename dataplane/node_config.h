@@ -1,0 +1,115 @@
+/*
+ * haspd's configuration: a file of `key = value` lines plus command-line
+ * flags that override it (`--key value` or `--key=value`, dashes or
+ * underscores), then the EAL arguments after `--` (which replace the
+ * file's `eal` line). docs/OPERATIONS.md has the reference of every key.
+ *
+ * node_config_load() never exits: on an invalid or missing field it
+ * returns -HASP_ECONFIG with a one-line message naming the field in `err`,
+ * and haspd exits 2. Nothing here touches the network or the disk except
+ * reading the file; the data directory is checked when storage opens it.
+ */
+#ifndef HASP_DATAPLANE_NODE_CONFIG_H
+#define HASP_DATAPLANE_NODE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataplane/idle.h"
+#include "locks/locks.h"
+
+#define NODE_MEMBERS_MAX 7u      /* raft peers_max */
+#define NODE_PATH_SIZE 256u
+#define NODE_EAL_ARGS_MAX 64u
+#define NODE_EAL_TEXT_SIZE 1024u
+
+struct node_member {
+	uint32_t id;
+	uint32_t ip;          /* host order */
+	uint16_t peer_port;   /* raft messages */
+	uint16_t client_port; /* client requests */
+};
+
+struct node_config {
+	uint32_t node_id;
+	uint64_t cluster_id;
+	struct node_member members[NODE_MEMBERS_MAX];
+	uint32_t member_count;
+
+	/* This node's interface (the dataplane). */
+	uint32_t ip;
+	uint8_t prefix_len;
+	uint8_t mac[6];
+	uint32_t gateway;
+	enum idle_mode idle;
+	uint32_t idle_spin;  /* empty polls before an idle wait; 0: dataplane default */
+	char port_name[64]; /* empty: the only port */
+
+	char data_dir[NODE_PATH_SIZE];
+	char stats_file[NODE_PATH_SIZE]; /* empty: counters go to stderr */
+
+	/* EAL arguments: the file's `eal` line, split on spaces, or the
+	 * arguments after `--`. eal_argv[0] is the program name. */
+	char eal_text[NODE_EAL_TEXT_SIZE];
+	char *eal_argv[NODE_EAL_ARGS_MAX + 1];
+	int eal_argc;
+
+	/* Batching: a batch closes at batch_max commands or batch_delay_us
+	 * after its first command, whichever comes first. */
+	uint32_t batch_max;
+	uint32_t batch_delay_us;
+
+	/* Time: raft ticks every tick_ms; the leader proposes a TICK when it
+	 * proposed nothing for time_tick_ms (the idle interval I of
+	 * docs/STATE_MACHINE.md). */
+	uint32_t tick_ms;
+	uint32_t election_ticks;
+	uint32_t heartbeat_ticks;
+	uint32_t time_tick_ms;
+
+	/* Raft log and snapshots. */
+	uint32_t log_window;
+	uint32_t snapshot_threshold;
+	uint32_t snapshot_trailing;
+	uint32_t snapshots_kept;
+
+	/* Watches and pushed events. */
+	uint32_t watches_max;
+	uint32_t watch_rate;  /* events per second (token bucket refill) */
+	uint32_t watch_burst; /* bucket size */
+
+	/* WAL. */
+	uint64_t segment_size;
+	uint32_t wal_writes_inflight; /* group-commit writes in flight at once */
+	uint32_t wal_sync;            /* enum wal_sync_mode */
+
+	/* State machine capacities. */
+	struct locks_config locks;
+};
+
+/* Defaults for everything that has one (identity, members, addresses and
+ * the data dir have none). */
+void node_config_default(struct node_config *cfg);
+
+/* Parses argv (argv[0] is the program): `--config FILE` first if given,
+ * then the other flags over it, then `-- EAL...`. Returns 0, 1 when --help
+ * was asked (usage printed into err), or -HASP_ECONFIG with a message that
+ * names the field in err. */
+int node_config_load(struct node_config *cfg, int argc, char **argv, char *err, size_t err_size)
+	__attribute__((warn_unused_result));
+
+/* Applies one `key = value` setting (file line or flag). */
+int node_config_set(struct node_config *cfg, const char *key, const char *value, char *err,
+		    size_t err_size) __attribute__((warn_unused_result));
+
+/* Checks the whole configuration (required fields, members, ports,
+ * capacities). 0 or -HASP_ECONFIG with the field named in err. */
+int node_config_check(const struct node_config *cfg, char *err, size_t err_size)
+	__attribute__((warn_unused_result));
+
+/* This node's entry in the member list (checked to exist). */
+const struct node_member *node_config_self(const struct node_config *cfg);
+const struct node_member *node_config_member(const struct node_config *cfg, uint32_t id);
+
+#endif

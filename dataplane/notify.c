@@ -1,0 +1,281 @@
+/*
+ * Pushed events: waiters told of their grant, watchers told of changes.
+ *
+ * The node remembers, per session, the address of its most recent request
+ * and an event counter (PROTOCOL.md: "Events for a session go to the
+ * address and port of that session's most recent request"). This is not
+ * replicated: a new leader learns addresses as requests arrive, and a
+ * client that misses an event re-reads (LOCK_READ), which the client
+ * library does on a timer while it waits. Only the leader pushes.
+ *
+ * A LOCK_GRANTED event for the new holder is sent at once, never
+ * rate-limited: it is the answer a WAIT acquirer is waiting for. Watch
+ * events pass a token bucket (watch_rate per second, watch_burst deep); an
+ * event that finds no token is held in its watch, and a newer event for the
+ * same watch replaces it (coalescing: a burst of releases becomes the last
+ * state). Held events go out from node_work() as tokens refill.
+ *
+ * Watches are a node-local table scanned per event (O(watches)); v1 sizes
+ * it with watches_max. A leader change drops them: the client library
+ * re-registers its watches when it opens a new session, and a watcher
+ * re-reads on a gap in the event counter.
+ */
+#include "dataplane/notify.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "dataplane/dispatch.h"
+#include "hasp/errors.h"
+
+int notify_init(struct node *n)
+{
+	uint32_t want = n->cfg.locks.sessions_max * 2u;
+	uint32_t size = 16;
+	while (size < want)
+		size <<= 1;
+	n->sessions = hasp_calloc(size, sizeof(*n->sessions));
+	n->sessions_mask = size - 1;
+	n->watches = hasp_calloc(n->cfg.watches_max, sizeof(*n->watches));
+	if (n->sessions == NULL || n->watches == NULL)
+		return -HASP_ENOMEM;
+	return 0;
+}
+
+void notify_deinit(struct node *n)
+{
+	hasp_free(n->sessions);
+	hasp_free(n->watches);
+	n->sessions = NULL;
+	n->watches = NULL;
+}
+
+static uint32_t session_hash(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdull;
+	id ^= id >> 33;
+	return (uint32_t)id;
+}
+
+static struct node_session *session_find(struct node *n, uint64_t id)
+{
+	for (uint32_t i = session_hash(id) & n->sessions_mask, k = 0; k <= n->sessions_mask;
+	     i = (i + 1) & n->sessions_mask, k++) {
+		if (n->sessions[i].id == id)
+			return &n->sessions[i];
+		if (n->sessions[i].id == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+void notify_session_seen(struct node *n, uint64_t id, uint32_t ip, uint16_t port)
+{
+	HASP_ASSERT(id != 0);
+	struct node_session *s = session_find(n, id);
+	if (s == NULL) {
+		/* Kept at most half full (sized 2 x sessions_max), so probes
+		 * stay short; sessions the state machine no longer has are
+		 * removed when they end. */
+		uint32_t i = session_hash(id) & n->sessions_mask;
+		uint32_t k = 0;
+		while (n->sessions[i].id != 0 && k++ <= n->sessions_mask)
+			i = (i + 1) & n->sessions_mask;
+		if (n->sessions[i].id != 0) {
+			n->stats.session_table_full++;
+			return;
+		}
+		s = &n->sessions[i];
+		s->id = id;
+		s->event_seq = 0;
+	}
+	s->ip = ip;
+	s->port = port;
+}
+
+/* Linear-probing delete with backward shift (no tombstones). */
+void notify_session_end(struct node *n, uint64_t id)
+{
+	struct node_session *s = session_find(n, id);
+	if (s == NULL)
+		return;
+	uint32_t i = (uint32_t)(s - n->sessions);
+	n->sessions[i].id = 0;
+	for (uint32_t j = (i + 1) & n->sessions_mask; n->sessions[j].id != 0;
+	     j = (j + 1) & n->sessions_mask) {
+		uint32_t home = session_hash(n->sessions[j].id) & n->sessions_mask;
+		/* Move j back to the hole i when its home is not in (i, j]. */
+		bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!stays) {
+			n->sessions[i] = n->sessions[j];
+			n->sessions[j].id = 0;
+			i = j;
+		}
+	}
+	for (uint32_t w = 0; w < n->cfg.watches_max; w++)
+		if (n->watches[w].session_id == id) {
+			n->watches[w].session_id = 0;
+			n->watch_count--;
+		}
+}
+
+static void push_event(struct node *n, uint64_t session_id, uint8_t type, uint64_t revision,
+		       const uint8_t *name, uint8_t name_len)
+{
+	struct node_session *s = session_find(n, session_id);
+	if (s == NULL) {
+		n->stats.events_no_address++;
+		return;
+	}
+	struct hasp_wire_msg msg;
+	memset(&msg, 0, sizeof(msg));
+	msg.hdr.opcode = HASP_OP_EVENT;
+	msg.hdr.flags = HASP_WIRE_F_REPLY;
+	msg.hdr.status = HASP_STATUS_OK;
+	msg.hdr.session_id = session_id;
+	msg.hdr.seq = ++s->event_seq;
+	msg.body.event.type = type;
+	msg.body.event.revision = revision;
+	msg.body.event.name = (struct hasp_wire_bytes){ name, name_len };
+	struct locks_kv_info kv;
+	if (type == HASP_EVENT_KV_PUT && locks_kv_get(&n->sm, name, name_len, &kv) &&
+	    kv.mod_revision == revision)
+		msg.body.event.value = (struct hasp_wire_bytes){ kv.value, kv.value_len };
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(&msg, buf, sizeof(buf));
+	if (size <= 0)
+		return;
+	node_send(n, s->ip, s->port, n->self->client_port, buf, (size_t)size);
+	n->stats.events_pushed++;
+}
+
+static bool watch_matches(const struct node_watch *w, const uint8_t *name, uint8_t len)
+{
+	if (w->prefix)
+		return len >= w->name_len && memcmp(name, w->name, w->name_len) == 0;
+	return len == w->name_len && memcmp(name, w->name, len) == 0;
+}
+
+static void refill(struct node *n)
+{
+	uint64_t dt = n->now_ns - n->watch_refill_ns;
+	n->watch_refill_ns = n->now_ns;
+	n->watch_tokens += (double)dt * n->cfg.watch_rate / 1e9;
+	if (n->watch_tokens > n->cfg.watch_burst)
+		n->watch_tokens = n->cfg.watch_burst;
+}
+
+static void watch_event(struct node *n, struct node_watch *w, uint8_t type, uint64_t revision,
+			const uint8_t *name, uint8_t len)
+{
+	if (!w->held && n->watch_tokens >= 1.0) {
+		n->watch_tokens -= 1.0;
+		push_event(n, w->session_id, type, revision, name, len);
+		return;
+	}
+	n->stats.watch_rate_limited++;
+	if (w->held)
+		n->stats.watch_coalesced++;
+	w->held = true;
+	w->held_type = type;
+	w->held_revision = revision;
+	w->held_name_len = len;
+	memcpy(w->held_name, name, len);
+}
+
+void notify_events(struct node *n, const struct locks_event *ev, uint32_t count)
+{
+	if (!node_is_leader(n) || count == 0)
+		return;
+	refill(n);
+	for (uint32_t i = 0; i < count; i++) {
+		uint64_t rev = ev[i].type == HASP_EVENT_LOCK_GRANTED || ev[i].type == HASP_EVENT_LOCK_RELEASED
+				       ? ev[i].token : ev[i].revision;
+		/* The waiter learns of its grant at once (not rate-limited). */
+		if (ev[i].type == HASP_EVENT_LOCK_GRANTED)
+			push_event(n, ev[i].session_id, ev[i].type, rev, ev[i].name, ev[i].name_len);
+		if (n->watch_count == 0)
+			continue;
+		for (uint32_t w = 0; w < n->cfg.watches_max; w++)
+			if (n->watches[w].session_id != 0 &&
+			    watch_matches(&n->watches[w], ev[i].name, ev[i].name_len))
+				watch_event(n, &n->watches[w], ev[i].type, rev, ev[i].name, ev[i].name_len);
+	}
+}
+
+enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
+			      bool add)
+{
+	bool prefix = (w->flags & HASP_WIRE_WATCH_PREFIX) != 0;
+	struct node_watch *free_slot = NULL;
+
+	if (session_id == 0)
+		return HASP_STATUS_SESSION_EXPIRED;
+	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
+		struct node_watch *x = &n->watches[i];
+		if (x->session_id == 0) {
+			if (free_slot == NULL)
+				free_slot = x;
+			continue;
+		}
+		if (x->session_id == session_id && x->prefix == prefix && x->name_len == w->name.size &&
+		    memcmp(x->name, w->name.data, w->name.size) == 0) {
+			if (!add) {
+				x->session_id = 0;
+				n->watch_count--;
+			}
+			return HASP_STATUS_OK;
+		}
+	}
+	if (!add)
+		return HASP_STATUS_NOT_FOUND;
+	if (free_slot == NULL) {
+		n->stats.watch_full++;
+		return HASP_STATUS_FULL;
+	}
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->session_id = session_id;
+	free_slot->prefix = prefix;
+	free_slot->name_len = (uint8_t)w->name.size;
+	memcpy(free_slot->name, w->name.data, w->name.size);
+	n->watch_count++;
+	return HASP_STATUS_OK;
+}
+
+bool notify_flush(struct node *n, uint64_t *deadline_ns)
+{
+	bool did = false, held = false;
+	if (n->watch_count == 0)
+		return false;
+	refill(n);
+	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
+		struct node_watch *w = &n->watches[i];
+		if (w->session_id == 0 || !w->held)
+			continue;
+		if (n->watch_tokens < 1.0) {
+			held = true;
+			break;
+		}
+		n->watch_tokens -= 1.0;
+		w->held = false;
+		push_event(n, w->session_id, w->held_type, w->held_revision, w->held_name,
+			   w->held_name_len);
+		did = true;
+	}
+	if (held) {
+		uint64_t at = n->now_ns + 1000000000ull / n->cfg.watch_rate + 1;
+		if (at < *deadline_ns)
+			*deadline_ns = at;
+	}
+	return did;
+}
+
+void notify_clear(struct node *n)
+{
+	if (n->watches == NULL)
+		return;
+	memset(n->watches, 0, (size_t)n->cfg.watches_max * sizeof(*n->watches));
+	n->watch_count = 0;
+}

@@ -1,0 +1,28 @@
+/*
+ * Pushed events (notify.c): the session -> address table (not
+ * replicated), LOCK_GRANTED to new holders, and node-local watches with a
+ * token-bucket rate limit and per-watch coalescing. Leader only; lcore only.
+ */
+#ifndef HASP_DATAPLANE_NOTIFY_H
+#define HASP_DATAPLANE_NOTIFY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dataplane/node.h"
+#include "hasp/wire.h"
+
+int notify_init(struct node *n) __attribute__((warn_unused_result));
+void notify_deinit(struct node *n);
+void notify_session_seen(struct node *n, uint64_t session_id, uint32_t ip, uint16_t port);
+void notify_session_end(struct node *n, uint64_t session_id);
+/* Events of one applied command (the leader pushes; followers only track). */
+void notify_events(struct node *n, const struct locks_event *events, uint32_t count);
+/* WATCH / UNWATCH: a status. */
+enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
+			      bool add);
+/* Sends held watch events while tokens last; lowers *deadline_ns. */
+bool notify_flush(struct node *n, uint64_t *deadline_ns);
+void notify_clear(struct node *n);
+
+#endif

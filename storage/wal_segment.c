@@ -1,0 +1,297 @@
+/*
+ * WAL segments: spares prepared ahead, new segments' headers written through
+ * the ring, prefix compaction and reset. Everything here keeps one rule: the
+ * oldest segment on disk carries a durable header (its first index), and no
+ * data goes into a segment before its header is durable.
+ */
+#include "storage/wal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "common/log.h"
+#include "hasp/errors.h"
+#include "storage/wal_internal.h"
+#include "storage/wal_scan.h"
+
+/* Spare segments. A segment is created ahead of need so that rollover on
+ * the hot path waits for no device: the spare is created and preallocated
+ * (open, fallocate), and the directory fsync that makes its name durable goes
+ * through the ring. Rollover takes a ready spare and writes its header
+ * (RWF_DSYNC) through the ring; writes for the new segment are built
+ * meanwhile but start only once the header is durable, so that recovery
+ * always finds the header (with the segment's first index) of any segment
+ * holding data, even after compaction dropped every segment before it. A
+ * spare never used has no header and is deleted by recovery. */
+static int wal_spare_open(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+	struct wal_segment *seg = &w->spare;
+	bool direct;
+	int rc;
+
+	memset(seg, 0, sizeof(*seg));
+	seg->seq = w->segment_seq_next++;
+	seg->keep_min = UINT64_MAX;
+	seg->size = w->cfg.segment_size;
+	seg->fd = -1;
+	wal_segment_name(seg->name, sizeof(seg->name), seg->seq);
+	rc = io.ops->open(io.ctx, seg->name, STORAGE_OPEN_CREATE | STORAGE_OPEN_DIRECT, &seg->fd,
+			  &direct);
+	if (rc == 0) {
+		w->direct = direct;
+		rc = io.ops->allocate(io.ctx, seg->fd, seg->size);
+	}
+	if (rc != 0) {
+		wal_fail(w, "segment create", seg->name, 0, 0, rc);
+		if (seg->fd >= 0)
+			io.ops->close(io.ctx, seg->fd);
+		seg->fd = -1;
+		return w->fail_code;
+	}
+	return 0;
+}
+
+static void wal_spare_sync(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+	int rc = io.ops->submit_sync_dir(io.ctx, 0, wal_user_data(0, 0, WAL_OP_SPARE));
+
+	if (rc != 0) {
+		wal_fail(w, "directory fsync", w->spare.name, 0, 0, rc);
+		return;
+	}
+	w->spare_ops_pending++;
+	w->spare_state = WAL_SPARE_SYNCING;
+}
+
+/* Starts preparing the next spare (non-blocking but for open + fallocate). */
+void wal_segment_prepare(struct wal *w)
+{
+	if (w->failed || w->spare_state != WAL_SPARE_NONE)
+		return;
+	if (wal_spare_open(w) == 0) {
+		wal_spare_sync(w);
+		(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
+	}
+}
+
+/* Prepares the spare and waits for it (wal_open: blocking is fine there). */
+int wal_segment_prepare_now(struct wal *w)
+{
+	int rc;
+
+	if ((rc = wal_spare_open(w)) != 0)
+		return rc;
+	if ((rc = w->cfg.io.ops->sync_dir(w->cfg.io.ctx)) != 0) {
+		wal_fail(w, "directory fsync", w->spare.name, 0, 0, rc);
+		return w->fail_code;
+	}
+	w->spare_state = WAL_SPARE_READY;
+	return 0;
+}
+
+void wal_segment_spare_done(struct wal *w, const struct storage_cqe *cqe)
+{
+	HASP_ASSERT(w->spare_ops_pending > 0);
+	w->spare_ops_pending--;
+	if (w->failed)
+		return;
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+		w->stats.retries++;
+		wal_spare_sync(w);
+		(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
+		return;
+	}
+	if (cqe->res < 0) {
+		wal_fail(w, "directory fsync", w->spare.name, 0, 0, cqe->res);
+		return;
+	}
+	w->spare_state = WAL_SPARE_READY;
+}
+
+static void wal_header_start(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+	int rc;
+
+	w->header_attempt++;
+	rc = io.ops->submit_write(io.ctx, w->header_fd, w->header_buf, BLOCK, 0, STORAGE_SUBMIT_DSYNC,
+				  wal_user_data(0, w->header_attempt, WAL_OP_HEADER));
+	if (rc != 0) {
+		wal_fail(w, "segment header write", wal_segment_name_of(w, w->header_seq), 0, BLOCK,
+			 rc);
+		return;
+	}
+	w->header_ops_pending++;
+	(void)io.ops->submit(io.ctx);
+}
+
+void wal_segment_header_done(struct wal *w, const struct storage_cqe *cqe)
+{
+	uint16_t attempt = (uint16_t)(cqe->user_data >> 8);
+
+	HASP_ASSERT(w->header_ops_pending > 0);
+	w->header_ops_pending--;
+	if (w->failed || attempt != w->header_attempt)
+		return;
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN || (cqe->res > 0 && cqe->res < (int)BLOCK)) {
+		/* One block: rewrite it whole. */
+		w->stats.retries++;
+		wal_header_start(w);
+		return;
+	}
+	if (cqe->res <= 0) {
+		wal_fail(w, "segment header write", wal_segment_name_of(w, w->header_seq), 0, BLOCK,
+			 cqe->res < 0 ? cqe->res : -EIO);
+		return;
+	}
+	w->header_pending = false;
+}
+
+/* Makes the ready spare the active segment, starting at first_index, and
+ * starts its header write. Returns 0, -HASP_EFULL (the spare or the previous
+ * header is not ready yet: poll and retry) or the failure code. */
+int wal_segment_activate(struct wal *w, uint64_t first_index)
+{
+	struct wal_segment_header h = { 0 };
+
+	if (w->failed)
+		return w->fail_code;
+	if (w->segment_count == w->cfg.segment_count_max) {
+		w->stats.full++;
+		return -HASP_EFULL;
+	}
+	if (w->spare_state != WAL_SPARE_READY || w->header_pending) {
+		wal_segment_prepare(w);
+		w->stats.spare_waits++;
+		return w->failed ? w->fail_code : -HASP_EFULL;
+	}
+	struct wal_segment *seg = &w->segments[w->segment_count++];
+	*seg = w->spare;
+	seg->first_index = first_index;
+	w->spare_state = WAL_SPARE_NONE;
+	w->spare.fd = -1;
+	w->write_offset = BLOCK;
+	w->stats.rollovers++;
+
+	h.seq = seg->seq;
+	h.first_index = first_index;
+	h.segment_size = seg->size;
+	h.block_size = BLOCK;
+	memset(w->header_buf, 0, BLOCK);
+	wal_segment_header_encode(w->header_buf, &h);
+	w->header_fd = seg->fd;
+	w->header_seq = seg->seq;
+	w->header_pending = true;
+	wal_header_start(w);
+	wal_segment_prepare(w);
+	return w->failed ? w->fail_code : 0;
+}
+
+/* After dropping segments: the log starts at the first segment's first
+ * index, or lower where a truncation marker in a remaining segment cut below
+ * it (the entries after such a marker were appended again). Recovery
+ * computes the same. */
+static void wal_first_index_update(struct wal *w)
+{
+	uint64_t first = w->segments[0].first_index;
+
+	for (uint32_t i = 0; i < w->segment_count; i++) {
+		if (w->segments[i].keep_min != UINT64_MAX && w->segments[i].keep_min + 1 < first)
+			first = w->segments[i].keep_min + 1;
+	}
+	if (first > w->first_index)
+		w->first_index = first;
+}
+
+int wal_compact(struct wal *w, uint64_t index)
+{
+	struct storage_io io = w->cfg.io;
+	uint32_t drop = 0;
+	int rc;
+
+	/* Oldest first; never the active segment, never one a write still
+	 * uses. */
+	while (drop + 1 < w->segment_count && w->segments[drop].index_max <= index) {
+		/* Keep a segment whose successor's header is not durable yet:
+		 * the oldest segment on disk must always anchor the log. */
+		if (w->header_pending && w->segments[drop + 1].seq == w->header_seq)
+			break;
+		bool busy = false;
+		for (uint32_t i = 0; i < w->write_used; i++)
+			busy |= wal_slot(w, i)->segment_seq == w->segments[drop].seq;
+		if (busy)
+			break;
+		drop++;
+	}
+	if (drop == 0)
+		return 0;
+	for (uint32_t i = 0; i < drop; i++) {
+		io.ops->close(io.ctx, w->segments[i].fd);
+		rc = io.ops->unlink(io.ctx, w->segments[i].name);
+		if (rc != 0 && rc != -ENOENT) {
+			LOG_ERROR(storage, "wal unlink failed file=%s err=%d (%s)", w->segments[i].name,
+				  -rc, strerror(-rc));
+			/* Keep the table consistent: forget what was closed. */
+			memmove(w->segments, w->segments + i + 1,
+				(w->segment_count - i - 1) * sizeof(w->segments[0]));
+			w->segment_count -= i + 1;
+			wal_first_index_update(w);
+			return -HASP_EIO;
+		}
+	}
+	memmove(w->segments, w->segments + drop, (w->segment_count - drop) * sizeof(w->segments[0]));
+	w->segment_count -= drop;
+	for (uint32_t i = 0; i < w->write_used; i++) {
+		struct wal_write *s = wal_slot(w, i);
+		if (s->state != WAL_WRITE_FREE)
+			s->segment -= drop;
+	}
+	wal_first_index_update(w);
+	rc = io.ops->sync_dir(io.ctx);
+	w->stats.segments_dropped += drop;
+	if (rc != 0) {
+		LOG_ERROR(storage, "wal directory fsync failed err=%d (%s)", -rc, strerror(-rc));
+		return -HASP_EIO;
+	}
+	return (int)drop;
+}
+
+int wal_reset(struct wal *w, uint64_t index)
+{
+	struct storage_io io = w->cfg.io;
+	int rc;
+
+	if ((rc = wal_drain(w)) != 0)
+		return rc;
+	/* Delete first, then create: a crash in between leaves an empty log,
+	 * which the snapshot at index covers. */
+	for (uint32_t i = 0; i < w->segment_count; i++) {
+		io.ops->close(io.ctx, w->segments[i].fd);
+		rc = io.ops->unlink(io.ctx, w->segments[i].name);
+		if (rc != 0 && rc != -ENOENT) {
+			w->segment_count = 0;
+			wal_fail(w, "unlink", w->segments[i].name, 0, 0, rc);
+			return w->fail_code;
+		}
+	}
+	w->stats.segments_dropped += w->segment_count;
+	w->segment_count = 0;
+	if ((rc = io.ops->sync_dir(io.ctx)) != 0) {
+		wal_fail(w, "directory fsync", ".", 0, 0, rc);
+		return w->fail_code;
+	}
+	w->first_index = index + 1;
+	w->last_index = index;
+	w->durable_index = index;
+	w->replay_allowed = false;
+	/* The next append starts a segment at index + 1 (from the spare). Until
+	 * its first write is durable a crash leaves an empty log, which the
+	 * snapshot at index covers: the node resets again after loading it. */
+	wal_segment_prepare(w);
+	return w->failed ? w->fail_code : 0;
+}

@@ -1,0 +1,374 @@
+/*
+ * The client side of the node integration tests (itest_*.sh), through
+ * libhasp and raw UDP:
+ *
+ *   itest_client single <cluster>          acquire, check, renew, release,
+ *                                          expiry, wait-queue handoff by a
+ *                                          pushed LOCK_GRANTED event, KV
+ *   itest_client malformed <ip> <port>     sends a corpus of malformed
+ *                                          datagrams; prints how many got
+ *                                          an answer (must be only the
+ *                                          answerable ones)
+ *   itest_client hold <cluster> <count> <file>
+ *                                          acquires <count> locks on one
+ *                                          session, writes "name token
+ *                                          session" lines to <file>, then
+ *                                          renews them until SIGTERM
+ *   itest_client verify <cluster> <file>   every lock in <file> is held by
+ *                                          the same session with the same
+ *                                          token; prints the largest token
+ *   itest_client next <cluster> <name> <min>  a grant of <name> has a token > min
+ *
+ * Each prints what it checks and exits 0 when everything held, 1 otherwise.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "hasp/client.h"
+#include "hasp/wire.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			failures++;                                        \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__);        \
+			printf(__VA_ARGS__);                               \
+			printf("\n");                                      \
+		}                                                          \
+	} while (0)
+
+static struct hasp_client *open_client(const char *cluster)
+{
+	struct hasp_client_config cfg;
+	struct hasp_client *c;
+	hasp_client_config_default(&cfg);
+	cfg.cluster = cluster;
+	cfg.deadline_ms = 10000;
+	cfg.wait_recheck_ms = 5000; /* the pushed event must win the race */
+	if (hasp_client_open(&c, &cfg) != 0) {
+		printf("FAIL: cannot open a client for %s\n", cluster);
+		exit(1);
+	}
+	return c;
+}
+
+struct waiter {
+	struct hasp_client *c;
+	struct hasp_lock lock;
+	int rc;
+};
+
+static void *wait_acquire(void *arg)
+{
+	struct waiter *w = arg;
+	struct hasp_acquire_opts o = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 8000 };
+	w->rc = hasp_client_acquire(w->c, "itest/queue", &o, &w->lock);
+	return NULL;
+}
+
+static int cmd_single(const char *cluster)
+{
+	struct hasp_client *a = open_client(cluster), *b = open_client(cluster);
+	struct hasp_acquire_opts o = { .ttl_ms = 5000 };
+	struct hasp_lock la, lb;
+	struct hasp_lock_info info;
+	int rc;
+
+	rc = hasp_client_acquire(a, "itest/a", &o, &la);
+	CHECK(rc == HASP_STATUS_GRANTED, "acquire: %d", rc);
+	printf("acquire itest/a token=%" PRIu64 "\n", la.token);
+	rc = hasp_client_acquire(b, "itest/a", &o, &lb);
+	CHECK(rc == HASP_STATUS_BUSY && lb.token == la.token, "second acquire: %d token %" PRIu64, rc,
+	      lb.token);
+	CHECK(hasp_client_check(b, "itest/a", la.token) == HASP_STATUS_OK, "check current token");
+	CHECK(hasp_client_check(b, "itest/a", la.token + 1000) == HASP_STATUS_NOT_HOLDER, "check stale");
+	rc = hasp_client_renew(a, "itest/a", la.token, 8000, &la);
+	CHECK(rc == HASP_STATUS_GRANTED, "renew: %d", rc);
+	/* Ownership is the token (STATE_MACHINE.md): a stale token is refused,
+	 * the current one works from any session. */
+	rc = hasp_client_renew(b, "itest/a", la.token + 1000, 8000, NULL);
+	CHECK(rc == HASP_STATUS_NOT_HOLDER, "renew with a stale token: %d", rc);
+	rc = hasp_client_renew(b, "itest/a", la.token, 8000, NULL);
+	CHECK(rc == HASP_STATUS_GRANTED, "renew with the token from another session: %d", rc);
+	rc = hasp_client_lock_read(b, "itest/a", &info);
+	CHECK(rc == HASP_STATUS_OK && info.token == la.token && info.ttl_remaining_ms > 5000,
+	      "read after renew: %d token %" PRIu64 " ttl %u", rc, info.token, info.ttl_remaining_ms);
+	CHECK(hasp_client_release(b, "itest/a", la.token + 1000) == HASP_STATUS_NOT_HOLDER,
+	      "release with a stale token");
+	CHECK(hasp_client_release(a, "itest/a", la.token) == HASP_STATUS_OK, "release");
+	CHECK(hasp_client_release(a, "itest/a", la.token) == HASP_STATUS_NOT_HOLDER, "release twice");
+	CHECK(hasp_client_lock_read(b, "itest/a", &info) == HASP_STATUS_NOT_FOUND, "free after release");
+	printf("check/renew/release ok\n");
+
+	/* Expiry: the leader's timer proposes the lease's expiry. */
+	struct hasp_acquire_opts shortttl = { .ttl_ms = 200 };
+	rc = hasp_client_acquire(a, "itest/expire", &shortttl, &la);
+	CHECK(rc == HASP_STATUS_GRANTED, "acquire short: %d", rc);
+	uint64_t t0 = clock_monotonic_ns();
+	while (hasp_client_lock_read(b, "itest/expire", &info) == HASP_STATUS_OK &&
+	       clock_monotonic_ns() - t0 < 5000000000ull)
+		usleep(20000);
+	uint64_t ms = (clock_monotonic_ns() - t0) / 1000000;
+	CHECK(hasp_client_lock_read(b, "itest/expire", &info) == HASP_STATUS_NOT_FOUND,
+	      "expired lock still held after %" PRIu64 " ms", ms);
+	CHECK(ms >= 150, "expired early: %" PRIu64 " ms", ms);
+	printf("expiry after %" PRIu64 " ms (ttl 200)\n", ms);
+
+	/* Wait-queue handoff: B waits, A releases, B is told by an EVENT. */
+	rc = hasp_client_acquire(a, "itest/queue", &o, &la);
+	CHECK(rc == HASP_STATUS_GRANTED, "acquire queue lock: %d", rc);
+	struct waiter w = { .c = b };
+	pthread_t tid;
+	pthread_create(&tid, NULL, wait_acquire, &w);
+	for (int i = 0; i < 100; i++) {
+		if (hasp_client_lock_read(a, "itest/queue", &info) == HASP_STATUS_OK && info.waiter_count == 1)
+			break;
+		usleep(20000);
+	}
+	CHECK(info.waiter_count == 1, "waiter not queued (%u)", info.waiter_count);
+	t0 = clock_monotonic_ns();
+	CHECK(hasp_client_release(a, "itest/queue", la.token) == HASP_STATUS_OK, "release to waiter");
+	pthread_join(tid, NULL);
+	ms = (clock_monotonic_ns() - t0) / 1000000;
+	struct hasp_client_stats st;
+	hasp_client_stats_get(b, &st);
+	CHECK(w.rc == HASP_STATUS_GRANTED && w.lock.token > la.token, "handoff: %d token %" PRIu64, w.rc,
+	      w.lock.token);
+	CHECK(st.events >= 1, "no pushed event reached the waiter (rechecks %" PRIu64 ")", st.wait_rechecks);
+	CHECK(ms < 4000, "handoff took %" PRIu64 " ms (event lost?)", ms);
+	printf("handoff token=%" PRIu64 " after %" PRIu64 " ms, events=%" PRIu64 "\n", w.lock.token, ms,
+	       st.events);
+
+	/* KV round trip. */
+	uint64_t rev = 0;
+	struct hasp_kv_value v;
+	CHECK(hasp_client_kv_put(a, "itest/k", "v1", 2, 0, &rev) == HASP_STATUS_OK, "kv put");
+	CHECK(hasp_client_kv_get(b, "itest/k", &v) == HASP_STATUS_OK && v.value_size == 2 &&
+		      memcmp(v.value, "v1", 2) == 0 && v.revision == rev,
+	      "kv get");
+	hasp_client_close(a);
+	hasp_client_close(b);
+	printf("single: %s\n", failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
+}
+
+/* ---- malformed datagrams ---- */
+
+struct bad_case {
+	const char *what;
+	uint8_t buf[64];
+	size_t size;
+	bool answerable;
+};
+
+static void header(uint8_t *b, uint8_t version, uint8_t op, uint16_t flags, uint16_t body)
+{
+	memset(b, 0, 44);
+	uint32_t magic = HASP_WIRE_MAGIC;
+	memcpy(b, &magic, 4);
+	b[4] = version;
+	b[5] = op;
+	memcpy(b + 6, &flags, 2);
+	uint64_t seq = 7;
+	memcpy(b + 16, &seq, 8);
+	memcpy(b + 24, &body, 2);
+}
+
+static int cmd_malformed(const char *ip, int port)
+{
+	static struct bad_case cases[12];
+	int n = 0;
+
+	cases[n] = (struct bad_case){ .what = "truncated", .size = 10 };
+	n++;
+	header(cases[n].buf, 1, HASP_OP_LOCK_READ, 0, 2);
+	cases[n].buf[0] = 'X';
+	cases[n].buf[44] = 1;
+	cases[n].buf[45] = 'a';
+	cases[n].size = 46;
+	cases[n++].what = "bad magic";
+	header(cases[n].buf, 9, HASP_OP_LOCK_READ, 0, 0);
+	cases[n].size = 44;
+	cases[n].answerable = true;
+	cases[n++].what = "bad version";
+	header(cases[n].buf, 1, 99, 0, 0);
+	cases[n].size = 44;
+	cases[n].answerable = true;
+	cases[n++].what = "bad opcode";
+	header(cases[n].buf, 1, HASP_OP_LOCK_READ, HASP_WIRE_F_REPLY, 0);
+	cases[n].size = 44;
+	cases[n++].what = "reply flag (never answered)";
+	header(cases[n].buf, 1, HASP_OP_LOCK_READ, 0, 9);
+	cases[n].size = 46;
+	cases[n].answerable = true;
+	cases[n++].what = "length mismatch";
+	header(cases[n].buf, 1, HASP_OP_LOCK_READ, 0, 2);
+	cases[n].buf[30] = 1; /* auth tag */
+	cases[n].buf[44] = 1;
+	cases[n].buf[45] = 'a';
+	cases[n].size = 46;
+	cases[n].answerable = true;
+	cases[n++].what = "auth tag set";
+	header(cases[n].buf, 1, HASP_OP_LOCK_READ, 0, 2);
+	cases[n].buf[44] = 1;
+	cases[n].buf[45] = ' ';
+	cases[n].size = 46;
+	cases[n].answerable = true;
+	cases[n++].what = "bad name byte";
+	header(cases[n].buf, 1, HASP_OP_ACQUIRE, 0, 15);
+	cases[n].buf[44 + 8] = 1; /* ttl 1 ms: out of range */
+	cases[n].buf[44 + 13] = 1;
+	cases[n].buf[44 + 14] = 'x';
+	cases[n].size = 59;
+	cases[n].answerable = true;
+	cases[n++].what = "ttl out of range";
+	/* Refused as BAD_OPCODE, but a reply with opcode EVENT and a non-OK
+	 * status cannot be encoded (PROTOCOL.md), so it is dropped and
+	 * counted, never answered. */
+	header(cases[n].buf, 1, HASP_OP_EVENT, 0, 0);
+	cases[n].size = 44;
+	cases[n++].what = "EVENT as request";
+
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, ip, &to.sin_addr);
+	struct timeval tv = { 0, 300000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	int answered = 0, expected = 0;
+	for (int i = 0; i < n; i++) {
+		uint8_t reply[2048];
+		sendto(fd, cases[i].buf, cases[i].size, 0, (struct sockaddr *)&to, sizeof(to));
+		ssize_t got = recv(fd, reply, sizeof(reply), 0);
+		struct hasp_wire_msg m;
+		bool ok = got > 0 && hasp_wire_decode_reply(reply, (size_t)got, &m) == 0;
+		printf("%-28s %s%s\n", cases[i].what, got > 0 ? "answered " : "dropped",
+		       got > 0 ? (ok ? hasp_status_name(m.hdr.status) : "(undecodable)") : "");
+		CHECK((got > 0) == cases[i].answerable, "%s: answered=%d", cases[i].what, got > 0);
+		answered += got > 0;
+		expected += cases[i].answerable;
+	}
+	close(fd);
+	printf("malformed: %d sent, %d answered (expected %d): %s\n", n, answered, expected,
+	       failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
+}
+
+/* ---- holding locks across failures ---- */
+
+static volatile sig_atomic_t hold_stop;
+static void on_term(int sig)
+{
+	(void)sig;
+	hold_stop = 1;
+}
+
+static int cmd_hold(const char *cluster, int count, const char *path)
+{
+	struct hasp_client *c = open_client(cluster);
+	struct hasp_lock *locks = calloc((size_t)count, sizeof(*locks));
+	struct hasp_acquire_opts o = { .ttl_ms = 20000 };
+
+	signal(SIGTERM, on_term);
+	if (hasp_client_keepalive_start(c) != 0)
+		return 1;
+	FILE *f = fopen(path, "w");
+	for (int i = 0; i < count; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "itest/held/%d", i);
+		int rc = hasp_client_acquire(c, name, &o, &locks[i]);
+		if (rc != HASP_STATUS_GRANTED) {
+			printf("FAIL: hold %s: %d\n", name, rc);
+			return 1;
+		}
+		fprintf(f, "%s %" PRIu64 " %" PRIu64 "\n", name, locks[i].token, hasp_client_session_id(c));
+	}
+	fclose(f);
+	printf("holding %d locks\n", count);
+	fflush(stdout);
+	/* Renew every few seconds; failures during a failover are retried
+	 * by the library within its deadline and otherwise ignored here (the
+	 * TTL is far longer than any failover in the tests). */
+	while (!hold_stop) {
+		for (int s = 0; s < 30 && !hold_stop; s++)
+			usleep(100000);
+		for (int i = 0; i < count && !hold_stop; i++)
+			{
+			int rc = hasp_client_renew(c, locks[i].name, locks[i].token, 0, NULL);
+			(void)rc;
+		}
+	}
+	hasp_client_keepalive_stop(c);
+	/* Exit without closing the session: the verifier may still run. */
+	return 0;
+}
+
+static int cmd_verify(const char *cluster, const char *path)
+{
+	struct hasp_client *c = open_client(cluster);
+	FILE *f = fopen(path, "r");
+	char name[160];
+	uint64_t token, session, max_token = 0;
+	int count = 0;
+
+	if (f == NULL) {
+		printf("FAIL: no %s\n", path);
+		return 1;
+	}
+	while (fscanf(f, "%159s %" SCNu64 " %" SCNu64, name, &token, &session) == 3) {
+		struct hasp_lock_info info;
+		int rc = hasp_client_lock_read(c, name, &info);
+		CHECK(rc == HASP_STATUS_OK && info.token == token && info.holder_session_id == session,
+		      "%s: rc %d token %" PRIu64 " (want %" PRIu64 ") session %" PRIu64 " (want %" PRIu64 ")",
+		      name, rc, info.token, token, info.holder_session_id, session);
+		if (token > max_token)
+			max_token = token;
+		count++;
+	}
+	fclose(f);
+	CHECK(count > 0, "no locks in %s", path);
+	hasp_client_close(c);
+	printf("verify: %d locks held with their tokens, max_token=%" PRIu64 ": %s\n", count, max_token,
+	       failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
+}
+
+static int cmd_next(const char *cluster, const char *name, uint64_t min)
+{
+	struct hasp_client *c = open_client(cluster);
+	struct hasp_acquire_opts o = { .ttl_ms = 1000 };
+	struct hasp_lock l;
+	int rc = hasp_client_acquire(c, name, &o, &l);
+	CHECK(rc == HASP_STATUS_GRANTED && l.token > min, "next grant: %d token %" PRIu64 " (min %" PRIu64 ")",
+	      rc, l.token, min);
+	printf("next: token=%" PRIu64 " > %" PRIu64 ": %s\n", l.token, min, failures ? "FAIL" : "PASS");
+	hasp_client_close(c);
+	return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "single") == 0)
+		return cmd_single(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "malformed") == 0)
+		return cmd_malformed(argv[2], atoi(argv[3]));
+	if (argc == 5 && strcmp(argv[1], "hold") == 0)
+		return cmd_hold(argv[2], atoi(argv[3]), argv[4]);
+	if (argc == 4 && strcmp(argv[1], "verify") == 0)
+		return cmd_verify(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "next") == 0)
+		return cmd_next(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+	fprintf(stderr, "usage: itest_client single|malformed|hold|verify|next ...\n");
+	return 2;
+}

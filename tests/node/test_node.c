@@ -1,0 +1,543 @@
+/*
+ * The node core without DPDK: three nodes (raft + locks + WAL on the
+ * simulated disk) wired by an in-memory network, a simulated clock, and a
+ * client that speaks the real wire protocol. What haspd does on the lcore,
+ * minus the packets: dispatch, batching, pending replies, ReadIndex reads,
+ * expiry timers, pushed events, restart from the WAL.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "dataplane/node.h"
+#include "hasp/errors.h"
+#include "raft/msg_codec.h"
+#include "storage/simdisk.h"
+#include "tests/test_util.h"
+
+#define NODES 3
+#define NET_MAX 8192
+#define CLIENT_IP 0x0a000064u /* 10.0.0.100 */
+#define CLIENT_PORT 5555
+#define STEP_NS 100000ull     /* 100 us per simulation step */
+
+struct dgram {
+	uint32_t src_ip, dst_ip;
+	uint16_t src_port, dst_port;
+	uint16_t size;
+	uint8_t data[HASP_DATAGRAM_SIZE_MAX];
+};
+
+struct sim {
+	struct node nodes[NODES];
+	struct simdisk *disks[NODES];
+	bool up[NODES];
+	bool isolated[NODES];
+	struct node_config cfg[NODES];
+	struct dgram *net;
+	uint32_t net_count;
+	struct dgram *inbox; /* datagrams to the client */
+	uint32_t inbox_count;
+	uint64_t now_ns;
+	uint32_t sending; /* node index whose callback runs */
+};
+
+static struct sim *g;
+
+static void sim_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
+		     size_t size)
+{
+	struct sim *s = g;
+	uint32_t from = (uint32_t)(uintptr_t)ctx;
+	if (s->isolated[from])
+		return;
+	struct dgram *d = ip == CLIENT_IP ? (s->inbox_count < NET_MAX ? &s->inbox[s->inbox_count++] : NULL)
+					  : (s->net_count < NET_MAX ? &s->net[s->net_count++] : NULL);
+	if (d == NULL)
+		return;
+	d->src_ip = s->cfg[from].ip;
+	d->dst_ip = ip;
+	d->src_port = src_port;
+	d->dst_port = dst_port;
+	d->size = (uint16_t)size;
+	memcpy(d->data, p, size);
+}
+
+static void sim_start_node(struct sim *s, uint32_t i)
+{
+	char err[256];
+	struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)i };
+	int rc = node_init(&s->nodes[i], &s->cfg[i], simdisk_io(s->disks[i]), &net, s->now_ns, err,
+			   sizeof(err));
+	if (rc != 0)
+		print_message("node_init: %s\n", err);
+	assert_int_equal(rc, 0);
+	s->up[i] = true;
+}
+
+static struct sim *sim_create(uint64_t seed)
+{
+	struct sim *s = test_calloc(1, sizeof(*s));
+	s->net = test_calloc(NET_MAX, sizeof(*s->net));
+	s->inbox = test_calloc(NET_MAX, sizeof(*s->inbox));
+	s->now_ns = 1000000000ull;
+	g = s;
+	for (uint32_t i = 0; i < NODES; i++) {
+		struct node_config *c = &s->cfg[i];
+		char err[256];
+		node_config_default(c);
+		assert_int_equal(node_config_set(c, "node_id", i == 0 ? "1" : i == 1 ? "2" : "3", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "cluster_id", "42", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "member", "1,10.0.0.1,7001,7000", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "member", "2,10.0.0.2,7001,7000", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "member", "3,10.0.0.3,7001,7000", err, sizeof(err)), 0);
+		const char *ips[] = { "10.0.0.1/24", "10.0.0.2/24", "10.0.0.3/24" };
+		assert_int_equal(node_config_set(c, "ip", ips[i], err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "mac", "02:77:00:00:00:01", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "data_dir", "sim", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "eal", "-l 0", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "log_window", "512", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "snapshot_threshold", "100", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "snapshot_trailing", "20", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "segment_size", "262144", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "sessions_max", "64", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "time_tick_ms", "20", err, sizeof(err)), 0);
+		struct simdisk_config dc;
+		simdisk_config_default(&dc, seed + i);
+		dc.short_write_per_million = 0;
+		s->disks[i] = simdisk_create(&dc);
+		assert_non_null(s->disks[i]);
+		sim_start_node(s, i);
+	}
+	return s;
+}
+
+static void sim_destroy(struct sim *s)
+{
+	for (uint32_t i = 0; i < NODES; i++) {
+		if (s->up[i])
+			node_deinit(&s->nodes[i]);
+		simdisk_destroy(s->disks[i]);
+	}
+	test_free(s->net);
+	test_free(s->inbox);
+	test_free(s);
+	g = NULL;
+}
+
+static int node_of_ip(const struct sim *s, uint32_t ip)
+{
+	for (int i = 0; i < NODES; i++)
+		if (s->cfg[i].ip == ip)
+			return i;
+	return -1;
+}
+
+/* One step: deliver what is in flight, then run every node's work. */
+static void sim_step(struct sim *s)
+{
+	static struct dgram batch[NET_MAX];
+	uint32_t count = s->net_count;
+	memcpy(batch, s->net, count * sizeof(*batch));
+	s->net_count = 0;
+	for (uint32_t k = 0; k < count; k++) {
+		int i = node_of_ip(s, batch[k].dst_ip);
+		if (i < 0 || !s->up[i] || s->isolated[i])
+			continue;
+		if (batch[k].dst_port == 7001)
+			node_peer_rx(&s->nodes[i], s->now_ns, batch[k].src_ip, batch[k].src_port, batch[k].data,
+				     batch[k].size);
+	}
+	s->now_ns += STEP_NS;
+	for (uint32_t i = 0; i < NODES; i++) {
+		uint64_t deadline = UINT64_MAX;
+		if (s->up[i])
+			(void)node_work(&s->nodes[i], s->now_ns, &deadline);
+	}
+}
+
+static void sim_run_ms(struct sim *s, uint32_t ms)
+{
+	for (uint64_t end = s->now_ns + ms * 1000000ull; s->now_ns < end;)
+		sim_step(s);
+}
+
+static int sim_leader(struct sim *s)
+{
+	int leader = -1;
+	for (int i = 0; i < NODES; i++)
+		if (s->up[i] && !s->isolated[i] && s->nodes[i].role == RAFT_LEADER && s->nodes[i].applied > 0)
+			leader = i;
+	return leader;
+}
+
+static int sim_wait_leader(struct sim *s)
+{
+	for (int t = 0; t < 5000 && sim_leader(s) < 0; t++)
+		sim_run_ms(s, 1);
+	int l = sim_leader(s);
+	assert_true(l >= 0);
+	sim_run_ms(s, 20); /* its TICK commits */
+	return l;
+}
+
+/* Sends a request to node i and runs until a reply with this seq arrives. */
+static bool sim_call(struct sim *s, int i, const struct hasp_wire_msg *req, struct hasp_wire_msg *reply,
+		     uint8_t *keep)
+{
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(req, buf, sizeof(buf));
+	assert_true(size > 0);
+	s->inbox_count = 0;
+	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	for (int t = 0; t < 20000; t++) {
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			struct dgram *d = &s->inbox[k];
+			memcpy(keep, d->data, d->size);
+			if (hasp_wire_decode_reply(keep, d->size, reply) == 0 &&
+			    reply->hdr.opcode == req->hdr.opcode && reply->hdr.seq == req->hdr.seq)
+				return true;
+		}
+		sim_step(s);
+	}
+	return false;
+}
+
+static uint64_t sim_open(struct sim *s, int i, uint64_t nonce)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_SESSION_OPEN, .seq = 1 } };
+	struct hasp_wire_msg reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	req.body.session_open = (struct hasp_wire_session_open){ .client_nonce = nonce, .ttl_ms = 60000 };
+	assert_true(sim_call(s, i, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	return reply.body.session_opened.session_id;
+}
+
+static struct hasp_wire_msg acquire_req(uint64_t session, uint64_t seq, const char *name, uint32_t ttl,
+					uint8_t mode)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_ACQUIRE, .session_id = session, .seq = seq } };
+	req.body.acquire = (struct hasp_wire_acquire){
+		.name = { (const uint8_t *)name, strlen(name) }, .ttl_ms = ttl, .mode = mode,
+	};
+	return req;
+}
+
+static struct hasp_wire_msg read_req(uint64_t session, uint64_t seq, const char *name)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_LOCK_READ, .session_id = session, .seq = seq } };
+	req.body.lock_read.name = (struct hasp_wire_bytes){ (const uint8_t *)name, strlen(name) };
+	return req;
+}
+
+static void test_node_three_nodes_elect_grant_and_redirect(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(1));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	uint64_t sid = sim_open(s, l, 7);
+	assert_true(sid != 0);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/a", 5000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	assert_true(token > 0);
+
+	/* A retry of the same request gets the cached reply (exactly once). */
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(reply.body.granted.token, token);
+	assert_true(s->nodes[l].sm.stats.duplicates >= 1);
+
+	/* A follower redirects with the leader's address and client port. */
+	req = read_req(sid, 2, "lock/a");
+	assert_true(sim_call(s, f, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_NOT_LEADER);
+	assert_int_equal(reply.body.not_leader.known, 1);
+	assert_int_equal(reply.body.not_leader.leader_id, s->cfg[l].node_id);
+	assert_int_equal(reply.body.not_leader.ipv4[3], (uint8_t)s->cfg[l].ip);
+	assert_int_equal(reply.body.not_leader.port, 7000);
+
+	/* The leader answers the read after a ReadIndex round. */
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.lock_info.token, token);
+	assert_int_equal(reply.body.lock_info.holder_session_id, sid);
+	assert_true(s->nodes[l].stats.reads >= 1);
+	sim_destroy(s);
+}
+
+static void test_node_expiry_hands_lock_to_waiter_with_pushed_event(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(2));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	uint64_t a = sim_open(s, l, 11), b = sim_open(s, l, 12);
+	struct hasp_wire_msg req = acquire_req(a, 1, "lock/x", 100, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token_a = reply.body.granted.token;
+	req = acquire_req(b, 1, "lock/x", 5000, HASP_ACQUIRE_WAIT);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
+	assert_int_equal(reply.body.queued.position, 1);
+
+	/* The leader's timer expires A's lease; B is told by an EVENT. */
+	s->inbox_count = 0;
+	bool granted = false;
+	uint64_t token_b = 0;
+	for (int t = 0; t < 5000 && !granted; t++) {
+		sim_step(s);
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+			if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) == 0 &&
+			    reply.hdr.opcode == HASP_OP_EVENT && reply.hdr.session_id == b &&
+			    reply.body.event.type == HASP_EVENT_LOCK_GRANTED) {
+				granted = true;
+				token_b = reply.body.event.revision;
+			}
+		}
+	}
+	assert_true(granted);
+	assert_true(token_b > token_a);
+	assert_true(s->nodes[l].stats.expiries_proposed >= 1);
+	assert_true(s->nodes[l].stats.events_pushed >= 1);
+	sim_destroy(s);
+}
+
+static void test_node_isolated_leader_replaced_grant_kept(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(3));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	uint64_t sid = sim_open(s, l, 21);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/k", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	uint64_t token = reply.body.granted.token;
+
+	s->isolated[l] = true;
+	int nl = -1;
+	for (int t = 0; t < 5000 && nl < 0; t++) {
+		sim_run_ms(s, 1);
+		nl = sim_leader(s);
+	}
+	assert_true(nl >= 0 && nl != l);
+	sim_run_ms(s, 20);
+	req = read_req(sid, 2, "lock/k");
+	assert_true(sim_call(s, nl, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.lock_info.token, token);
+	/* A new grant under the new leader has a larger token. */
+	req = acquire_req(sid, 3, "lock/k2", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, nl, &req, &reply, keep));
+	assert_true(reply.body.granted.token > token);
+	sim_destroy(s);
+}
+
+static void test_node_restart_recovers_from_wal_and_snapshot(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(4));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	uint64_t sid = sim_open(s, l, 31);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/r", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	uint64_t token = reply.body.granted.token;
+	/* Past the snapshot threshold (100) with idle TICKs (every 20 ms). */
+	sim_run_ms(s, 4000);
+	assert_true(s->nodes[l].stats.snapshots_taken >= 1);
+
+	for (uint32_t i = 0; i < NODES; i++) {
+		node_deinit(&s->nodes[i]);
+		s->up[i] = false;
+	}
+	for (uint32_t i = 0; i < NODES; i++)
+		sim_start_node(s, i);
+	l = sim_wait_leader(s);
+	req = read_req(sid, 2, "lock/r");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.lock_info.token, token);
+	sim_destroy(s);
+}
+
+static void test_node_bad_datagrams_are_counted_not_applied(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(5));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t junk[64];
+	memset(junk, 0xab, sizeof(junk));
+
+	uint64_t applied = n->stats.applied_commands;
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, junk, 10);
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, junk, sizeof(junk));
+	assert_int_equal(n->stats.client_bad, 2);
+	assert_int_equal(n->stats.client_unanswered, 2);
+	assert_int_equal(n->stats.client_bad_reason[HASP_ETRUNCATED], 1);
+	assert_int_equal(n->stats.client_bad_reason[HASP_EMAGIC], 1);
+
+	node_peer_rx(n, s->now_ns, s->cfg[(l + 1) % NODES].ip, 7001, junk, sizeof(junk));
+	assert_int_equal(n->stats.peer_bad, 1);
+	/* A well-formed raft message of another cluster, and one from an
+	 * address that is not the sender's. */
+	struct raft_msg m = { .type = RAFT_MSG_APPEND_RESP, .cluster_id = 99, .from = 2, .to = n->cfg.node_id,
+			      .term = 1 };
+	uint8_t buf[256];
+	int size = msg_codec_encode(&m, buf, sizeof(buf));
+	assert_true(size > 0);
+	node_peer_rx(n, s->now_ns, s->cfg[1].ip, 7001, buf, (size_t)size);
+	assert_int_equal(n->stats.peer_dropped_cluster, 1);
+	m.cluster_id = 42;
+	m.from = (uint32_t)((l + 1) % NODES) + 1;
+	size = msg_codec_encode(&m, buf, sizeof(buf));
+	node_peer_rx(n, s->now_ns, CLIENT_IP, 7001, buf, (size_t)size);
+	assert_int_equal(n->stats.peer_dropped_node, 1);
+	sim_run_ms(s, 5);
+	assert_true(n->stats.applied_commands >= applied); /* nothing of the junk applied */
+	assert_int_equal(n->stats.apply_decode_errors, 0);
+	sim_destroy(s);
+}
+
+static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(6));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	/* A bucket of 2 tokens refilled at 1 per second. */
+	n->cfg.watch_rate = 1;
+	n->cfg.watch_burst = 2;
+	n->watch_tokens = 2;
+	uint64_t w = sim_open(s, l, 41), a = sim_open(s, l, 42);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"w/", 2 },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+
+	const char *keys[] = { "w/1", "w/2", "w/3", "w/4", "w/5", "other" };
+	for (uint64_t i = 0; i < 6; i++) {
+		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = i + 1 } };
+		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)keys[i], strlen(keys[i]) },
+							     .value = { (const uint8_t *)"v", 1 } };
+		assert_true(sim_call(s, l, &put, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	/* Two sent at once, the third held, the fourth and fifth replace it;
+	 * "other" does not match the prefix. */
+	assert_int_equal(n->stats.events_pushed, 2);
+	assert_int_equal(n->stats.watch_rate_limited, 3);
+	assert_int_equal(n->stats.watch_coalesced, 2);
+
+	/* The held (latest) event goes out when a token refills. */
+	s->inbox_count = 0;
+	sim_run_ms(s, 1500);
+	assert_int_equal(n->stats.events_pushed, 3);
+	bool seen = false;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) == 0 &&
+		    reply.hdr.opcode == HASP_OP_EVENT && reply.hdr.session_id == w) {
+			assert_int_equal(reply.body.event.type, HASP_EVENT_KV_PUT);
+			assert_int_equal(reply.body.event.name.size, 3);
+			assert_memory_equal(reply.body.event.name.data, "w/5", 3);
+			assert_int_equal(reply.hdr.seq, 3); /* the session's event counter */
+			seen = true;
+		}
+	}
+	assert_true(seen);
+	sim_destroy(s);
+}
+
+/* A follower that stays down must not stop the group: the leader keeps
+ * taking snapshots while its transfer to the dead node goes nowhere, so its
+ * log window never fills, and the node catches up by InstallSnapshot when
+ * it is back. */
+static void test_node_dead_follower_does_not_fill_the_window(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(7));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	s->isolated[f] = true;
+	/* Idle TICKs every 20 ms: 12 s is ~600 entries, more than the
+	 * 512-entry window. */
+	sim_run_ms(s, 12000);
+	assert_int_equal(sim_leader(s), l);
+	assert_true(s->nodes[l].raft.commit > s->nodes[f].applied + 512);
+	uint64_t sid = sim_open(s, l, 51);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/d", 5000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(s->nodes[l].raft.counters.proposals_rejected, 0);
+	assert_int_equal(s->nodes[l].stats.client_overloaded, 0);
+
+	s->isolated[f] = false;
+	sim_run_ms(s, 2000);
+	assert_true(s->nodes[f].stats.snapshots_installed >= 1);
+	assert_true(s->nodes[f].applied >= s->nodes[l].raft.commit - 1);
+	sim_destroy(s);
+}
+
+static void test_node_config_names_the_bad_field(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[512];
+	char *argv_missing[] = { "haspd", "--node-id", "1", NULL };
+	assert_int_equal(node_config_load(&c, 3, argv_missing, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "cluster_id"));
+	char *argv_bad[] = { "haspd", "--node-id", "1", "--batch-max", "zero", NULL };
+	assert_int_equal(node_config_load(&c, 5, argv_bad, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "batch_max"));
+	char *argv_ok[] = { "haspd", "--node-id", "1", "--cluster-id", "5", "--member", "1,10.1.0.1,7001,7000",
+			    "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
+			    "--", "-l", "0", NULL };
+	assert_int_equal(node_config_load(&c, 16, argv_ok, err, sizeof(err)), 0);
+	assert_int_equal(c.eal_argc, 3);
+	assert_string_equal(c.eal_argv[1], "-l");
+	assert_int_equal(c.members[0].client_port, 7000);
+}
+
+int main(void)
+{
+	test_util_install_assert_handler();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_node_three_nodes_elect_grant_and_redirect),
+		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
+		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
+		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
+		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
+		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
+		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
+		cmocka_unit_test(test_node_config_names_the_bad_field),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
