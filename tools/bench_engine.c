@@ -103,6 +103,26 @@ static uint32_t count_state(const struct bench_engine *e, uint8_t state)
 
 static void phase_close_start(struct bench_engine *e);
 
+/* True when every watcher's WATCH was answered under the current leader;
+ * otherwise sends WATCH again from each watcher registered under an older
+ * one (a new leader dropped it). */
+static bool watchers_current(struct bench_engine *e)
+{
+	bool current = true;
+
+	for (uint32_t i = 1; i < e->client_count; i++) {
+		struct client *c = &e->clients[i];
+		if (c->state != C_WATCHING || c->watch_epoch == e->leader_epoch)
+			continue;
+		current = false;
+		if (c->opcode == 0) {
+			e->res->err.rewatches++;
+			bench_session_request(e, i, HASP_OP_WATCH);
+		}
+	}
+	return current;
+}
+
 /* How long a round may take: 2 s, plus 100 ms per listener, because a
  * FIFO hand-off chain costs one committed command per waiter. */
 static uint64_t burst_round_ns(const struct bench_engine *e)
@@ -119,6 +139,8 @@ static void burst_round(struct bench_engine *e)
 	case R_IDLE:
 		if (!e->admitting || holder->state != C_IDLE || holder->opcode != 0)
 			return;
+		if (cfg->watchers && !watchers_current(e))
+			return; /* re-registering after a leader change */
 		e->round++;
 		e->round_start_ns = e->now;
 		e->round_told = 0;

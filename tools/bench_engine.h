@@ -99,6 +99,7 @@ struct bench_errors {
 	uint64_t sessions_failed; /* never opened */
 	uint64_t unfinished;      /* operations still in flight at the drain deadline */
 	uint64_t failed_ops;      /* operations ended by an unexpected status */
+	uint64_t rewatches;       /* burst: WATCH sent again after a leader change */
 };
 
 struct bench_result {

@@ -56,6 +56,7 @@ struct client {
 	uint16_t node;
 	uint8_t state;
 	uint8_t opcode;         /* request in flight; 0: none */
+	uint32_t watch_epoch;   /* burst watcher: leader epoch of its WATCH */
 	uint8_t reacquires;
 	uint8_t redirects;      /* NOT_LEADER answers to the request in flight */
 	bool measured;          /* the current operation counts */
@@ -78,6 +79,7 @@ struct bench_engine {
 	struct sockaddr_in nodes[NODES_MAX];
 	uint32_t node_count;
 	uint16_t leader_hint;
+	uint32_t leader_epoch; /* changes of leader_hint seen */
 	struct client *clients;
 	uint32_t client_count;
 	/* session id -> client index + 1, open addressing, 2x oversized */

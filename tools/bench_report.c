@@ -86,7 +86,7 @@ static const struct error_field error_fields[] = {
 	ERR(timeouts), ERR(retransmits), ERR(redirects), ERR(malformed), ERR(stray),
 	ERR(wait_rereads), ERR(wait_timeouts), ERR(notify_missing), ERR(arrivals_dropped),
 	ERR(send_errors), ERR(session_reopens), ERR(sessions_failed), ERR(unfinished),
-	ERR(failed_ops),
+	ERR(failed_ops), ERR(rewatches),
 };
 #undef ERR
 

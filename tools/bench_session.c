@@ -66,6 +66,16 @@ static uint16_t node_find_or_add(struct bench_engine *e, const uint8_t ipv4[4], 
 	return (uint16_t)e->node_count++;
 }
 
+/* A new leader drops the watches registered on the old one (they are
+ * node-local, dataplane/notify.c): counting leader changes lets the burst
+ * coordinator register its watchers again. */
+static void set_leader_hint(struct bench_engine *e, uint16_t node)
+{
+	if (node != e->leader_hint)
+		e->leader_epoch++;
+	e->leader_hint = node;
+}
+
 /* ---- session table ---- */
 
 static void hash_put(struct bench_engine *e, uint64_t session_id, uint32_t index)
@@ -361,7 +371,7 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 			c->redirects++;
 		if (m->body.not_leader.known) {
 			c->node = node_find_or_add(e, m->body.not_leader.ipv4, m->body.not_leader.port);
-			e->leader_hint = c->node;
+			set_leader_hint(e, c->node);
 			/* At once the first times; then back off, so stale hints
 			 * during an election cannot bounce a request in a loop. */
 			c->req_due_ns = c->redirects <= 2 ? e->now : e->now + BACKOFF_NS;
@@ -382,7 +392,7 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 
 	c->opcode = 0;
 	c->last_answer_ns = e->now;
-	e->leader_hint = c->node;
+	set_leader_hint(e, c->node);
 	if (status == HASP_STATUS_SESSION_EXPIRED) {
 		/* Everything this session held is gone; its operation failed. */
 		e->res->err.session_reopens++;
@@ -413,6 +423,7 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 		return;
 	case HASP_OP_WATCH:
 		c->state = C_WATCHING;
+		c->watch_epoch = e->leader_epoch;
 		return;
 	case HASP_OP_SESSION_CLOSE:
 		c->state = C_DONE;
