@@ -127,6 +127,8 @@ static bool watchers_current(struct bench_engine *e)
  * FIFO hand-off chain costs one committed command per waiter. */
 static uint64_t burst_round_ns(const struct bench_engine *e)
 {
+	if (e->cfg->watchers)
+		return BURST_ROUND_NS; /* watchers are told in parallel */
 	return BURST_ROUND_NS + (uint64_t)(e->client_count - 1u) * 100000000ull;
 }
 
@@ -169,6 +171,11 @@ static void burst_round(struct bench_engine *e)
 			if (e->now - e->round_start_ns < burst_round_ns(e))
 				return;
 		}
+		/* The holder's acquire may have found a new leader: watchers
+		 * register there before the release they are to be told of. */
+		if (cfg->watchers && !watchers_current(e) &&
+		    e->now - e->round_start_ns < burst_round_ns(e))
+			return;
 		if (holder->opcode != 0)
 			return;
 		holder->state = C_RELEASE;
