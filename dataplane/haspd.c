@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "dataplane/dp.h"
 #include "dataplane/node.h"
+#include "dataplane/node_admin.h"
 #include "hasp/errors.h"
 
 #define EXIT_CONFIG 2
@@ -36,6 +37,8 @@
 
 static struct dp haspd_dp;
 static struct node haspd_node;
+static struct node_admin haspd_admin; /* control plane: docs/CONTROL.md */
+static uint64_t haspd_dp_sum_ns;
 static struct node_config haspd_cfg;
 static struct dp_lcore *haspd_lcore; /* the lcore in whose handler or hook we are */
 static volatile sig_atomic_t stop_requested;
@@ -126,7 +129,18 @@ static bool work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, vo
 		dump_stats(false);
 		hasp_alloc_forbid_thread(true);
 	}
-	return node_work(&haspd_node, now_ns, deadline_ns);
+	bool did = node_work(&haspd_node, now_ns, deadline_ns);
+	/* The control plane after the node's step: admin commands run here,
+	 * on the node's thread; status and metrics are published. The
+	 * dataplane's counters are summed for it every 10 ms. */
+	struct dp_stats dps, *dpp = NULL;
+	if (now_ns >= haspd_dp_sum_ns) {
+		dp_stats_sum(&haspd_dp, &dps);
+		dpp = &dps;
+		haspd_dp_sum_ns = now_ns + 10000000ull;
+	}
+	did |= node_admin_work(&haspd_admin, now_ns, dpp, deadline_ns);
+	return did;
 }
 
 int main(int argc, char **argv)
@@ -155,6 +169,18 @@ int main(int argc, char **argv)
 		return rc == -HASP_ECONFIG ? EXIT_CONFIG : EXIT_DATA_DIR;
 	}
 
+	char admin_path[NODE_PATH_SIZE + 16];
+	if (haspd_cfg.admin_socket[0] != '\0')
+		snprintf(admin_path, sizeof(admin_path), "%s", haspd_cfg.admin_socket);
+	else
+		snprintf(admin_path, sizeof(admin_path), "%s/admin.sock", haspd_cfg.data_dir);
+	rc = node_admin_init(&haspd_admin, &haspd_node, admin_path, haspd_cfg.admin_addr);
+	if (rc != 0) {
+		fprintf(stderr, "haspd: admin: %s\n", hasp_strerror(rc));
+		node_deinit(&haspd_node);
+		return EXIT_CONFIG;
+	}
+
 	struct dp_config dcfg = {
 		.eal_argc = haspd_cfg.eal_argc, .eal_argv = haspd_cfg.eal_argv,
 		.port_name = haspd_cfg.port_name[0] ? haspd_cfg.port_name : NULL,
@@ -165,6 +191,7 @@ int main(int argc, char **argv)
 	rc = dp_init(&haspd_dp, &dcfg);
 	if (rc != 0) {
 		fprintf(stderr, "haspd: dataplane init failed (eal/port): %s\n", hasp_strerror(rc));
+		node_admin_deinit(&haspd_admin);
 		node_deinit(&haspd_node);
 		return rc == -HASP_EINVAL ? EXIT_CONFIG : EXIT_RUNTIME;
 	}
@@ -187,24 +214,39 @@ int main(int argc, char **argv)
 	int wake = node_wake_fd(&haspd_node);
 	if (wake >= 0 && dp_add_wake_fd(&haspd_dp, wake) != 0)
 		fprintf(stderr, "haspd: warning: storage ring fd not registered for wake-ups\n");
+	if (dp_add_wake_fd(&haspd_dp, node_admin_wake_fd(&haspd_admin)) != 0)
+		fprintf(stderr, "haspd: warning: admin eventfd not registered for wake-ups\n");
 
+	/* The admin thread starts after EAL init (no thread before it) and
+	 * inherits the signal mask dp_init set. */
+	rc = node_admin_start(&haspd_admin);
+	if (rc != 0) {
+		fprintf(stderr, "haspd: admin: cannot listen on %s %s: %s\n", admin_path,
+			haspd_cfg.admin_addr, hasp_strerror(rc));
+		dp_deinit(&haspd_dp);
+		node_admin_deinit(&haspd_admin);
+		node_deinit(&haspd_node);
+		return EXIT_CONFIG;
+	}
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	signal(SIGUSR1, on_usr1);
-	fprintf(stderr, "haspd: ready node=%u cluster=%llu client_port=%u peer_port=%u data_dir=%s\n",
+	fprintf(stderr, "haspd: ready node=%u cluster=%llu client_port=%u peer_port=%u data_dir=%s admin=%s\n",
 		haspd_cfg.node_id, (unsigned long long)haspd_cfg.cluster_id, self->client_port,
-		self->peer_port, haspd_cfg.data_dir);
+		self->peer_port, haspd_cfg.data_dir, admin_path);
 
 	int run_rc = dp_run(&haspd_dp);
 	/* SIGINT/SIGTERM ended the loop (dp_stop): take no more requests
 	 * (nothing is received any more) and finish the in-flight WAL writes
 	 * and hard-state saves before exiting. Sends are off from here. */
 	haspd_lcore = NULL;
+	node_admin_stop(&haspd_admin);
 	node_stop(&haspd_node);
 	int code = haspd_node.failed ? EXIT_RUNTIME : (run_rc == 0 ? 0 : EXIT_RUNTIME);
 	dump_stats(true);
 	haspd_lcore = NULL;
 	dp_deinit(&haspd_dp);
+	node_admin_deinit(&haspd_admin);
 	node_deinit(&haspd_node);
 	fprintf(stderr, "haspd: stopped node=%u exit=%d\n", haspd_cfg.node_id, code);
 	return code;

@@ -225,6 +225,9 @@ static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t coun
 		}
 		node_send(n, m->ip, m->peer_port, n->self->peer_port, n->tx, (size_t)size);
 		n->stats.peer_tx++;
+		uint32_t k = (uint32_t)(m - n->cfg.members);
+		if (msgs[i].type == RAFT_MSG_APPEND && msgs[i].entry_count == 0 && n->peer_probe_ns[k] == 0)
+			n->peer_probe_ns[k] = n->now_ns;
 	}
 }
 
@@ -383,6 +386,10 @@ static int recover(struct node *n, const struct hard_state *hs, char *err, size_
 		ps.snap_data = n->snap_buf[0];
 		ps.snap_size = snap.meta.data_size;
 		snapshot_release(&snap);
+	} else if (rc == -HASP_ENOENT && n->cfg.join) {
+		/* Joining an existing cluster: no configuration of our own; the
+		 * leader's log (or snapshot) brings it (raft.h, raft_restore). */
+		ps.snap_conf.count = 0;
 	} else if (rc == -HASP_ENOENT) {
 		/* A new cluster: every configured member is an initial voter. */
 		ps.snap_conf.count = n->cfg.member_count;
@@ -612,6 +619,11 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	if (m.to != n->cfg.node_id || from == NULL || from->ip != src_ip || m.from == n->cfg.node_id) {
 		n->stats.peer_dropped_node++;
 		return;
+	}
+	uint32_t k = (uint32_t)(from - n->cfg.members);
+	if (m.type == RAFT_MSG_APPEND_RESP && n->peer_probe_ns[k] != 0) {
+		n->peer_rtt_ns[k] = now_ns - n->peer_probe_ns[k];
+		n->peer_probe_ns[k] = 0;
 	}
 	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
 	node_step(n, &ev);

@@ -218,6 +218,14 @@ struct node {
 	uint32_t rx_entries_max;
 	uint8_t tx[HASP_MTU_JUMBO];
 
+	/* Peer round trips (control plane: hasp_peer_rtt_seconds), by index
+	 * in cfg.members: an empty AppendEntries (heartbeat) starts a probe
+	 * when none is out, its response ends it. Followers answer heartbeats
+	 * without touching the disk, so this is the network and scheduling
+	 * round trip. */
+	uint64_t peer_probe_ns[NODE_MEMBERS_MAX];
+	uint64_t peer_rtt_ns[NODE_MEMBERS_MAX];
+
 	struct node_stats stats;
 };
 

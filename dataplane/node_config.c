@@ -286,6 +286,31 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 		return set_path(k, value, cfg->data_dir, err, err_size);
 	if (strcmp(k, "stats_file") == 0)
 		return set_path(k, value, cfg->stats_file, err, err_size);
+	if (strcmp(k, "admin_socket") == 0)
+		return set_path(k, value, cfg->admin_socket, err, err_size);
+	if (strcmp(k, "admin_addr") == 0) {
+		uint32_t ip;
+		const char *colon = strrchr(value, ':');
+		char host[32];
+		if (colon == NULL || (size_t)(colon - value) >= sizeof(host) ||
+		    strlen(value) >= sizeof(cfg->admin_addr))
+			return fail(err, err_size, "admin_addr: '%s' is not A.B.C.D:PORT", value);
+		memcpy(host, value, (size_t)(colon - value));
+		host[colon - value] = '\0';
+		char *end;
+		unsigned long port = strtoul(colon + 1, &end, 10);
+		if (ipv4_addr_parse(host, &ip) != 0 || *end != '\0' || port == 0 || port > 65535)
+			return fail(err, err_size, "admin_addr: '%s' is not A.B.C.D:PORT", value);
+		strcpy(cfg->admin_addr, value);
+		return 0;
+	}
+	if (strcmp(k, "join") == 0) {
+		if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0 && strcmp(value, "true") != 0 &&
+		    strcmp(value, "false") != 0)
+			return fail(err, err_size, "join: '%s' is not 0 or 1", value);
+		cfg->join = value[0] == '1' || value[0] == 't';
+		return 0;
+	}
 	if (strcmp(k, "eal") == 0)
 		return set_eal(cfg, value, err, err_size);
 	if (strcmp(k, "segment_size") == 0) {
@@ -397,7 +422,8 @@ static const char usage_text[] =
 	"usage: haspd [--config FILE] [--KEY VALUE ...] [-- EAL arguments]\n"
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
 	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
-	"  gateway, port, data_dir, stats_file, eal, idle (poll|hybrid|sleep),\n"
+	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join,\n"
+	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
 	"  snapshots_kept, segment_size, wal_writes_inflight, wal_sync, watches_max, watch_rate, watch_burst,\n"

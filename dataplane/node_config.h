@@ -48,6 +48,14 @@ struct node_config {
 
 	char data_dir[NODE_PATH_SIZE];
 	char stats_file[NODE_PATH_SIZE]; /* empty: counters go to stderr */
+	/* Control plane (docs/CONTROL.md): the admin Unix socket (empty:
+	 * <data_dir>/admin.sock) and an optional TCP management address. */
+	char admin_socket[NODE_PATH_SIZE];
+	char admin_addr[64];
+	/* Join an existing cluster: start with an empty configuration and
+	 * wait for the leader's `members add` (instead of bootstrapping every
+	 * member line as an initial voter). */
+	bool join;
 
 	/* EAL arguments: the file's `eal` line, split on spaces, or the
 	 * arguments after `--`. eal_argv[0] is the program name. */

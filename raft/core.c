@@ -72,7 +72,7 @@ void core_become_follower(struct raft *r, uint64_t term, uint32_t leader)
 		read_index_drop(r);
 	if (r->role != RAFT_FOLLOWER || r->leader_id != leader) {
 		/* A follower trusts only what this leader told it (recv_append.c). */
-		r->verified = 0;
+		r->verified = r->commit; /* committed entries match every leader */
 		r->ack_pending = false;
 		core_trace(r, "follower leader=n%u", leader);
 	}

@@ -11,6 +11,7 @@
 #include "common/assert.h"
 #include "raft/core.h"
 #include "raft/log.h"
+#include "raft/membership.h"
 #include "raft/progress.h"
 #include "raft/replicate.h"
 
@@ -21,9 +22,52 @@ void election_tick(struct raft *r)
 	if (r->election_elapsed < r->election_timeout)
 		return;
 	core_reset_election_timer(r);
-	if (!core_is_voter(r, r->cfg.id))
+	if (!election_may_campaign(r))
 		return; /* learners and removed servers never campaign */
 	election_campaign(r, r->cfg.pre_vote, false);
+}
+
+bool election_may_campaign(const struct raft *r)
+{
+	struct raft_conf committed;
+
+	if (core_is_voter(r, r->cfg.id))
+		return true;
+	/* A server whose removal is logged but not committed may still be
+	 * needed: it may hold the only log a majority of the new
+	 * configuration would vote for (simulator seed 253412). It campaigns
+	 * as a voter of the last committed configuration and, if elected,
+	 * leads without counting itself until the removal commits (§4.2.2). */
+	membership_conf_at(r, r->commit, &committed);
+	for (uint32_t i = 0; i < committed.count; i++)
+		if (committed.members[i].id == r->cfg.id && committed.members[i].role == RAFT_VOTER)
+			return true;
+	return false;
+}
+
+static void become_leader(struct raft *r);
+
+/* Counts the votes of the latest configuration's voters; wins or loses
+ * once a majority decided. */
+static void tally(struct raft *r, bool pre, bool transfer)
+{
+	uint32_t granted = 0, rejected = 0, voters = core_voter_count(r);
+
+	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+		const struct raft_progress *p = &r->progress[i];
+		if (p->id == 0 || p->role != RAFT_VOTER || !p->vote_responded)
+			continue;
+		granted += p->vote_granted;
+		rejected += !p->vote_granted;
+	}
+	if (granted >= voters / 2 + 1) {
+		if (pre)
+			election_campaign(r, false, transfer);
+		else
+			become_leader(r);
+	} else if (rejected >= voters / 2 + 1) {
+		core_become_follower(r, r->term, 0);
+	}
 }
 
 bool election_log_ok(const struct raft *r, uint64_t last_index, uint64_t last_term)
@@ -73,7 +117,7 @@ void election_campaign(struct raft *r, bool pre, bool transfer)
 {
 	uint64_t msg_term;
 
-	if (!core_is_voter(r, r->cfg.id))
+	if (!election_may_campaign(r))
 		return;
 	if (pre) {
 		r->role = RAFT_PRE_CANDIDATE;
@@ -89,24 +133,19 @@ void election_campaign(struct raft *r, bool pre, bool transfer)
 		core_trace(r, "candidate%s", transfer ? " transfer" : "");
 	}
 	r->leader_id = 0;
-	r->verified = 0;
+	r->verified = r->commit; /* committed entries match every leader */
 	r->ack_pending = false;
 	core_reset_election_timer(r);
 	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
 		r->progress[i].vote_responded = false;
 		r->progress[i].vote_granted = false;
 	}
+	/* Our own vote counts if we are a voter of the latest configuration
+	 * (not if we are campaigning while our removal is pending). */
 	struct raft_progress *self = core_progress(r, r->cfg.id);
-	HASP_ASSERT(self != NULL);
-	self->vote_responded = true;
-	self->vote_granted = true;
-	if (core_voter_count(r) == 1) {
-		/* A single voter wins at once. */
-		if (pre)
-			election_campaign(r, false, transfer);
-		else
-			become_leader(r);
-		return;
+	if (self != NULL) {
+		self->vote_responded = true;
+		self->vote_granted = true;
 	}
 	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
 		const struct raft_progress *pr = &r->progress[i];
@@ -120,6 +159,7 @@ void election_campaign(struct raft *r, bool pre, bool transfer)
 		m->last_term = core_last_term(r);
 		m->transfer = transfer;
 	}
+	tally(r, pre, transfer); /* a single voter wins at once */
 }
 
 void election_recv_vote(struct raft *r, const struct raft_msg *m)
@@ -151,8 +191,6 @@ void election_recv_vote(struct raft *r, const struct raft_msg *m)
 void election_recv_vote_resp(struct raft *r, const struct raft_msg *m)
 {
 	bool pre = m->type == RAFT_MSG_PRE_VOTE_RESP;
-	uint32_t granted = 0, rejected = 0, voters = core_voter_count(r);
-
 	if (pre ? r->role != RAFT_PRE_CANDIDATE : r->role != RAFT_CANDIDATE)
 		return;
 	if (pre && !m->reject && m->term != r->term + 1)
@@ -164,21 +202,7 @@ void election_recv_vote_resp(struct raft *r, const struct raft_msg *m)
 		return;
 	pr->vote_responded = true;
 	pr->vote_granted = !m->reject;
-	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
-		const struct raft_progress *p = &r->progress[i];
-		if (p->id == 0 || p->role != RAFT_VOTER || !p->vote_responded)
-			continue;
-		granted += p->vote_granted;
-		rejected += !p->vote_granted;
-	}
-	if (granted >= voters / 2 + 1) {
-		if (pre)
-			election_campaign(r, false, false);
-		else
-			become_leader(r);
-	} else if (rejected >= voters / 2 + 1) {
-		core_become_follower(r, r->term, 0);
-	}
+	tally(r, pre, false);
 }
 
 void election_recv_timeout_now(struct raft *r, const struct raft_msg *m)

@@ -17,6 +17,10 @@ void election_tick(struct raft *r);
  * campaign ordered by TimeoutNow. Only voters campaign. */
 void election_campaign(struct raft *r, bool pre, bool transfer);
 
+/* We are a voter of the latest configuration, or of the last committed
+ * one while our removal is pending. */
+bool election_may_campaign(const struct raft *r);
+
 /* The candidate's log is at least as up-to-date as ours (§3.6.1). */
 bool election_log_ok(const struct raft *r, uint64_t last_index, uint64_t last_term);
 

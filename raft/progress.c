@@ -83,6 +83,12 @@ void progress_sync(struct raft *r)
 	}
 }
 
+void progress_heard_from(struct raft_progress *pr)
+{
+	pr->recent_active = true;
+	pr->silent_ticks = 0;
+}
+
 void progress_reset_all(struct raft *r)
 {
 	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {

@@ -25,6 +25,10 @@ void progress_sync(struct raft *r);
 /* A new leader starts every follower probing at last + 1 (§3.5). */
 void progress_reset_all(struct raft *r);
 
+/* A response arrived from the member: it is alive (CheckQuorum, and
+ * whether its snapshot transfer may hold compaction back). */
+void progress_heard_from(struct raft_progress *pr);
+
 void progress_become_probe(struct raft_progress *pr);
 void progress_become_replicate(struct raft_progress *pr);
 void progress_become_snapshot(struct raft_progress *pr, uint64_t snap_index);

@@ -217,8 +217,14 @@ static void reply_stale(struct raft *r, const struct raft_msg *m)
 		struct raft_msg *resp = core_msg(r, RAFT_MSG_APPEND_RESP, m->from);
 		if (resp != NULL)
 			resp->reject = true;
-	} else if (m->type == RAFT_MSG_PRE_VOTE) {
-		struct raft_msg *resp = core_msg(r, RAFT_MSG_PRE_VOTE_RESP, m->from);
+	} else if (m->type == RAFT_MSG_PRE_VOTE || m->type == RAFT_MSG_VOTE) {
+		/* Figure 3.1: RequestVote replies false with currentTerm when
+		 * term < currentTerm, so the candidate catches up. Without it
+		 * two servers whose (uncommitted) configurations do not include
+		 * each other's voters can campaign forever in different
+		 * terms (found by the simulator, seed 79382). */
+		uint8_t type = m->type == RAFT_MSG_VOTE ? RAFT_MSG_VOTE_RESP : RAFT_MSG_PRE_VOTE_RESP;
+		struct raft_msg *resp = core_msg(r, type, m->from);
 		if (resp != NULL)
 			resp->reject = true;
 	}

@@ -347,6 +347,7 @@ struct raft_progress {
 	uint32_t inflight_count;
 	uint64_t inflight_bytes;
 	uint32_t stall_ticks;         /* ticks without an ack while in flight */
+	uint32_t silent_ticks;        /* leader ticks since this member last answered */
 	/* SNAPSHOTTING: the snapshot being sent and the next offset. */
 	uint64_t snap_index;
 	uint64_t snap_offset;

@@ -202,6 +202,8 @@ void replicate_tick(struct raft *r)
 		struct raft_progress *pr = &r->progress[i];
 		if (pr->id == 0 || pr->id == r->cfg.id)
 			continue;
+		if (pr->silent_ticks < UINT32_MAX)
+			pr->silent_ticks++;
 		if (pr->state == RAFT_REPLICATE && pr->inflight_count > 0 &&
 		    ++pr->stall_ticks >= 2 * r->cfg.heartbeat_ticks) {
 			/* Nothing acknowledged for two heartbeats: the pipeline
@@ -225,7 +227,7 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 
 	if (r->role != RAFT_LEADER || pr == NULL || pr->id == r->cfg.id)
 		return;
-	pr->recent_active = true;
+	progress_heard_from(pr);
 	if (m->read_seq > pr->read_acked && m->read_seq <= r->read_seq) {
 		pr->read_acked = m->read_seq;
 		read_index_check(r);
@@ -258,8 +260,8 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 	}
 	if (m->index > r->log.last)
 		return; /* invalid: acknowledges what we never sent */
-	pr->probe_sent = false;
 	if (m->index > pr->match) {
+		pr->probe_sent = false;
 		pr->match = m->index;
 		if (pr->state == RAFT_PROBE)
 			progress_become_replicate(pr);
@@ -270,12 +272,16 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 		replicate_maybe_commit(r);
 		if (r->role != RAFT_LEADER)
 			return;
-		if (r->transfer_target == pr->id && pr->match == r->log.last) {
-			struct raft_msg *t = core_msg(r, RAFT_MSG_TIMEOUT_NOW, pr->id);
-			(void)t;
-		}
+		/* §3.10: the transfer target caught up: tell it to campaign. */
+		if (r->transfer_target == pr->id && pr->match == r->log.last)
+			(void)core_msg(r, RAFT_MSG_TIMEOUT_NOW, pr->id);
 	} else if (pr->state == RAFT_PROBE && m->index == pr->match && pr->next == pr->match + 1) {
 		progress_become_replicate(pr);
+	} else {
+		/* A stale ack, or one the follower's disk has not caught up with:
+		 * the ack after its write (or the next heartbeat) moves on.
+		 * Resending here would ping-pong probes at network speed. */
+		return;
 	}
 	replicate_send_append(r, pr);
 }

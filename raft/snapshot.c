@@ -29,8 +29,10 @@ static uint64_t keep_from_for(const struct raft *r, uint64_t index)
 			const struct raft_progress *pr = &r->progress[i];
 			if (pr->id == 0 || pr->id == r->cfg.id || pr->state == RAFT_SNAPSHOTTING)
 				continue;
-			if (pr->match + 1 < keep_from)
-				keep_from = pr->match + 1;
+			/* Its next probe needs the term at match too. */
+			uint64_t need = pr->match > 0 ? pr->match : 1;
+			if (need < keep_from)
+				keep_from = need;
 		}
 	}
 	if (keep_from < floor)
@@ -132,7 +134,7 @@ void snapshot_recv_resp(struct raft *r, const struct raft_msg *m)
 
 	if (r->role != RAFT_LEADER || pr == NULL || pr->id == r->cfg.id)
 		return;
-	pr->recent_active = true;
+	progress_heard_from(pr);
 	if (pr->state != RAFT_SNAPSHOTTING || m->snap_index != pr->snap_index)
 		return;
 	if (m->done) {
@@ -153,15 +155,21 @@ bool snapshot_sending(const struct raft *r)
 {
 	if (r->role != RAFT_LEADER)
 		return false;
-	/* Only a transfer to a follower that answered since the last quorum
-	 * check holds compaction back: a dead follower in SNAPSHOTTING would
-	 * otherwise stop every later snapshot, the window would fill and the
-	 * group would refuse all proposals (RAFT_FULL) for as long as that
-	 * node stays down. Its transfer restarts with the newer snapshot. */
-	for (uint32_t i = 0; i < r->cfg.peers_max; i++)
-		if (r->progress[i].id != 0 && r->progress[i].state == RAFT_SNAPSHOTTING &&
-		    r->progress[i].recent_active)
+	/* Only a transfer to a follower heard from within an election timeout
+	 * holds compaction back. A dead follower in SNAPSHOTTING would
+	 * otherwise stop every later snapshot, the log window would fill and
+	 * the group would refuse all proposals (RAFT_FULL) for as long as that
+	 * node stays down; its transfer restarts with the newer snapshot. The
+	 * silence is counted per member and continuously (not the quorum
+	 * check's recent_active, which is cleared every election timeout): a
+	 * live follower that answers slowly keeps its transfer, otherwise each
+	 * new snapshot would restart it and it could never finish. */
+	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+		const struct raft_progress *pr = &r->progress[i];
+		if (pr->id != 0 && pr->state == RAFT_SNAPSHOTTING &&
+		    pr->silent_ticks < r->cfg.election_ticks)
 			return true;
+	}
 	return false;
 }
 

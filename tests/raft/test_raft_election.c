@@ -144,6 +144,35 @@ static void test_election_rejects_candidate_with_stale_log(void **state)
 	th_deinit(th);
 }
 
+static void test_stale_vote_request_is_answered_with_our_term(void **state)
+{
+	/* Figure 3.1, RequestVote: "Reply false if term < currentTerm" (with
+	 * currentTerm, "for candidate to update itself"). */
+	struct th *th = &TH;
+	struct raft_msg m;
+	struct raft_update up;
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+	static const uint64_t terms[] = { 1 };
+	(void)state;
+	th_init(th, 3);
+	th_restart(th, 1, 5, 0, terms, 1);
+	memset(&m, 0, sizeof(m));
+	m.type = RAFT_MSG_VOTE;
+	m.cluster_id = TH_CLUSTER;
+	m.from = 3;
+	m.to = 2;
+	m.term = 3;
+	m.last_index = 9;
+	m.last_term = 3;
+	raft_step(&th->r[1], &ev, &up);
+	assert_int_equal(up.msg_count, 1);
+	assert_int_equal(up.msgs[0].type, RAFT_MSG_VOTE_RESP);
+	assert_true(up.msgs[0].reject);
+	assert_int_equal(up.msgs[0].term, 5);
+	assert_int_equal(th->r[1].vote, 0);
+	th_deinit(th);
+}
+
 static void test_prevote_partitioned_node_keeps_its_term(void **state)
 {
 	/* §9.6: "a candidate would only increment its term if it first learns
@@ -306,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_election_vote_is_persisted_before_reply),
 		cmocka_unit_test(test_election_restarted_server_does_not_vote_twice),
 		cmocka_unit_test(test_election_rejects_candidate_with_stale_log),
+		cmocka_unit_test(test_stale_vote_request_is_answered_with_our_term),
 		cmocka_unit_test(test_prevote_partitioned_node_keeps_its_term),
 		cmocka_unit_test(test_prevote_rejoining_node_does_not_depose_leader),
 		cmocka_unit_test(test_check_quorum_leader_steps_down_without_majority),

@@ -2,7 +2,9 @@
  * Paper tests for ReadIndex (§6.4), membership changes and learners (§4.1,
  * §4.2.1, §4.2.2) and snapshots (§5).
  */
+#include "raft/election.h"
 #include "raft/log.h"
+#include "raft/snapshot.h"
 #include "tests/raft/raft_harness.h"
 
 static struct th TH;
@@ -202,6 +204,29 @@ static void test_removed_leader_steps_down_once_removal_commits(void **state)
 	th_deinit(th);
 }
 
+static void test_server_with_pending_removal_may_still_campaign(void **state)
+{
+	/* A server whose removal is logged but uncommitted may hold the only
+	 * log the new majority would elect, so it keeps campaigning (as a
+	 * voter of the committed configuration); once the removal commits it
+	 * stops. Here the leader removes itself while cut off. */
+	struct th *th = &TH;
+	(void)state;
+	th_init(th, 3);
+	th_elect(th, 0);
+	th_isolate(th, 0, true);
+	conf_change(th, 0, RAFT_CONF_REMOVE, 1);
+	assert_int_equal(th->last_reject, RAFT_OK);
+	assert_int_equal(th->r[0].conf.count, 2);
+	assert_true(th->r[0].conf_index > th->r[0].commit);
+	assert_true(election_may_campaign(&th->r[0]));
+	th_isolate(th, 0, false);
+	settle(th, 0, 2);
+	assert_int_equal(th->r[0].role, RAFT_FOLLOWER);
+	assert_false(election_may_campaign(&th->r[0]));
+	th_deinit(th);
+}
+
 static void take_snapshot(struct th *th, uint32_t i, const uint8_t *data, uint64_t size)
 {
 	struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
@@ -274,6 +299,38 @@ static void test_lagging_follower_receives_snapshot_in_chunks(void **state)
 	th_deinit(th);
 }
 
+static void test_silent_followers_transfer_stops_holding_compaction(void **state)
+{
+	/* A transfer in progress holds compaction back (so that it can finish
+	 * with the snapshot it started), but only while the follower answers:
+	 * a dead follower must not stop every later snapshot, or the log window
+	 * fills and the group refuses all proposals while it is down. */
+	struct th *th = &TH;
+	static uint8_t image[4000];
+	(void)state;
+	th_init(th, 3);
+	th_elect(th, 0);
+	th_isolate(th, 2, true);
+	for (int i = 0; i < 120; i++)
+		th_propose(th, 0, "x");
+	settle(th, 0, 2);
+	take_snapshot(th, 0, image, sizeof(image));
+	/* The next heartbeat starts the transfer to the silent follower. */
+	settle(th, 0, (int)th->r[0].cfg.heartbeat_ticks + 1);
+	assert_int_equal(th->r[0].progress[2].state, RAFT_SNAPSHOTTING);
+	assert_true(snapshot_sending(&th->r[0]));
+	/* An election timeout of silence later it no longer does; node 1
+	 * keeps answering, so the leader stays leader. */
+	settle(th, 0, (int)th->r[0].cfg.election_ticks);
+	assert_int_equal(th->r[0].role, RAFT_LEADER);
+	assert_false(snapshot_sending(&th->r[0]));
+	/* Once the follower is back, its transfer completes. */
+	th_isolate(th, 2, false);
+	settle(th, 0, 20);
+	assert_int_equal(th->snap_installed[2], 121);
+	th_deinit(th);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,8 +342,10 @@ int main(void)
 		cmocka_unit_test(test_promotion_waits_until_the_learner_caught_up),
 		cmocka_unit_test(test_one_configuration_change_at_a_time),
 		cmocka_unit_test(test_removed_leader_steps_down_once_removal_commits),
+		cmocka_unit_test(test_server_with_pending_removal_may_still_campaign),
 		cmocka_unit_test(test_snapshot_compacts_the_log),
 		cmocka_unit_test(test_lagging_follower_receives_snapshot_in_chunks),
+		cmocka_unit_test(test_silent_followers_transfer_stops_holding_compaction),
 	};
 	test_util_install_assert_handler();
 	return cmocka_run_group_tests(tests, NULL, NULL);

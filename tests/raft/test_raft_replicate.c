@@ -367,6 +367,45 @@ static void test_messages_of_other_clusters_and_nonmembers_are_dropped(void **st
 	th_deinit(th);
 }
 
+static void test_follower_acks_its_snapshot_to_a_probe_below_it(void **state)
+{
+	/* A follower restarted from a snapshot at 10 is probed at 5: entries
+	 * up to its snapshot are committed, so it acknowledges 10 at once (an
+	 * ack of 0 once made the leader probe again forever). */
+	struct raft r;
+	struct prng p;
+	struct raft_config cfg;
+	struct raft_persisted_state ps;
+	struct raft_msg m;
+	struct raft_entry e[3];
+	struct raft_update up;
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+	(void)state;
+	th_config(&TH, &cfg, 2);
+	prng_seed(&p, 3);
+	assert_int_equal(raft_init(&r, &cfg, &p), 0);
+	memset(&ps, 0, sizeof(ps));
+	ps.term = 1;
+	ps.snap_index = 10;
+	ps.snap_term = 1;
+	ps.snap_conf.count = 3;
+	for (uint32_t i = 0; i < 3; i++) {
+		ps.snap_conf.members[i].id = i + 1;
+		ps.snap_conf.members[i].role = RAFT_VOTER;
+	}
+	assert_int_equal(raft_restore(&r, &ps), 0);
+	append_msg(&m, 1, 2, 1, 5, 1);
+	for (uint32_t i = 0; i < 3; i++)
+		e[i] = (struct raft_entry){ .term = 1, .index = 6 + i, .type = RAFT_ENTRY_NOOP };
+	m.entries = e;
+	m.entry_count = 3;
+	raft_step(&r, &ev, &up);
+	assert_int_equal(up.msg_count, 1);
+	assert_false(up.msgs[0].reject);
+	assert_int_equal(up.msgs[0].index, 10);
+	raft_deinit(&r);
+}
+
 static void test_steps_never_allocate(void **state)
 {
 	struct th *th = &TH;
@@ -403,6 +442,7 @@ int main(void)
 		cmocka_unit_test(test_appends_are_pipelined_within_mtu_and_budget),
 		cmocka_unit_test(test_lost_appends_are_resent_after_a_stall),
 		cmocka_unit_test(test_messages_of_other_clusters_and_nonmembers_are_dropped),
+		cmocka_unit_test(test_follower_acks_its_snapshot_to_a_probe_below_it),
 		cmocka_unit_test(test_steps_never_allocate),
 	};
 	test_util_install_assert_handler();

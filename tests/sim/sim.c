@@ -40,8 +40,8 @@
 #define SIM_CLIENTS 4
 #define SIM_LOCKS 3
 #define SIM_INDEX_MAX 8192
-#define SIM_ENTRY_MAX 64
-#define SIM_SNAP_MAX 2048
+#define SIM_ENTRY_MAX 96
+#define SIM_SNAP_MAX 16384
 #define SIM_PACKETS 8192
 #define SIM_WHEEL 1024
 #define SIM_MTU_MAX 1500
@@ -50,6 +50,7 @@
 #define SIM_GRANTS_MAX 1024
 #define SIM_READS_MAX 64
 #define SIM_TICK_MS 10
+#define SIM_SEQ_MAX 4096
 
 enum packet_kind {
 	PKT_RAFT = 1,
@@ -60,6 +61,7 @@ enum packet_kind {
 struct packet {
 	struct packet *next;
 	uint8_t kind;
+	uint8_t from_slot;
 	uint8_t to_slot;
 	uint32_t to_id; /* node incarnation, 0 for clients */
 	uint16_t size;
@@ -115,17 +117,22 @@ struct sim_node {
 	uint64_t next_tick;
 	uint64_t ticks;
 	uint8_t recv_snap[SIM_SNAP_MAX];
-	struct raft_buf batch[16];
-	uint8_t batch_data[16][SIM_ENTRY_MAX];
+	struct sim_cmd batch[16];     /* stamped and encoded at the flush */
+	uint8_t batch_client[16];     /* client slot + 1, 0: the leader's own */
 	uint32_t batch_count;
+	uint8_t *pending_client;      /* by index % SIM_INDEX_MAX: who to answer */
 	struct lease leases[SIM_LOCKS];
+	uint64_t expire_lease[8];     /* `due` expiries proposed lately */
+	uint64_t expire_tick[8];
+	int64_t clock_offset_ms;
 	bool report_snapshot; /* installed one: pass its bytes back to raft */
 	bool retire_after;    /* applied its own removal */
 	bool was_member;      /* in a committed configuration */
 };
 
 struct sim_client {
-	uint32_t session;
+	uint64_t nonce;
+	uint64_t session;  /* 0 until OPEN succeeded */
 	uint64_t seq;
 	bool busy;
 	struct sim_cmd cmd;
@@ -140,6 +147,8 @@ struct sim_client {
 struct record {
 	bool set;
 	uint64_t term;
+	uint64_t commit_term; /* term of the first node to apply it (>= the
+			       * term in which it was committed) */
 	uint32_t hash;
 	uint8_t type;
 	struct sim_result res;
@@ -189,6 +198,9 @@ struct sim {
 	uint32_t read_count;
 	uint64_t read_ctx;
 	uint64_t conf_seen_index;
+	uint64_t executed_session[SIM_CLIENTS];
+	uint64_t executed_seq[SIM_CLIENTS];
+	uint64_t (*exec_index)[SIM_SEQ_MAX]; /* [client][seq]: index of its execution */
 	/* scratch */
 	struct raft_entry *restore_entries;
 	struct raft_entry decode_entries[128];
@@ -265,6 +277,7 @@ static void net_send(uint8_t kind, int from_slot, int to_slot, uint32_t to_id, c
 			return; /* the network is full: a loss */
 		S.free_list = p->next;
 		p->kind = kind;
+		p->from_slot = (uint8_t)from_slot;
 		p->to_slot = (uint8_t)to_slot;
 		p->to_id = to_id;
 		p->size = (uint16_t)size;
@@ -379,7 +392,13 @@ static void check_leader_completeness(struct sim_node *n)
 			 S.leader_of_term[r->term % SIM_TERMS_MAX], n->id);
 	S.leader_of_term[r->term % SIM_TERMS_MAX] = n->id;
 	S.stats->elections++;
+	/* §3.6: "if a log entry is committed in a given term, then that entry
+	 * will be present in the logs of the leaders for all higher-numbered
+	 * terms". A leader of an older term elected late (its votes were in
+	 * flight) may lack entries committed in newer terms. */
 	for (uint64_t i = r->log.snap_index + 1; i <= S.rec_max; i++) {
+		if (S.rec[i].commit_term >= r->term)
+			continue;
 		const struct raft_entry *e = raft_entry_at(r, i);
 		if (e == NULL || e->term != S.rec[i].term ||
 		    entry_hash(e->type, e->data, e->size) != S.rec[i].hash) {
@@ -447,11 +466,10 @@ static void record_grant(uint8_t lock, uint64_t index, uint64_t token)
 		grant_end_check(lock, at + 1);
 }
 
-static void send_client_resp(struct sim_node *n, const struct sim_result *res, uint8_t status,
-			     uint32_t leader)
+static void send_client_resp(struct sim_node *n, uint32_t c, const struct sim_result *res,
+			     uint8_t status, uint32_t leader)
 {
 	uint8_t buf[sizeof(struct sim_result) + sizeof(uint32_t)];
-	uint32_t c = res->session - 1;
 
 	HASP_ASSERT(c < SIM_CLIENTS);
 	struct sim_result r = *res;
@@ -480,11 +498,33 @@ static void apply_entry(struct sim_node *n, const struct raft_entry *e)
 	if (!rec->set) {
 		rec->set = true;
 		rec->term = e->term;
+		rec->commit_term = n->raft.term;
 		rec->hash = hash;
 		rec->type = e->type;
 		rec->res = res;
 		if (e->index > S.rec_max)
 			S.rec_max = e->index;
+		/* Exactly once (§6.3): a session's commands execute in sequence
+		 * order, each once; a retry is answered from the cache. */
+		if (res.status == SIM_ST_EXPIRED)
+			S.stats->expired++;
+		if (res.kind == SIM_CMD_OPEN && res.status == SIM_ST_OPENED && !res.duplicate &&
+		    res.nonce >= 1 && res.nonce <= SIM_CLIENTS)
+			S.executed_session[res.nonce - 1] = res.session;
+		int who = -1;
+		for (int c = 0; c < SIM_CLIENTS; c++)
+			if (res.session != 0 && S.executed_session[c] == res.session)
+				who = c;
+		if (who >= 0 && res.kind != SIM_CMD_OPEN && res.status != SIM_ST_NONE &&
+		    !res.duplicate) {
+			if (res.seq <= S.executed_seq[who])
+				sim_fail("session %llu: command %llu executed again at index %llu",
+					 (unsigned long long)res.session, (unsigned long long)res.seq,
+					 (unsigned long long)e->index);
+			S.executed_seq[who] = res.seq;
+			if (res.seq < SIM_SEQ_MAX)
+				S.exec_index[who][res.seq] = e->index;
+		}
 		S.stats->commits = S.rec_max;
 	} else if (rec->term != e->term || rec->hash != hash ||
 		   memcmp(&rec->res, &res, sizeof(res)) != 0) {
@@ -492,9 +532,12 @@ static void apply_entry(struct sim_node *n, const struct raft_entry *e)
 			 n->id, (unsigned long long)e->index);
 		return;
 	}
-	if (e->type == RAFT_ENTRY_COMMAND && res.status != SIM_ST_NONE && res.session != 0 &&
+	/* Answer the client whose request this leader proposed at this index. */
+	uint8_t client = n->pending_client[e->index % SIM_INDEX_MAX];
+	n->pending_client[e->index % SIM_INDEX_MAX] = 0;
+	if (e->type == RAFT_ENTRY_COMMAND && res.status != SIM_ST_NONE && client != 0 &&
 	    n->raft.role == RAFT_LEADER)
-		send_client_resp(n, &res, res.status, n->id);
+		send_client_resp(n, client - 1, &res, res.status, n->id);
 }
 
 static void retire(struct sim_node *o)
@@ -555,6 +598,11 @@ static void handle_update(struct sim_node *n, struct raft_update *up)
 	}
 	if (up->snap_install) {
 		uint32_t next = 1 - d->snap_cur;
+		/* A snapshot becomes durable only after every log write before
+		 * it: a crash must not pair it with a stale log tail that a
+		 * truncation had already replaced (simulator seed 182297). */
+		if (d->dirty_from != UINT64_MAX)
+			disk_flush(d, d->written_last);
 		memcpy(d->snap[next], n->recv_snap, up->snap_size);
 		d->snap_cur = next;
 		d->snap_size = (uint32_t)up->snap_size;
@@ -611,6 +659,8 @@ static void handle_update(struct sim_node *n, struct raft_update *up)
 	}
 	if (up->snapshot_wanted && !n->report_snapshot) {
 		uint32_t next = 1 - d->snap_cur;
+		if (d->dirty_from != UINT64_MAX)
+			disk_flush(d, d->written_last); /* log writes first, as above */
 		uint32_t size = S.opt.sm->snapshot(n->sm, d->snap[next], SIM_SNAP_MAX);
 		struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
 		struct raft_update up2;
@@ -646,7 +696,12 @@ static void handle_update(struct sim_node *n, struct raft_update *up)
 static void node_step(struct sim_node *n, const struct raft_event *ev, struct raft_update *up)
 {
 	HASP_ASSERT(n->alive && n->raft_up);
+	uint64_t invalid = n->raft.counters.msg_dropped_invalid;
 	raft_step(&n->raft, ev, up);
+	/* Every peer here is honest: a message raft finds invalid is a bug in
+	 * the sender (or in the check). */
+	if (n->raft.counters.msg_dropped_invalid != invalid)
+		sim_fail("n%u dropped an invalid message from an honest peer", n->id);
 	handle_update(n, up);
 	if (n->retire_after && n->alive) {
 		n->retire_after = false;
@@ -698,6 +753,12 @@ static void node_start(struct sim_node *n)
 	int rc = raft_restore(&n->raft, &ps);
 	if (rc != 0) {
 		sim_fail("n%u raft_restore failed: %d (entries %u)", n->id, rc, count);
+		fprintf(stderr, "term=%llu snap=%llu/%llu entries:", (unsigned long long)ps.term,
+			(unsigned long long)ps.snap_index, (unsigned long long)ps.snap_term);
+		for (uint32_t i = 0; i < count; i++)
+			fprintf(stderr, " %llu/%llu", (unsigned long long)S.restore_entries[i].index,
+				(unsigned long long)S.restore_entries[i].term);
+		fprintf(stderr, "\n");
 		return;
 	}
 	n->raft_up = true;
@@ -708,6 +769,9 @@ static void node_start(struct sim_node *n)
 	n->sm_applied = d->snap_index;
 	n->next_tick = S.now + prng_range(&S.prng, 1, n->tick_ms);
 	n->batch_count = 0;
+	memset(n->pending_client, 0, SIM_INDEX_MAX);
+	memset(n->expire_lease, 0, sizeof(n->expire_lease));
+	n->clock_offset_ms = (int64_t)prng_below(&S.prng, 1000000);
 	n->report_snapshot = false;
 	n->retire_after = false;
 	memset(n->leases, 0, sizeof(n->leases));
@@ -727,6 +791,7 @@ static void node_create(struct sim_node *n, uint32_t id, const struct raft_conf 
 	struct sim_disk *d = &n->disk;
 	struct disk_entry *durable = d->durable, *written = d->written;
 	void *sm = n->sm;
+	uint8_t *pending = n->pending_client;
 
 	if (n->raft_up)
 		raft_deinit(&n->raft);
@@ -735,6 +800,7 @@ static void node_create(struct sim_node *n, uint32_t id, const struct raft_conf 
 	d->written = written;
 	d->dirty_from = UINT64_MAX;
 	n->sm = sm;
+	n->pending_client = pending;
 	n->id = id;
 	n->tick_ms = (uint32_t)prng_range(&S.prng, SIM_TICK_MS - 2, SIM_TICK_MS + 3); /* drift */
 	if (conf != NULL)
@@ -779,6 +845,14 @@ static void client_tick(struct sim_client *c)
 	if (S.now < c->next_op_at)
 		return;
 	memset(&c->cmd, 0, sizeof(c->cmd));
+	c->busy = true;
+	if (c->session == 0) {
+		/* First a session; a retried open (same nonce) gets the same. */
+		c->cmd.kind = SIM_CMD_OPEN;
+		c->cmd.nonce = c->nonce;
+		client_send(c);
+		return;
+	}
 	c->cmd.session = c->session;
 	c->cmd.seq = ++c->seq;
 	uint8_t lock = (uint8_t)prng_below(&S.prng, SIM_LOCKS);
@@ -790,7 +864,6 @@ static void client_tick(struct sim_client *c)
 		c->cmd.ttl_ms = (uint32_t)prng_range(&S.prng, 30, 400);
 	}
 	c->cmd.lock = lock;
-	c->busy = true;
 	client_send(c);
 }
 
@@ -801,8 +874,11 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 
 	memcpy(&res, p->data, sizeof(res));
 	memcpy(&leader, p->data + sizeof(res), sizeof(leader));
-	if (!c->busy || res.seq != c->cmd.seq)
+	if (!c->busy)
 		return; /* a late duplicate */
+	if (c->cmd.kind == SIM_CMD_OPEN ? res.nonce != c->nonce
+					: (res.session != c->session || res.seq != c->cmd.seq))
+		return; /* the answer to an earlier request */
 	if (res.kind == 0) {
 		/* NOT_LEADER: follow the hint, or try another node. */
 		int s = slot_of_id(leader);
@@ -811,8 +887,8 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 		c->hinted = true;
 		return;
 	}
-	if (res.kind != c->cmd.kind || res.lock != c->cmd.lock) {
-		sim_fail("client %u: reply for another command", c->session);
+	if (res.kind != c->cmd.kind || (res.kind != SIM_CMD_OPEN && res.lock != c->cmd.lock)) {
+		sim_fail("client %llu: reply for another command", (unsigned long long)c->nonce);
 		return;
 	}
 	c->busy = false;
@@ -820,16 +896,24 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 	if (S.healed)
 		c->done_since_heal++;
 	S.stats->acked++;
+	if (res.index == 0 && res.kind != SIM_CMD_OPEN && res.seq < SIM_SEQ_MAX)
+		res.index = S.exec_index[c->nonce - 1][res.seq]; /* a cached reply */
+	if (res.kind == SIM_CMD_OPEN) {
+		if (res.status == SIM_ST_OPENED)
+			c->session = res.session;
+		return;
+	}
 	if (res.index > S.acked_max)
 		S.acked_max = res.index;
 	if (res.index == 0 || res.index > S.rec_max || !S.rec[res.index].set) {
-		sim_fail("client %u acknowledged index %llu that was never applied", c->session,
-			 (unsigned long long)res.index);
+		sim_fail("client %llu acknowledged index %llu that was never applied",
+			 (unsigned long long)c->nonce, (unsigned long long)res.index);
 		return;
 	}
 	switch (res.status) {
 	case SIM_ST_GRANTED:
 		c->holding[res.lock] = res.token;
+		S.stats->granted++;
 		record_grant(res.lock, res.index, res.token);
 		break;
 	case SIM_ST_RELEASED:
@@ -843,71 +927,82 @@ static void client_recv(struct sim_client *c, const struct packet *p)
 
 /* ------------------------------------------------------------ node input */
 
+/* The node's monotonic clock: it runs at its own (drifting) tick rate and
+ * starts anywhere after a restart. */
+static uint64_t node_clock_ms(const struct sim_node *n)
+{
+	return (uint64_t)((int64_t)(S.now * SIM_TICK_MS / n->tick_ms) + n->clock_offset_ms);
+}
+
 static void node_flush_batch(struct sim_node *n)
 {
 	struct raft_event ev = { .type = RAFT_EVENT_PROPOSE };
 	struct raft_update up;
+	struct raft_buf bufs[16];
+	uint8_t data[16][SIM_ENTRY_MAX];
 
 	if (n->batch_count == 0 || !n->alive)
 		return;
-	ev.propose.bufs = n->batch;
+	if (n->raft.role != RAFT_LEADER) {
+		n->batch_count = 0; /* lost leadership: the clients retry */
+		return;
+	}
+	/* Stamp every command with this leader's term and clock now, as the
+	 * real node does when it closes a batch. */
+	for (uint32_t i = 0; i < n->batch_count; i++) {
+		n->batch[i].term = n->raft.term;
+		n->batch[i].now_ms = node_clock_ms(n);
+		bufs[i].data = data[i];
+		bufs[i].size = S.opt.sm->encode(&n->batch[i], data[i], SIM_ENTRY_MAX);
+		HASP_ASSERT(bufs[i].size > 0);
+	}
+	ev.propose.bufs = bufs;
 	ev.propose.count = n->batch_count;
+	uint32_t count = n->batch_count;
 	n->batch_count = 0;
 	node_step(n, &ev, &up);
+	if (up.reject == RAFT_OK && n->alive)
+		for (uint32_t i = 0; i < count; i++)
+			n->pending_client[(up.propose_index + i) % SIM_INDEX_MAX] = n->batch_client[i];
 	/* Refused proposals are dropped: the clients retry. */
+}
+
+static void node_batch_add(struct sim_node *n, const struct sim_cmd *cmd, uint8_t client)
+{
+	if (n->batch_count == 16)
+		node_flush_batch(n);
+	n->batch[n->batch_count] = *cmd;
+	n->batch_client[n->batch_count] = client;
+	n->batch_count++;
 }
 
 static void node_recv_client(struct sim_node *n, const struct packet *p)
 {
 	struct sim_cmd cmd;
+	uint32_t c = p->from_slot - SIM_NODES_MAX;
 
+	HASP_ASSERT(c < SIM_CLIENTS);
 	memcpy(&cmd, p->data, sizeof(cmd));
 	if (n->raft.role != RAFT_LEADER) {
 		struct sim_result res;
 		memset(&res, 0, sizeof(res));
 		res.session = cmd.session;
 		res.seq = cmd.seq;
-		send_client_resp(n, &res, 0, n->raft.leader_id);
+		res.nonce = cmd.nonce;
+		send_client_resp(n, c, &res, 0, n->raft.leader_id);
 		return;
 	}
-	if (n->batch_count == 16)
-		node_flush_batch(n);
-	uint32_t size = S.opt.sm->encode(&cmd, n->batch_data[n->batch_count], SIM_ENTRY_MAX);
-	HASP_ASSERT(size > 0);
-	n->batch[n->batch_count].data = n->batch_data[n->batch_count];
-	n->batch[n->batch_count].size = size;
-	n->batch_count++;
+	node_batch_add(n, &cmd, (uint8_t)(c + 1));
 }
 
-static void node_recv_raft(struct sim_node *n, const struct packet *p)
+static void expire_model(struct sim_node *n)
 {
-	struct raft_msg m;
-	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE };
-	struct raft_update up;
-
-	int rc = msg_codec_decode(&m, S.decode_entries, 128, p->data, p->size);
-	if (rc != 0) {
-		sim_fail("n%u cannot decode a message: %d", n->id, rc);
-		return;
-	}
-	ev.msg = &m;
-	node_step(n, &ev, &up);
-}
-
-static void node_tick(struct sim_node *n)
-{
-	struct raft_event ev = { .type = RAFT_EVENT_TICK };
-	struct raft_update up;
-
-	n->ticks++;
-	node_step(n, &ev, &up);
-	if (!n->alive || n->raft.role != RAFT_LEADER)
-		return;
-	/* Lease expiry is the leader's decision on its own clock (ticks),
-	 * replicated as a command; a new leader restarts every countdown. */
+	/* The node keeps the countdowns (the model has no time): a lock's TTL
+	 * runs on this leader's ticks from when it saw the grant; a new leader
+	 * restarts every countdown. */
 	struct sim_held held[SIM_LOCKS];
 	uint32_t count = S.opt.sm->held(n->sm, held, SIM_LOCKS);
-	for (uint32_t i = 0; i < count && n->batch_count < 16; i++) {
+	for (uint32_t i = 0; i < count; i++) {
 		struct lease *l = &n->leases[held[i].lock % SIM_LOCKS];
 		if (l->token != held[i].token) {
 			l->token = held[i].token;
@@ -924,11 +1019,47 @@ static void node_tick(struct sim_node *n)
 		cmd.lock = held[i].lock;
 		cmd.token = held[i].token;
 		l->expire_sent_tick = n->ticks;
-		uint32_t size = S.opt.sm->encode(&cmd, n->batch_data[n->batch_count], SIM_ENTRY_MAX);
-		n->batch[n->batch_count].data = n->batch_data[n->batch_count];
-		n->batch[n->batch_count].size = size;
-		n->batch_count++;
+		node_batch_add(n, &cmd, 0);
 	}
+}
+
+static void expire_due(struct sim_node *n)
+{
+	/* The state machine says what is due at this leader's (term, clock);
+	 * an expiry is proposed again only if still due 10 ticks later. */
+	struct sim_cmd due[8];
+	uint32_t count = S.opt.sm->due(n->sm, n->raft.term, node_clock_ms(n), due, 8);
+	for (uint32_t i = 0; i < count; i++) {
+		int slot = -1;
+		for (int k = 0; k < 8; k++) {
+			if (n->expire_lease[k] == due[i].lease_id)
+				slot = k;
+		}
+		if (slot >= 0 && n->ticks < n->expire_tick[slot] + 10)
+			continue;
+		if (slot < 0)
+			slot = (int)(n->ticks % 8);
+		n->expire_lease[slot] = due[i].lease_id;
+		n->expire_tick[slot] = n->ticks;
+		node_batch_add(n, &due[i], 0);
+	}
+}
+
+static void node_tick(struct sim_node *n)
+{
+	struct raft_event ev = { .type = RAFT_EVENT_TICK };
+	struct raft_update up;
+
+	n->ticks++;
+	node_step(n, &ev, &up);
+	if (!n->alive || n->raft.role != RAFT_LEADER)
+		return;
+	/* Lease expiry is the leader's decision on its own clock, replicated
+	 * as a command. */
+	if (S.opt.sm->due != NULL)
+		expire_due(n);
+	else
+		expire_model(n);
 	/* ReadIndex now and then, checked against acknowledged writes. */
 	if (!S.healed && S.read_count < SIM_READS_MAX && prng_chance(&S.prng, 100000)) {
 		struct raft_event rev = { .type = RAFT_EVENT_READ_INDEX };
@@ -941,6 +1072,21 @@ static void node_tick(struct sim_node *n)
 		if (up.reject != RAFT_OK)
 			S.read_count--;
 	}
+}
+
+static void node_recv_raft(struct sim_node *n, const struct packet *p)
+{
+	struct raft_msg m;
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE };
+	struct raft_update up;
+
+	int rc = msg_codec_decode(&m, S.decode_entries, 128, p->data, p->size);
+	if (rc != 0) {
+		sim_fail("n%u cannot decode a message: %d", n->id, rc);
+		return;
+	}
+	ev.msg = &m;
+	node_step(n, &ev, &up);
 }
 
 static void disk_sync(struct sim_node *n)
@@ -1130,10 +1276,12 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 		S.rec = calloc(SIM_INDEX_MAX, sizeof(*S.rec));
 		S.leader_of_term = calloc(SIM_TERMS_MAX, sizeof(*S.leader_of_term));
 		S.restore_entries = calloc(SIM_INDEX_MAX, sizeof(*S.restore_entries));
+		S.exec_index = calloc(SIM_CLIENTS, sizeof(*S.exec_index));
 		for (int s = 0; s < SIM_NODES_MAX; s++) {
 			S.nodes[s].disk.durable = calloc(SIM_INDEX_MAX, sizeof(struct disk_entry));
 			S.nodes[s].disk.written = calloc(SIM_INDEX_MAX, sizeof(struct disk_entry));
 			S.nodes[s].sm = opt->sm->create();
+			S.nodes[s].pending_client = calloc(SIM_INDEX_MAX, 1);
 		}
 	} else {
 		for (int s = 0; s < SIM_NODES_MAX; s++)
@@ -1154,6 +1302,9 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 	S.read_count = 0;
 	S.read_ctx = 0;
 	S.conf_seen_index = 0;
+	memset(S.executed_seq, 0, sizeof(S.executed_seq));
+	memset(S.executed_session, 0, sizeof(S.executed_session));
+	memset(S.exec_index, 0, sizeof(*S.exec_index) * SIM_CLIENTS);
 	memset(S.grant_count, 0, sizeof(S.grant_count));
 	memset(S.wheel, 0, sizeof(S.wheel));
 	S.free_list = NULL;
@@ -1203,7 +1354,7 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 	}
 	for (int c = 0; c < SIM_CLIENTS; c++) {
 		memset(&S.clients[c], 0, sizeof(S.clients[c]));
-		S.clients[c].session = (uint32_t)c + 1;
+		S.clients[c].nonce = (uint64_t)c + 1;
 		S.clients[c].target = random_node_slot();
 		S.clients[c].next_op_at = prng_below(&S.prng, 50);
 	}
@@ -1216,12 +1367,11 @@ static void setup(const struct sim_options *opt, struct sim_stats *stats)
 static void deliver(uint64_t t)
 {
 	struct packet *p = S.wheel[t % SIM_WHEEL];
-	struct packet *keep = NULL;
 
 	S.wheel[t % SIM_WHEEL] = NULL;
-	/* Buckets hold packets of later laps too (delays are < SIM_WHEEL, so
-	 * there are none); deliver in a random order to reorder same-ms
-	 * packets. */
+	/* Delays are below SIM_WHEEL ms, so a bucket holds only packets due
+	 * now; they are delivered in a random order (reordering within a
+	 * millisecond, on top of the random delays). */
 	while (p != NULL && !S.failed) {
 		/* pick a random packet of the remaining list */
 		uint32_t len = 0;
@@ -1247,7 +1397,39 @@ static void deliver(uint64_t t)
 		x->next = S.free_list;
 		S.free_list = x;
 	}
-	(void)keep;
+}
+
+/* The state of every node, for a liveness failure report. */
+static void dump_nodes(void)
+{
+	for (int s = 0; s < SIM_NODES_MAX; s++) {
+		struct sim_node *n = &S.nodes[s];
+		const struct raft *r = &n->raft;
+		if (n->id == 0 || !n->raft_up)
+			continue;
+		fprintf(stderr, "n%u %s%s %s term=%llu vote=%u leader=%u commit=%llu applied=%llu "
+			"last=%llu persisted=%llu snap=%llu conf_index=%llu voters:",
+			n->id, n->alive ? "alive" : "down", n->retired ? " retired" : "",
+			raft_role_name(r->role), (unsigned long long)r->term, r->vote, r->leader_id,
+			(unsigned long long)r->commit, (unsigned long long)n->sm_applied,
+			(unsigned long long)r->log.last, (unsigned long long)r->persisted,
+			(unsigned long long)r->log.snap_index, (unsigned long long)r->conf_index);
+		for (uint32_t m = 0; m < r->conf.count; m++)
+			fprintf(stderr, " %c%u", r->conf.members[m].role == RAFT_VOTER ? 'n' : 'l',
+				r->conf.members[m].id);
+		fprintf(stderr, "\n");
+		if (r->role != RAFT_LEADER)
+			continue;
+		for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+			const struct raft_progress *pr = &r->progress[i];
+			if (pr->id == 0)
+				continue;
+			fprintf(stderr, "   progress n%u state=%u match=%llu next=%llu inflight=%u "
+				"probe_sent=%d active=%d\n", pr->id, pr->state,
+				(unsigned long long)pr->match, (unsigned long long)pr->next,
+				pr->inflight_count, pr->probe_sent, pr->recent_active);
+		}
+	}
 }
 
 bool sim_run(const struct sim_options *opt, struct sim_stats *stats)
@@ -1285,11 +1467,22 @@ bool sim_run(const struct sim_options *opt, struct sim_stats *stats)
 		if (!S.healed)
 			fault_tick();
 		if (S.healed && live()) {
+			/* No acknowledged command was lost: the final leader has
+			 * committed (and every member applied, with the same bytes
+			 * and results as when it was acknowledged) every index a
+			 * client was told about. */
+			struct sim_node *l = find_leader();
+			if (S.acked_max > l->raft.commit)
+				sim_fail("acknowledged index %llu lost: leader n%u commit %llu",
+					 (unsigned long long)S.acked_max, l->id,
+					 (unsigned long long)l->raft.commit);
 			ok = true;
 			break;
 		}
 	}
 	stats->sim_ms = S.now;
+	if (!ok && !S.failed)
+		dump_nodes();
 	if (!ok && !S.failed)
 		sim_fail("liveness: no stable leader with every client served %u ms after healing",
 			 opt->liveness_ms);

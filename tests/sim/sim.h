@@ -37,6 +37,8 @@ struct sim_stats {
 	uint64_t snapshots;
 	uint64_t conf_changes;
 	uint64_t reads;
+	uint64_t granted;          /* acknowledged grants */
+	uint64_t expired;          /* committed expiries that released a lock */
 	uint64_t sim_ms;
 };
 

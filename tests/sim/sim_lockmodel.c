@@ -15,7 +15,6 @@
 
 #define MODEL_LOCKS 8
 #define MODEL_SESSIONS 16
-#define MODEL_CMD_SIZE 26
 
 struct model_lock {
 	uint32_t holder;     /* session, 0: free */
@@ -56,7 +55,7 @@ static uint32_t model_encode(const struct sim_cmd *cmd, uint8_t *buf, uint32_t c
 	byte_writer_init(&w, buf, cap);
 	byte_writer_u8(&w, cmd->kind);
 	byte_writer_u8(&w, cmd->lock);
-	byte_writer_u32(&w, cmd->session);
+	byte_writer_u64(&w, cmd->kind == SIM_CMD_OPEN ? cmd->nonce : cmd->session);
 	byte_writer_u64(&w, cmd->seq);
 	byte_writer_u64(&w, cmd->token);
 	byte_writer_u32(&w, cmd->ttl_ms);
@@ -74,13 +73,23 @@ static void model_apply(void *sm, uint64_t index, const uint8_t *data, uint32_t 
 	byte_reader_init(&rd, data, size);
 	c.kind = byte_reader_u8(&rd);
 	c.lock = byte_reader_u8(&rd);
-	c.session = byte_reader_u32(&rd);
+	c.session = byte_reader_u64(&rd);
 	c.seq = byte_reader_u64(&rd);
 	c.token = byte_reader_u64(&rd);
 	c.ttl_ms = byte_reader_u32(&rd);
 	if (rd.failed || rd.left != 0 || c.lock >= MODEL_LOCKS || c.session > MODEL_SESSIONS)
 		return;
 	m->revision++;
+	if (c.kind == SIM_CMD_OPEN) {
+		/* Sessions are numbered by the client's nonce: a retried open
+		 * gets the same session. */
+		res->kind = c.kind;
+		res->session = c.session;
+		res->nonce = c.session;
+		res->index = index;
+		res->status = c.session >= 1 && c.session <= MODEL_SESSIONS ? SIM_ST_OPENED : SIM_ST_REFUSED;
+		return;
+	}
 	res->kind = c.kind;
 	res->lock = c.lock;
 	res->session = c.session;
@@ -173,5 +182,6 @@ const struct sim_sm_ops sim_lockmodel_ops = {
 	.apply = model_apply,
 	.snapshot = model_snapshot,
 	.restore = model_restore,
+	.due = NULL,
 	.held = model_held,
 };

@@ -1,7 +1,7 @@
 /*
  * sim_raft: runs the deterministic Raft simulation over a range of seeds.
  *
- *   sim_raft --seeds 10000 [--seed-start 0] [--nodes 3|5|0] [--sm model]
+ *   sim_raft --seeds 10000 [--seed-start 0] [--nodes 3|5|0] [--sm model|locks]
  *   sim_raft --seed 1234 --nodes 5 --verbose       replay one seed
  *   sim_raft --forever                             until stopped or failed
  *
@@ -38,6 +38,8 @@ static const struct sim_sm_ops *sm_by_name(const char *name)
 {
 	if (strcmp(name, "model") == 0)
 		return &sim_lockmodel_ops;
+	if (strcmp(name, "locks") == 0)
+		return &sim_locks_ops;
 	return NULL;
 }
 
@@ -76,7 +78,7 @@ int main(int argc, char **argv)
 			forever = true;
 		} else {
 			fprintf(stderr, "usage: %s [--seeds N] [--seed-start S] [--seed S] "
-					"[--nodes 3|5|0] [--sm model] [--verbose] [--forever]\n",
+					"[--nodes 3|5|0] [--sm model|locks] [--verbose] [--forever]\n",
 				argv[0]);
 			return 2;
 		}
@@ -120,6 +122,8 @@ int main(int argc, char **argv)
 		total.snapshots += stats.snapshots;
 		total.conf_changes += stats.conf_changes;
 		total.reads += stats.reads;
+		total.granted += stats.granted;
+		total.expired += stats.expired;
 		total.sim_ms += stats.sim_ms;
 		if (one || (forever && run % 1000 == 999))
 			printf("seed=%llu steps=%llu commits=%llu acked=%llu crashes=%llu "
@@ -133,10 +137,12 @@ int main(int argc, char **argv)
 	}
 	double secs = (double)(clock() - start) / CLOCKS_PER_SEC;
 	printf("sim: %llu seeds from %llu ok (sm=%s) in %.1fs: steps=%llu commits=%llu acked=%llu "
-	       "crashes=%llu leaders=%llu snapshots=%llu conf=%llu reads=%llu sim_s=%llu\n",
+	       "granted=%llu expired=%llu crashes=%llu leaders=%llu snapshots=%llu conf=%llu "
+	       "reads=%llu sim_s=%llu\n",
 	       (unsigned long long)run, (unsigned long long)seed_start, sm_name, secs,
 	       (unsigned long long)total.steps, (unsigned long long)total.commits,
-	       (unsigned long long)total.acked, (unsigned long long)total.crashes,
+	       (unsigned long long)total.acked, (unsigned long long)total.granted,
+	       (unsigned long long)total.expired, (unsigned long long)total.crashes,
 	       (unsigned long long)total.elections, (unsigned long long)total.snapshots,
 	       (unsigned long long)total.conf_changes, (unsigned long long)total.reads,
 	       (unsigned long long)(total.sim_ms / 1000));

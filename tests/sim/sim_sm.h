@@ -18,6 +18,7 @@ enum sim_cmd_kind {
 	SIM_CMD_ACQUIRE = 1, /* try-acquire lock for the session */
 	SIM_CMD_RELEASE = 2, /* release with a token */
 	SIM_CMD_EXPIRE = 3,  /* the leader expires the holder with this token */
+	SIM_CMD_OPEN = 4,    /* open a session (nonce: retried opens get the same) */
 };
 
 enum sim_status {
@@ -27,26 +28,33 @@ enum sim_status {
 	SIM_ST_RELEASED = 3,
 	SIM_ST_NOT_HOLDER = 4,
 	SIM_ST_EXPIRED = 5,
+	SIM_ST_OPENED = 6,
+	SIM_ST_REFUSED = 7,  /* any other reply (full, bad request): the client moves on */
 };
 
 struct sim_cmd {
 	uint8_t kind;
 	uint8_t lock;        /* 0 .. SIM_LOCKS - 1 */
-	uint32_t session;    /* 1-based client session; 0 for EXPIRE */
-	uint64_t seq;        /* per-session request number */
-	uint64_t token;      /* RELEASE, EXPIRE */
 	uint32_t ttl_ms;     /* ACQUIRE */
+	uint64_t session;    /* the id OPEN returned; 0 for OPEN and EXPIRE */
+	uint64_t seq;        /* per-session request number */
+	uint64_t token;      /* RELEASE; EXPIRE (model) */
+	uint64_t lease_id;   /* EXPIRE (state machines with lease ids) */
+	uint64_t nonce;      /* OPEN */
+	uint64_t term;       /* stamped by the proposing leader */
+	uint64_t now_ms;     /* the proposing leader's monotonic clock */
 };
 
 struct sim_result {
 	uint8_t kind;        /* what was applied (a sim_cmd_kind) */
 	uint8_t lock;
 	uint8_t status;      /* enum sim_status */
-	uint32_t session;
+	uint64_t session;    /* OPEN: the new session id */
+	uint64_t nonce;      /* OPEN */
 	uint64_t seq;
 	uint64_t cmd_token;  /* the token the command named */
 	uint64_t token;      /* GRANTED: the fencing token */
-	uint64_t index;      /* log index of the first execution */
+	uint64_t index;      /* log index of the execution; 0 for a cached reply */
 	bool duplicate;      /* answered from the session cache */
 };
 
@@ -66,10 +74,14 @@ struct sim_sm_ops {
 		      struct sim_result *res);
 	uint32_t (*snapshot)(void *sm, uint8_t *buf, uint32_t cap);
 	bool (*restore)(void *sm, const uint8_t *buf, uint32_t size);
-	/* The locks currently held (for the leader's expiry decisions). */
+	/* Expiry, decided by the leader: either the state machine lists the
+	 * expiry commands due at the leader's (term, clock) (`due`), or it
+	 * lists the held locks and the node keeps the countdowns (`held`). */
+	uint32_t (*due)(void *sm, uint64_t term, uint64_t now_ms, struct sim_cmd *out, uint32_t max);
 	uint32_t (*held)(void *sm, struct sim_held *out, uint32_t max);
 };
 
 extern const struct sim_sm_ops sim_lockmodel_ops;
+extern const struct sim_sm_ops sim_locks_ops; /* the real locks/ state machine */
 
 #endif

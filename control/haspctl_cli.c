@@ -1,0 +1,911 @@
+/*
+ * haspctl: every command is one admin request (control.h protocol) to one
+ * node, printed as a human table or, with --json, as the node's reply line
+ * exactly (one JSON object per line on stdout, errors included).
+ *
+ * Where a command runs (docs/CONTROL.md "Followers and the leader"):
+ * status, health, metrics, log levels, members list and the lock, lease
+ * and session listings are answered by the node asked, from its own
+ * applied state. Membership changes, leader transfer and forced release
+ * must run on the leader: a follower answers ENOTLEADER with the leader's
+ * id, and haspctl retries once on that node when --nodes names it
+ * (redirect, not forwarding: nodes never call each other's admin
+ * endpoints, so a wedged peer cannot stall an operator's command).
+ *
+ * `snapshot restore` is offline: it checks a saved snapshot and writes it
+ * into a new data directory with storage/, for a node to boot from.
+ */
+#include "control/haspctl_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "control/admin_client.h"
+#include "control/json.h"
+#include "hasp/errors.h"
+#include "storage/hardstate.h"
+#include "storage/snapshot.h"
+#include "storage/uring.h"
+
+#define NODES_MAX 9u
+#define TOKENS_MAX 65536u
+#define TARGET_SIZE 256u
+
+static const char usage_text[] =
+	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
+	"               [--json] [--timeout MS] <command>\n"
+	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
+	"  health                             exit 0 healthy, 5 unhealthy\n"
+	"  members list\n"
+	"  members add <id> <ip> <peer-port> <client-port>   (joins as a learner)\n"
+	"  members promote <id> | members remove <id>\n"
+	"  leader transfer <id>\n"
+	"  snapshot save <file>\n"
+	"  snapshot restore <file> <new-data-dir> [--members ID,ID,...]   (offline)\n"
+	"  locks list [--prefix P] [--after CURSOR] [--limit N]\n"
+	"  locks show <name>\n"
+	"  locks release --force <name>\n"
+	"  leases list | sessions list [--after CURSOR] [--limit N]\n"
+	"  metrics | stats                   every counter, gauge and histogram\n"
+	"  log list | log level <topic|all> <off|error|warn|info|debug>\n"
+	"  help                               the node's command registry\n"
+	"  raw <command> [args...]            send one admin request as is\n"
+	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
+	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
+	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy.\n";
+
+struct node_target {
+	uint32_t id;
+	char target[TARGET_SIZE];
+};
+
+struct ctl {
+	FILE *out, *err;
+	bool json;
+	bool cluster;
+	uint32_t timeout_ms;
+	char target[TARGET_SIZE];
+	struct node_target nodes[NODES_MAX];
+	uint32_t node_count;
+	struct json_token *toks;
+};
+
+/* One parsed reply. */
+struct reply {
+	char *text;        /* hasp_alloc'd copy of the line */
+	size_t len;
+	int count;         /* tokens */
+	int result;        /* token of "result", -1 on error */
+	bool ok;
+	char error[32];
+	char message[256];
+	uint64_t leader_id;
+	int64_t attachment;
+};
+
+static int usage(struct ctl *c, const char *why)
+{
+	if (why != NULL)
+		fprintf(c->err, "haspctl: %s\n", why);
+	fputs(usage_text, c->err);
+	return HASPCTL_EXIT_USAGE;
+}
+
+static int parse_u32(const char *s, uint32_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long x = strtoul(s, &end, 10);
+	if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || x > UINT32_MAX)
+		return -1;
+	*v = (uint32_t)x;
+	return 0;
+}
+
+static int parse_nodes(struct ctl *c, const char *list)
+{
+	char buf[2048];
+	snprintf(buf, sizeof(buf), "%s", list);
+	char *save = NULL;
+	for (char *item = strtok_r(buf, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+		if (eq == NULL || c->node_count == NODES_MAX)
+			return -1;
+		*eq = '\0';
+		struct node_target *n = &c->nodes[c->node_count];
+		if (parse_u32(item, &n->id) != 0 || n->id == 0 || strlen(eq + 1) >= TARGET_SIZE ||
+		    eq[1] == '\0')
+			return -1;
+		snprintf(n->target, sizeof(n->target), "%s", eq + 1);
+		c->node_count++;
+	}
+	return c->node_count > 0 ? 0 : -1;
+}
+
+/* A cluster file: one ID=TARGET per line, blank lines and # comments. */
+static int parse_nodes_file(struct ctl *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char buf[512];
+	if (f == NULL)
+		return -1;
+	int rc = 0;
+	while (rc == 0 && fgets(buf, sizeof(buf), f) != NULL) {
+		char *p = buf;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		p[strcspn(p, "#\r\n")] = '\0';
+		for (size_t n = strlen(p); n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'); n--)
+			p[n - 1] = '\0';
+		if (*p != '\0')
+			rc = strchr(p, ',') == NULL ? parse_nodes(c, p) : -1;
+	}
+	fclose(f);
+	return rc == 0 && c->node_count > 0 ? 0 : -1;
+}
+
+static const char *node_target_of(const struct ctl *c, uint64_t id)
+{
+	for (uint32_t i = 0; i < c->node_count; i++)
+		if (c->nodes[i].id == id)
+			return c->nodes[i].target;
+	return NULL;
+}
+
+/* ---- one request ---- */
+
+static void reply_free(struct reply *r)
+{
+	hasp_free(r->text);
+	r->text = NULL;
+}
+
+/* Sends `line` to `target`; on success *r holds the parsed reply (ok or
+ * not). With attach_fd >= 0 an attachment is copied there. Returns 0 or an
+ * exit code. */
+static int request(struct ctl *c, const char *target, const char *line, struct reply *r,
+		   int attach_fd)
+{
+	struct admin_client a;
+	const char *text;
+	size_t len;
+	memset(r, 0, sizeof(*r));
+	r->result = -1;
+	r->attachment = -1;
+	int rc = admin_client_open(&a, target, c->timeout_ms);
+	if (rc != 0) {
+		fprintf(c->err, "haspctl: cannot connect to %s: %s\n", target, hasp_strerror(rc));
+		return HASPCTL_EXIT_UNREACHABLE;
+	}
+	rc = admin_client_call(&a, line, &text, &len);
+	if (rc != 0) {
+		fprintf(c->err, "haspctl: %s: no reply: %s\n", target, hasp_strerror(rc));
+		admin_client_close(&a);
+		return HASPCTL_EXIT_UNREACHABLE;
+	}
+	r->text = hasp_alloc(len + 1);
+	if (r->text == NULL) {
+		admin_client_close(&a);
+		return HASPCTL_EXIT_FAILED;
+	}
+	memcpy(r->text, text, len + 1);
+	r->len = len;
+	r->count = json_parse(r->text, len, c->toks, TOKENS_MAX);
+	bool okv = false;
+	if (r->count <= 0 || c->toks[0].type != JSON_OBJECT ||
+	    !json_tok_bool(r->text, c->toks, json_get(r->text, c->toks, 0, "ok"), &okv)) {
+		fprintf(c->err, "haspctl: %s: malformed reply\n", target);
+		admin_client_close(&a);
+		reply_free(r);
+		return HASPCTL_EXIT_UNREACHABLE;
+	}
+	r->ok = okv;
+	r->result = json_get(r->text, c->toks, 0, "result");
+	json_tok_str(r->text, c->toks, json_get(r->text, c->toks, 0, "error"), r->error, sizeof(r->error));
+	json_tok_str(r->text, c->toks, json_get(r->text, c->toks, 0, "message"), r->message,
+		     sizeof(r->message));
+	(void)json_tok_u64(r->text, c->toks, json_get(r->text, c->toks, 0, "leader_id"), &r->leader_id);
+	(void)json_tok_i64(r->text, c->toks, json_get(r->text, c->toks, 0, "attachment"), &r->attachment);
+	if (r->ok && r->attachment >= 0) {
+		rc = attach_fd >= 0 ? admin_client_attachment(&a, attach_fd, (uint64_t)r->attachment)
+				    : -HASP_EINVAL;
+		if (rc != 0) {
+			fprintf(c->err, "haspctl: %s: attachment: %s\n", target, hasp_strerror(rc));
+			admin_client_close(&a);
+			reply_free(r);
+			return HASPCTL_EXIT_UNREACHABLE;
+		}
+	}
+	admin_client_close(&a);
+	return 0;
+}
+
+/* Runs `line` and follows one ENOTLEADER redirect through --nodes. */
+static int request_leader(struct ctl *c, const char *line, struct reply *r, int attach_fd)
+{
+	int rc = request(c, c->target, line, r, attach_fd);
+	if (rc != 0 || r->ok || strcmp(r->error, "ENOTLEADER") != 0)
+		return rc;
+	const char *leader = r->leader_id != 0 ? node_target_of(c, r->leader_id) : NULL;
+	if (leader == NULL)
+		return 0;
+	if (!c->json)
+		fprintf(c->err, "haspctl: redirected to the leader, node %" PRIu64 " (%s)\n", r->leader_id,
+			leader);
+	reply_free(r);
+	return request(c, leader, line, r, attach_fd);
+}
+
+/* ---- human output ---- */
+
+static void tok_text(const struct ctl *c, const char *text, int t, char *out, size_t n)
+{
+	const struct json_token *k = &c->toks[t];
+	if (k->type == JSON_OBJECT)
+		snprintf(out, n, "{%u}", k->size);
+	else if (k->type == JSON_ARRAY && k->size == 0)
+		snprintf(out, n, "(none)");
+	else if (k->type == JSON_ARRAY)
+		snprintf(out, n, "[%u items]", k->size);
+	else
+		json_tok_str(text, c->toks, t, out, n);
+}
+
+static bool array_of_objects(const struct ctl *c, int t)
+{
+	return t >= 0 && c->toks[t].type == JSON_ARRAY && c->toks[t].size > 0 &&
+	       c->toks[t + 1].type == JSON_OBJECT;
+}
+
+#define COLS_MAX 16u
+
+/* Columns are the keys of the first row; a cell is the value's text. */
+static void print_table(struct ctl *c, const char *text, int arr)
+{
+	int first = arr + 1;
+	uint32_t ncol = c->toks[first].size < COLS_MAX ? c->toks[first].size : COLS_MAX;
+	char names[COLS_MAX][32];
+	size_t width[COLS_MAX];
+	int k = first + 1;
+	for (uint32_t i = 0; i < ncol; i++) {
+		json_tok_str(text, c->toks, k, names[i], sizeof(names[i]));
+		for (char *p = names[i]; *p; p++)
+			*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+		width[i] = strlen(names[i]);
+		k = (int)c->toks[k + 1].next;
+	}
+	char cell[160];
+	for (uint32_t r = 0; r < c->toks[arr].size; r++) {
+		int row = json_at(c->toks, arr, r);
+		int kk = first + 1;
+		for (uint32_t i = 0; i < ncol; i++) {
+			char kname[64];
+			json_tok_str(text, c->toks, kk, kname, sizeof(kname));
+			int v = json_get(text, c->toks, row, kname);
+			cell[0] = '\0';
+			if (v >= 0)
+				tok_text(c, text, v, cell, sizeof(cell));
+			if (strlen(cell) > width[i])
+				width[i] = strlen(cell);
+			kk = (int)c->toks[kk + 1].next;
+		}
+	}
+	/* The last column is not padded: no trailing blanks. */
+	for (uint32_t i = 0; i < ncol; i++)
+		fprintf(c->out, "%-*s%s", i + 1 < ncol ? (int)width[i] : 0, names[i], i + 1 < ncol ? "  " : "\n");
+	for (uint32_t r = 0; r < c->toks[arr].size; r++) {
+		int row = json_at(c->toks, arr, r);
+		int kk = first + 1;
+		for (uint32_t i = 0; i < ncol; i++) {
+			char kname[64];
+			json_tok_str(text, c->toks, kk, kname, sizeof(kname));
+			int v = json_get(text, c->toks, row, kname);
+			cell[0] = '\0';
+			if (v >= 0)
+				tok_text(c, text, v, cell, sizeof(cell));
+			fprintf(c->out, "%-*s%s", i + 1 < ncol ? (int)width[i] : 0, cell, i + 1 < ncol ? "  " : "\n");
+			kk = (int)c->toks[kk + 1].next;
+		}
+	}
+}
+
+/* Objects: scalars as `key: value`, then each array of objects as a table. */
+static void print_value(struct ctl *c, const char *text, int t)
+{
+	char buf[256];
+	if (t < 0)
+		return;
+	if (array_of_objects(c, t)) {
+		print_table(c, text, t);
+		return;
+	}
+	if (c->toks[t].type != JSON_OBJECT) {
+		tok_text(c, text, t, buf, sizeof(buf));
+		fprintf(c->out, "%s\n", buf);
+		return;
+	}
+	int k = t + 1;
+	for (uint32_t i = 0; i < c->toks[t].size; i++) {
+		int v = k + 1;
+		char key[64];
+		json_tok_str(text, c->toks, k, key, sizeof(key));
+		if (!array_of_objects(c, v)) {
+			tok_text(c, text, v, buf, sizeof(buf));
+			fprintf(c->out, "%s: %s\n", key, buf);
+		}
+		k = (int)c->toks[v].next;
+	}
+	k = t + 1;
+	for (uint32_t i = 0; i < c->toks[t].size; i++) {
+		int v = k + 1;
+		if (array_of_objects(c, v)) {
+			char key[64];
+			json_tok_str(text, c->toks, k, key, sizeof(key));
+			fprintf(c->out, "\n%s:\n", key);
+			print_table(c, text, v);
+		}
+		k = (int)c->toks[v].next;
+	}
+}
+
+/* Prints the reply and maps it to an exit code. */
+static int finish(struct ctl *c, struct reply *r, void (*human)(struct ctl *, struct reply *))
+{
+	int code = HASPCTL_EXIT_OK;
+	if (!r->ok)
+		code = strcmp(r->error, "ENOTLEADER") == 0 ? HASPCTL_EXIT_NOT_LEADER :
+		       strcmp(r->error, "ETIMEDOUT") == 0 ? HASPCTL_EXIT_UNREACHABLE : HASPCTL_EXIT_FAILED;
+	if (c->json) {
+		fprintf(c->out, "%s\n", r->text);
+	} else if (!r->ok) {
+		fprintf(c->err, "haspctl: %s: %s", r->error, r->message);
+		if (r->leader_id != 0)
+			fprintf(c->err, " (leader is node %" PRIu64 "; pass --nodes to follow it)", r->leader_id);
+		fputc('\n', c->err);
+	} else if (human != NULL) {
+		human(c, r);
+	} else {
+		print_value(c, r->text, r->result);
+	}
+	reply_free(r);
+	return code;
+}
+
+static int simple(struct ctl *c, const char *line, bool leader,
+		  void (*human)(struct ctl *, struct reply *))
+{
+	struct reply r;
+	int rc = leader ? request_leader(c, line, &r, -1) : request(c, c->target, line, &r, -1);
+	if (rc != 0)
+		return rc;
+	return finish(c, &r, human);
+}
+
+/* ---- commands ---- */
+
+static void human_metrics(struct ctl *c, struct reply *r)
+{
+	const char *t = r->text;
+	for (uint32_t i = 0; i < c->toks[r->result].size; i++) {
+		int s = json_at(c->toks, r->result, i);
+		char name[80], type[16], labels[160] = "", val[40];
+		json_tok_str(t, c->toks, json_get(t, c->toks, s, "name"), name, sizeof(name));
+		json_tok_str(t, c->toks, json_get(t, c->toks, s, "type"), type, sizeof(type));
+		int l = json_get(t, c->toks, s, "labels");
+		int k = l + 1;
+		size_t o = 0;
+		for (uint32_t j = 0; j < c->toks[l].size; j++) {
+			char kn[48], kv[48];
+			json_tok_str(t, c->toks, k, kn, sizeof(kn));
+			json_tok_str(t, c->toks, k + 1, kv, sizeof(kv));
+			o += (size_t)snprintf(labels + o, sizeof(labels) - o, "%s%s=%s", j ? "," : "{", kn, kv);
+			k = (int)c->toks[k + 1].next;
+		}
+		if (o > 0)
+			snprintf(labels + o, sizeof(labels) - o, "}");
+		if (strcmp(type, "histogram") == 0) {
+			char cnt[24], sum[40];
+			json_tok_str(t, c->toks, json_get(t, c->toks, s, "count"), cnt, sizeof(cnt));
+			json_tok_str(t, c->toks, json_get(t, c->toks, s, "sum"), sum, sizeof(sum));
+			fprintf(c->out, "%-56s count=%s sum=%s\n", strcat(name, labels), cnt, sum);
+		} else {
+			json_tok_str(t, c->toks, json_get(t, c->toks, s, "value"), val, sizeof(val));
+			fprintf(c->out, "%-56s %s\n", strcat(name, labels), val);
+		}
+	}
+}
+
+static void human_health(struct ctl *c, struct reply *r)
+{
+	char reason[64];
+	bool healthy = false;
+	json_tok_bool(r->text, c->toks, json_get(r->text, c->toks, r->result, "healthy"), &healthy);
+	json_tok_str(r->text, c->toks, json_get(r->text, c->toks, r->result, "reason"), reason,
+		     sizeof(reason));
+	fprintf(c->out, healthy ? "healthy\n" : "unhealthy: %s\n", reason);
+}
+
+static int cmd_health(struct ctl *c)
+{
+	struct reply r;
+	int rc = request(c, c->target, "health", &r, -1);
+	if (rc != 0)
+		return rc;
+	bool healthy = false;
+	if (r.ok)
+		json_tok_bool(r.text, c->toks, json_get(r.text, c->toks, r.result, "healthy"), &healthy);
+	rc = finish(c, &r, human_health);
+	return rc == 0 && !healthy ? HASPCTL_EXIT_UNHEALTHY : rc;
+}
+
+static int cmd_status_cluster(struct ctl *c)
+{
+	if (c->node_count == 0) {
+		fprintf(c->err, "haspctl: status --cluster needs --nodes ID=TARGET,...\n");
+		return HASPCTL_EXIT_USAGE;
+	}
+	int code = HASPCTL_EXIT_OK;
+	uint64_t leader_commit = 0;
+	struct row {
+		bool up, healthy;
+		char role[16], address[64], health[32];
+		uint64_t term, leader, commit, applied;
+	} rows[NODES_MAX];
+	if (c->json)
+		fprintf(c->out, "{\"ok\":true,\"command\":\"status\",\"nodes\":[");
+	for (uint32_t i = 0; i < c->node_count; i++) {
+		struct row *w = &rows[i];
+		struct reply r;
+		memset(w, 0, sizeof(*w));
+		FILE *saved = c->err;
+		FILE *null = fopen("/dev/null", "w");
+		c->err = null != NULL ? null : saved; /* one line per node below instead */
+		int rc = request(c, c->nodes[i].target, "status", &r, -1);
+		c->err = saved;
+		if (null != NULL)
+			fclose(null);
+		if (c->json)
+			fprintf(c->out, "%s{\"id\":%u,\"target\":\"%s\",\"reply\":%s}", i ? "," : "",
+				c->nodes[i].id, c->nodes[i].target, rc == 0 ? r.text : "null");
+		if (rc != 0 || !r.ok) {
+			if (rc == 0)
+				reply_free(&r);
+			code = HASPCTL_EXIT_UNHEALTHY;
+			continue;
+		}
+		const char *t = r.text;
+		int res = r.result;
+		w->up = true;
+		json_tok_str(t, c->toks, json_get(t, c->toks, res, "role"), w->role, sizeof(w->role));
+		json_tok_str(t, c->toks, json_get(t, c->toks, res, "address"), w->address, sizeof(w->address));
+		json_tok_str(t, c->toks, json_get(t, c->toks, res, "health"), w->health, sizeof(w->health));
+		json_tok_bool(t, c->toks, json_get(t, c->toks, res, "healthy"), &w->healthy);
+		json_tok_u64(t, c->toks, json_get(t, c->toks, res, "term"), &w->term);
+		json_tok_u64(t, c->toks, json_get(t, c->toks, res, "leader_id"), &w->leader);
+		json_tok_u64(t, c->toks, json_get(t, c->toks, res, "commit_index"), &w->commit);
+		json_tok_u64(t, c->toks, json_get(t, c->toks, res, "applied_index"), &w->applied);
+		if (strcmp(w->role, "leader") == 0)
+			leader_commit = w->commit;
+		if (!w->healthy)
+			code = HASPCTL_EXIT_UNHEALTHY;
+		reply_free(&r);
+	}
+	if (c->json) {
+		fprintf(c->out, "]}\n");
+		return code;
+	}
+	fprintf(c->out, "%-4s %-21s %-13s %-6s %-6s %-10s %-10s %-8s %s\n", "ID", "ADDRESS", "ROLE",
+		"TERM", "LEADER", "COMMIT", "APPLIED", "LAG", "HEALTH");
+	for (uint32_t i = 0; i < c->node_count; i++) {
+		const struct row *w = &rows[i];
+		if (!w->up) {
+			fprintf(c->out, "%-4u %-21s unreachable\n", c->nodes[i].id, c->nodes[i].target);
+			continue;
+		}
+		/* Lag against the leader's commit index: what this node has
+		 * still to apply to catch up with the cluster. */
+		uint64_t ref = leader_commit != 0 ? leader_commit : w->commit;
+		fprintf(c->out, "%-4u %-21s %-13s %-6" PRIu64 " %-6" PRIu64 " %-10" PRIu64 " %-10" PRIu64
+			" %-8" PRIu64 " %s\n", c->nodes[i].id, w->address, w->role, w->term, w->leader,
+			w->commit, w->applied, ref > w->applied ? ref - w->applied : 0, w->health);
+	}
+	return code;
+}
+
+static int cmd_snapshot_save(struct ctl *c, const char *file)
+{
+	char tmp[TARGET_SIZE + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		fprintf(c->err, "haspctl: cannot create %s: %s\n", tmp, strerror(errno));
+		return HASPCTL_EXIT_FAILED;
+	}
+	struct reply r;
+	int rc = request(c, c->target, "snapshot.save", &r, fd);
+	if (rc == 0 && r.ok && r.attachment < 0) {
+		fprintf(c->err, "haspctl: the node sent no snapshot bytes\n");
+		rc = HASPCTL_EXIT_FAILED;
+		reply_free(&r);
+	}
+	/* Durable before it has the final name: a backup that exists is whole. */
+	if (rc == 0 && r.ok && (fsync(fd) != 0 || rename(tmp, file) != 0)) {
+		fprintf(c->err, "haspctl: cannot write %s: %s\n", file, strerror(errno));
+		rc = HASPCTL_EXIT_FAILED;
+		reply_free(&r);
+	}
+	close(fd);
+	if (rc != 0 || !r.ok)
+		unlink(tmp);
+	if (rc != 0)
+		return rc;
+	if (r.ok && !c->json) {
+		uint64_t index = 0, term = 0;
+		json_tok_u64(r.text, c->toks, json_get(r.text, c->toks, r.result, "index"), &index);
+		json_tok_u64(r.text, c->toks, json_get(r.text, c->toks, r.result, "term"), &term);
+		fprintf(c->out, "saved snapshot index=%" PRIu64 " term=%" PRIu64 " bytes=%" PRId64 " to %s\n",
+			index, term, r.attachment, file);
+		reply_free(&r);
+		return HASPCTL_EXIT_OK;
+	}
+	return finish(c, &r, NULL);
+}
+
+/* The membership blob of snapshot files written by the node
+ * (dataplane/node.c): count u8, then count x (id u32 little-endian, role u8),
+ * role 1 = voter. */
+static size_t membership_encode(const uint32_t *ids, uint32_t count, uint8_t *buf)
+{
+	size_t off = 0;
+	buf[off++] = (uint8_t)count;
+	for (uint32_t i = 0; i < count; i++) {
+		buf[off++] = (uint8_t)ids[i];
+		buf[off++] = (uint8_t)(ids[i] >> 8);
+		buf[off++] = (uint8_t)(ids[i] >> 16);
+		buf[off++] = (uint8_t)(ids[i] >> 24);
+		buf[off++] = 1;
+	}
+	return off;
+}
+
+static int dir_is_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return errno == ENOENT ? 1 : -1;
+	int empty = 1;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+static int read_file(struct ctl *c, const char *path, uint8_t **data, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0) {
+		fprintf(c->err, "haspctl: cannot open %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return HASPCTL_EXIT_FAILED;
+	}
+	if ((uint64_t)sb.st_size > SNAPSHOT_DATA_SIZE_MAX + SNAPSHOT_MEMBERSHIP_SIZE_MAX ||
+	    sb.st_size < SNAPSHOT_HEADER_SIZE) {
+		fprintf(c->err, "haspctl: %s: not a snapshot (size %lld)\n", path, (long long)sb.st_size);
+		close(fd);
+		return HASPCTL_EXIT_FAILED;
+	}
+	*size = (uint64_t)sb.st_size;
+	*data = hasp_alloc(*size);
+	uint64_t off = 0;
+	while (*data != NULL && off < *size) {
+		ssize_t n = pread(fd, *data + off, *size - off, (off_t)off);
+		if (n <= 0)
+			break;
+		off += (uint64_t)n;
+	}
+	close(fd);
+	if (*data == NULL || off != *size) {
+		fprintf(c->err, "haspctl: cannot read %s\n", path);
+		hasp_free(*data);
+		return HASPCTL_EXIT_FAILED;
+	}
+	return 0;
+}
+
+/* Writes the hard state (term = the snapshot's term, no vote) a node booting
+ * from the snapshot needs: Raft's current term is never below the last log
+ * term (§3.3), and a fresh data dir would start at term 0. Slot 0 holds it,
+ * slot 1 stays zero (invalid), as after a first save. */
+static int hardstate_write(struct storage_io io, uint64_t term)
+{
+	static uint8_t slots[2 * HARDSTATE_SLOT_SIZE];
+	struct hard_state hs = { .term = term, .vote = 0 };
+	int fd;
+	bool direct;
+	memset(slots, 0, sizeof(slots));
+	hardstate_slot_encode(slots, 1, &hs);
+	int rc = io.ops->open(io.ctx, HARDSTATE_FILE, STORAGE_OPEN_CREATE, &fd, &direct);
+	if (rc != 0)
+		return -HASP_EIO;
+	rc = io.ops->pwrite(io.ctx, fd, slots, sizeof(slots), 0);
+	if (rc == 0)
+		rc = io.ops->fsync(io.ctx, fd);
+	io.ops->close(io.ctx, fd);
+	if (rc == 0)
+		rc = io.ops->sync_dir(io.ctx);
+	return rc == 0 ? 0 : -HASP_EIO;
+}
+
+/* Offline: checks the snapshot file and writes it into a new data
+ * directory (snapshot_save: temp file, fsync, rename, directory fsync) with
+ * a hard state at the snapshot's term, the voter set replaced when
+ * --members is given. The node that boots there recovers from it like from
+ * its own snapshot. */
+static int cmd_snapshot_restore(struct ctl *c, int argc, char **argv)
+{
+	if (argc < 2)
+		return usage(c, "snapshot restore <file> <new-data-dir> [--members ID,ID,...]");
+	const char *file = argv[0], *dir = argv[1];
+	uint32_t ids[9];
+	uint32_t id_count = 0;
+	if (argc == 4 && strcmp(argv[2], "--members") == 0) {
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%s", argv[3]);
+		char *save = NULL;
+		for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+			if (id_count == 9 || parse_u32(t, &ids[id_count]) != 0 || ids[id_count] == 0)
+				return usage(c, "--members takes 1 to 9 node ids: 1,2,3");
+			id_count++;
+		}
+	} else if (argc != 2) {
+		return usage(c, "snapshot restore <file> <new-data-dir> [--members ID,ID,...]");
+	}
+	int empty = dir_is_empty(dir);
+	if (empty != 1) {
+		fprintf(c->err, "haspctl: %s: %s\n", dir,
+			empty == 0 ? "not empty (restore only into a new data dir)" : strerror(errno));
+		return HASPCTL_EXIT_FAILED;
+	}
+	uint8_t *image;
+	uint64_t size;
+	int rc = read_file(c, file, &image, &size);
+	if (rc != 0)
+		return rc;
+	struct snapshot_meta meta;
+	int err = snapshot_decode(image, size, &meta);
+	if (err != 0) {
+		fprintf(c->err, "haspctl: %s: not a valid snapshot: %s\n", file, hasp_strerror(err));
+		hasp_free(image);
+		return HASPCTL_EXIT_FAILED;
+	}
+	const uint8_t *membership = image + SNAPSHOT_HEADER_SIZE;
+	const uint8_t *data = membership + meta.membership_size;
+	uint8_t blob[1 + 9 * 5];
+	if (id_count > 0) {
+		meta.membership_size = (uint32_t)membership_encode(ids, id_count, blob);
+		membership = blob;
+	}
+	struct uring_io *u;
+	err = uring_io_open(&u, dir, 8);
+	if (err == 0) {
+		err = snapshot_save(uring_io_ops(u), &meta, membership, data, 1);
+		if (err == 0)
+			err = hardstate_write(uring_io_ops(u), meta.last_term);
+		uring_io_close(u);
+	}
+	hasp_free(image);
+	if (err != 0) {
+		fprintf(c->err, "haspctl: cannot write the snapshot into %s: %s\n", dir, hasp_strerror(err));
+		return HASPCTL_EXIT_FAILED;
+	}
+	if (c->json)
+		fprintf(c->out, "{\"ok\":true,\"command\":\"snapshot.restore\",\"result\":{\"index\":%" PRIu64
+			",\"term\":%" PRIu64 ",\"data_size\":%" PRIu64 ",\"dir\":\"%s\"}}\n",
+			meta.last_index, meta.last_term, meta.data_size, dir);
+	else
+		fprintf(c->out, "restored snapshot index=%" PRIu64 " term=%" PRIu64 " into %s\n",
+			meta.last_index, meta.last_term, dir);
+	return HASPCTL_EXIT_OK;
+}
+
+/* Joins words into one request line ("name a b"); false if too long or a
+ * word has a space (the protocol splits on spaces). */
+static bool line_build(char *line, size_t size, const char *name, int argc, char **argv)
+{
+	size_t o = (size_t)snprintf(line, size, "%s", name);
+	for (int i = 0; i < argc; i++) {
+		if (argv[i][0] == '\0' || strchr(argv[i], ' ') != NULL)
+			return false;
+		int n = snprintf(line + o, size - o, " %s", argv[i]);
+		if (n < 0 || (size_t)n >= size - o)
+			return false;
+		o += (size_t)n;
+	}
+	return true;
+}
+
+static int cmd_words(struct ctl *c, const char *name, int argc, char **argv, int want, bool leader)
+{
+	char line[4096];
+	if (want >= 0 && argc != want)
+		return usage(c, "wrong number of arguments");
+	if (!line_build(line, sizeof(line), name, argc, argv))
+		return usage(c, "arguments must be non-empty and without spaces");
+	return simple(c, line, leader, NULL);
+}
+
+/* Listings: options become key=value words (--prefix only for locks). */
+static int cmd_list(struct ctl *c, const char *name, int argc, char **argv, bool prefix)
+{
+	char *words[3];
+	char buf[3][300];
+	int n = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *key = prefix && strcmp(argv[i], "--prefix") == 0 ? "prefix" :
+				  strcmp(argv[i], "--after") == 0		 ? "after" :
+				  strcmp(argv[i], "--limit") == 0		 ? "limit" : NULL;
+		if (key == NULL || i + 1 == argc || n == 3)
+			return usage(c, prefix ? "locks list [--prefix P] [--after CURSOR] [--limit N]"
+					       : "leases|sessions list [--after CURSOR] [--limit N]");
+		snprintf(buf[n], sizeof(buf[n]), "%s=%s", key, argv[++i]);
+		words[n] = buf[n];
+		n++;
+	}
+	return cmd_words(c, name, n, words, -1, false);
+}
+
+static int cmd_locks(struct ctl *c, int argc, char **argv)
+{
+	if (argc < 1)
+		return usage(c, "locks list|show|release");
+	if (strcmp(argv[0], "show") == 0)
+		return cmd_words(c, "locks.show", argc - 1, argv + 1, 1, false);
+	if (strcmp(argv[0], "release") == 0) {
+		if (argc != 3 || strcmp(argv[1], "--force") != 0)
+			return usage(c, "locks release --force <name> (the holder's token becomes stale)");
+		return cmd_words(c, "locks.release_force", 1, argv + 2, 1, true);
+	}
+	if (strcmp(argv[0], "list") != 0)
+		return usage(c, "locks list|show|release");
+	return cmd_list(c, "locks.list", argc - 1, argv + 1, true);
+}
+
+static int cmd_members(struct ctl *c, int argc, char **argv)
+{
+	if (argc < 1)
+		return usage(c, "members list|add|remove|promote");
+	if (strcmp(argv[0], "list") == 0)
+		return cmd_words(c, "members.list", argc - 1, argv + 1, 0, false);
+	if (strcmp(argv[0], "add") == 0) {
+		if (argc != 5)
+			return usage(c, "members add <id> <ip> <peer-port> <client-port>");
+		/* Every node must know the new member's address before any of
+		 * them may lead it (a configuration entry carries only ids):
+		 * tell each node in --nodes first, then ask the leader. */
+		char line[512];
+		if (!line_build(line, sizeof(line), "members.address", 4, argv + 1))
+			return usage(c, "arguments must be non-empty and without spaces");
+		for (uint32_t i = 0; i < c->node_count; i++) {
+			struct reply r;
+			if (request(c, c->nodes[i].target, line, &r, -1) != 0)
+				continue; /* unreachable: it learns the address when it rejoins */
+			if (!r.ok)
+				fprintf(c->err, "haspctl: node %u: %s: %s\n", c->nodes[i].id, r.error, r.message);
+			reply_free(&r);
+		}
+		return cmd_words(c, "members.add", argc - 1, argv + 1, 4, true);
+	}
+	if (strcmp(argv[0], "remove") == 0)
+		return cmd_words(c, "members.remove", argc - 1, argv + 1, 1, true);
+	if (strcmp(argv[0], "promote") == 0)
+		return cmd_words(c, "members.promote", argc - 1, argv + 1, 1, true);
+	return usage(c, "members list|add|remove|promote");
+}
+
+static int dispatch(struct ctl *c, int argc, char **argv)
+{
+	const char *cmd = argv[0];
+	const char *sub = argc > 1 ? argv[1] : "";
+	if (strcmp(cmd, "snapshot") == 0 && strcmp(sub, "restore") == 0)
+		return cmd_snapshot_restore(c, argc - 2, argv + 2);
+	if (c->target[0] == '\0')
+		return usage(c, "no node: give --socket, --addr or $HASP_ADMIN");
+	if (strcmp(cmd, "status") == 0) {
+		if (argc == 2 && strcmp(sub, "--cluster") == 0)
+			return cmd_status_cluster(c);
+		return cmd_words(c, "status", argc - 1, argv + 1, 0, false);
+	}
+	if (strcmp(cmd, "health") == 0)
+		return argc == 1 ? cmd_health(c) : usage(c, "health takes no arguments");
+	/* `stats` is the same: the counters (STYLE §8 names it so). */
+	if (strcmp(cmd, "metrics") == 0 || strcmp(cmd, "stats") == 0)
+		return argc == 1 ? simple(c, "metrics", false, human_metrics) : usage(c, "metrics");
+	if (strcmp(cmd, "members") == 0)
+		return cmd_members(c, argc - 1, argv + 1);
+	if (strcmp(cmd, "leader") == 0 && strcmp(sub, "transfer") == 0)
+		return cmd_words(c, "leader.transfer", argc - 2, argv + 2, 1, true);
+	if (strcmp(cmd, "snapshot") == 0 && strcmp(sub, "save") == 0)
+		return argc == 3 ? cmd_snapshot_save(c, argv[2]) : usage(c, "snapshot save <file>");
+	if (strcmp(cmd, "locks") == 0)
+		return cmd_locks(c, argc - 1, argv + 1);
+	if (strcmp(cmd, "leases") == 0 && strcmp(sub, "list") == 0)
+		return cmd_list(c, "leases.list", argc - 2, argv + 2, false);
+	if (strcmp(cmd, "sessions") == 0 && strcmp(sub, "list") == 0)
+		return cmd_list(c, "sessions.list", argc - 2, argv + 2, false);
+	if (strcmp(cmd, "log") == 0 && strcmp(sub, "level") == 0)
+		return cmd_words(c, "log.level", argc - 2, argv + 2, 2, false);
+	if (strcmp(cmd, "log") == 0 && strcmp(sub, "list") == 0)
+		return cmd_words(c, "log.list", argc - 2, argv + 2, 0, false);
+	if (strcmp(cmd, "help") == 0)
+		return cmd_words(c, "help", argc - 1, argv + 1, 0, false);
+	if (strcmp(cmd, "raw") == 0 && argc >= 2)
+		return cmd_words(c, argv[1], argc - 2, argv + 2, -1, false);
+	return usage(c, "unknown command");
+}
+
+int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
+{
+	struct ctl c = { .out = out, .err = err, .timeout_ms = 10000 };
+	const char *env = getenv("HASP_ADMIN");
+	if (env != NULL)
+		snprintf(c.target, sizeof(c.target), "%s", env);
+	env = getenv("HASP_NODES");
+	if (env != NULL && env[0] != '\0' && parse_nodes(&c, env) != 0)
+		return usage(&c, "$HASP_NODES: ID=TARGET,...");
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
+		const char *o = argv[i];
+		if (strcmp(o, "--json") == 0) {
+			c.json = true;
+			continue;
+		}
+		if (strcmp(o, "--help") == 0) {
+			fputs(usage_text, out);
+			return HASPCTL_EXIT_OK;
+		}
+		if (i + 1 == argc)
+			return usage(&c, "option needs a value");
+		const char *v = argv[++i];
+		if ((strcmp(o, "--socket") == 0 || strcmp(o, "--addr") == 0) && strlen(v) < TARGET_SIZE) {
+			snprintf(c.target, sizeof(c.target), "%s", v);
+		} else if (strcmp(o, "--nodes") == 0) {
+			c.node_count = 0;
+			if (parse_nodes(&c, v) != 0)
+				return usage(&c, "--nodes ID=TARGET,... (ids 1.., at most 9 nodes)");
+		} else if (strcmp(o, "--config") == 0) {
+			c.node_count = 0;
+			if (parse_nodes_file(&c, v) != 0)
+				return usage(&c, "--config FILE: one ID=TARGET per line (ids 1.., at most 9)");
+		} else if (strcmp(o, "--timeout") == 0) {
+			if (parse_u32(v, &c.timeout_ms) != 0 || c.timeout_ms == 0)
+				return usage(&c, "--timeout takes milliseconds > 0");
+		} else {
+			return usage(&c, "unknown option");
+		}
+	}
+	if (i == argc)
+		return usage(&c, NULL);
+	/* Without a target, the first of --nodes is asked. */
+	if (c.target[0] == '\0' && c.node_count > 0)
+		snprintf(c.target, sizeof(c.target), "%s", c.nodes[0].target);
+	c.toks = hasp_calloc(TOKENS_MAX, sizeof(*c.toks));
+	if (c.toks == NULL)
+		return HASPCTL_EXIT_FAILED;
+	int code = dispatch(&c, argc - i, argv + i);
+	hasp_free(c.toks);
+	fflush(out);
+	return code;
+}

@@ -1,0 +1,447 @@
+/*
+ * The node's admin commands (dataplane/node_admin.c) on three real node
+ * cores (raft + locks + WAL on the simulated disk) wired by an in-memory
+ * network and a simulated clock, so they run under ASan: the admin side
+ * queues requests with control_call_start() and the simulation steps each
+ * node's work hook, which drains them with control_poll() exactly as
+ * haspd's lcore does. Covers: redirect data on followers, forced release
+ * (the old token goes stale), listings, a learner added and removed,
+ * leadership transfer, snapshot save, and the published status/metrics.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "control/control_impl.h"
+#include "control/json.h"
+#include "dataplane/node.h"
+#include "dataplane/node_admin.h"
+#include "hasp/errors.h"
+#include "storage/simdisk.h"
+#include "tests/test_util.h"
+
+#define NODES 3
+#define NET_MAX 8192
+#define CLIENT_IP 0x0a000064u
+#define CLIENT_PORT 5555
+#define STEP_NS 100000ull
+
+struct dgram {
+	uint32_t src_ip, dst_ip;
+	uint16_t src_port, dst_port;
+	uint16_t size;
+	uint8_t data[HASP_DATAGRAM_SIZE_MAX];
+};
+
+struct sim {
+	struct node nodes[NODES];
+	struct node_admin admin[NODES];
+	struct simdisk *disks[NODES];
+	struct node_config cfg[NODES];
+	struct dgram *net;
+	uint32_t net_count;
+	struct dgram *inbox;
+	uint32_t inbox_count;
+	uint64_t now_ns;
+};
+
+static struct sim *g;
+
+static void sim_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
+		     size_t size)
+{
+	struct sim *s = g;
+	uint32_t from = (uint32_t)(uintptr_t)ctx;
+	struct dgram *d = ip == CLIENT_IP ? (s->inbox_count < NET_MAX ? &s->inbox[s->inbox_count++] : NULL)
+					  : (s->net_count < NET_MAX ? &s->net[s->net_count++] : NULL);
+	if (d == NULL)
+		return;
+	d->src_ip = s->cfg[from].ip;
+	d->dst_ip = ip;
+	d->src_port = src_port;
+	d->dst_port = dst_port;
+	d->size = (uint16_t)size;
+	memcpy(d->data, p, size);
+}
+
+static struct sim *sim_create(void)
+{
+	struct sim *s = test_calloc(1, sizeof(*s));
+	s->net = test_calloc(NET_MAX, sizeof(*s->net));
+	s->inbox = test_calloc(NET_MAX, sizeof(*s->inbox));
+	s->now_ns = 1000000000ull;
+	g = s;
+	for (uint32_t i = 0; i < NODES; i++) {
+		struct node_config *c = &s->cfg[i];
+		char err[256], id[4];
+		snprintf(id, sizeof(id), "%u", i + 1);
+		node_config_default(c);
+		const char *kv[][2] = {
+			{ "node_id", id }, { "cluster_id", "42" }, { "member", "1,10.0.0.1,7001,7000" },
+			{ "member", "2,10.0.0.2,7001,7000" }, { "member", "3,10.0.0.3,7001,7000" },
+			{ "ip", i == 0 ? "10.0.0.1/24" : i == 1 ? "10.0.0.2/24" : "10.0.0.3/24" },
+			{ "mac", "02:77:00:00:00:01" }, { "data_dir", "sim" }, { "eal", "-l 0" },
+			{ "log_window", "512" }, { "snapshot_threshold", "100" }, { "snapshot_trailing", "20" }, { "segment_size", "262144" },
+			{ "sessions_max", "64" }, { "time_tick_ms", "20" },
+		};
+		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
+			assert_int_equal(node_config_set(c, kv[k][0], kv[k][1], err, sizeof(err)), 0);
+		struct simdisk_config dc;
+		simdisk_config_default(&dc, 7 + i);
+		dc.short_write_per_million = 0;
+		s->disks[i] = simdisk_create(&dc);
+		assert_non_null(s->disks[i]);
+		struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)i };
+		assert_int_equal(node_init(&s->nodes[i], c, simdisk_io(s->disks[i]), &net, s->now_ns, err,
+					   sizeof(err)), 0);
+		/* No sockets: requests go in through control_call_start(). */
+		assert_int_equal(node_admin_init(&s->admin[i], &s->nodes[i], "", ""), 0);
+	}
+	return s;
+}
+
+static void sim_destroy(struct sim *s)
+{
+	for (uint32_t i = 0; i < NODES; i++) {
+		node_admin_deinit(&s->admin[i]);
+		node_deinit(&s->nodes[i]);
+		simdisk_destroy(s->disks[i]);
+	}
+	test_free(s->net);
+	test_free(s->inbox);
+	test_free(s);
+	g = NULL;
+}
+
+static int node_of_ip(const struct sim *s, uint32_t ip)
+{
+	for (int i = 0; i < NODES; i++)
+		if (s->cfg[i].ip == ip)
+			return i;
+	return -1;
+}
+
+static void sim_step(struct sim *s)
+{
+	static struct dgram batch[NET_MAX];
+	uint32_t count = s->net_count;
+	memcpy(batch, s->net, count * sizeof(*batch));
+	s->net_count = 0;
+	for (uint32_t k = 0; k < count; k++) {
+		int i = node_of_ip(s, batch[k].dst_ip);
+		if (i >= 0 && batch[k].dst_port == 7001)
+			node_peer_rx(&s->nodes[i], s->now_ns, batch[k].src_ip, batch[k].src_port, batch[k].data,
+				     batch[k].size);
+	}
+	s->now_ns += STEP_NS;
+	for (uint32_t i = 0; i < NODES; i++) {
+		uint64_t deadline = UINT64_MAX;
+		(void)node_work(&s->nodes[i], s->now_ns, &deadline);
+		(void)node_admin_work(&s->admin[i], s->now_ns, NULL, &deadline);
+	}
+}
+
+static void sim_run_ms(struct sim *s, uint32_t ms)
+{
+	for (uint64_t end = s->now_ns + ms * 1000000ull; s->now_ns < end;)
+		sim_step(s);
+}
+
+static int sim_leader(struct sim *s)
+{
+	for (int i = 0; i < NODES; i++)
+		if (s->nodes[i].role == RAFT_LEADER && s->nodes[i].applied > 0)
+			return i;
+	return -1;
+}
+
+static int sim_wait_leader(struct sim *s)
+{
+	for (int t = 0; t < 5000 && sim_leader(s) < 0; t++)
+		sim_run_ms(s, 1);
+	int l = sim_leader(s);
+	assert_true(l >= 0);
+	sim_run_ms(s, 30);
+	return l;
+}
+
+/* One admin request to node i, stepping the simulation until it completes. */
+struct reply {
+	struct control_request req;
+	char result[65536];
+	char line[70000];
+	struct json_token t[2048];
+	int res; /* token of the result */
+};
+
+static struct reply *admin(struct sim *s, int i, const char *line)
+{
+	static struct reply r;
+	struct control_call call;
+	memset(&r.req, 0, sizeof(r.req));
+	bool done = control_call_start(&s->admin[i].ctl, &call, line, strlen(line), &r.req, r.result,
+				       sizeof(r.result), 0);
+	for (int t = 0; !done && t < 50000; t++) {
+		sim_step(s);
+		done = control_call_poll(&s->admin[i].ctl, &call, 0); /* now 0: never times out */
+	}
+	assert_true(done);
+	size_t n = control_reply_render(&r.req, -1, r.line, sizeof(r.line));
+	assert_true(n > 0);
+	assert_true(json_parse(r.line, n, r.t, 2048) > 0);
+	r.res = json_get(r.line, r.t, 0, "result");
+	return &r;
+}
+
+static uint64_t res_u64(struct reply *r, const char *key)
+{
+	uint64_t v = 0;
+	if (!json_tok_u64(r->line, r->t, json_get(r->line, r->t, r->res, key), &v))
+		fail_msg("no %s in %s", key, r->line);
+	return v;
+}
+
+static void expect_error(struct reply *r, const char *code)
+{
+	if (r->req.error == 0 || strcmp(hasp_strerror_name(r->req.error), code) != 0)
+		fail_msg("want %s: %s", code, r->line);
+}
+
+static void expect_ok(struct reply *r)
+{
+	if (r->req.error != 0)
+		fail_msg("want ok: %s", r->line);
+}
+
+/* The client side: open a session and acquire with the wire protocol. */
+static bool sim_call(struct sim *s, int i, const struct hasp_wire_msg *req, struct hasp_wire_msg *reply,
+		     uint8_t *keep)
+{
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(req, buf, sizeof(buf));
+	assert_true(size > 0);
+	s->inbox_count = 0;
+	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	for (int t = 0; t < 20000; t++) {
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+			if (hasp_wire_decode_reply(keep, s->inbox[k].size, reply) == 0 &&
+			    reply->hdr.opcode == req->hdr.opcode && reply->hdr.seq == req->hdr.seq)
+				return true;
+		}
+		sim_step(s);
+	}
+	return false;
+}
+
+static uint64_t acquire(struct sim *s, int leader, const char *name, uint64_t *session)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_SESSION_OPEN, .seq = 1 } }, reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	req.body.session_open = (struct hasp_wire_session_open){ .client_nonce = 99, .ttl_ms = 60000 };
+	assert_true(sim_call(s, leader, &req, &reply, keep));
+	*session = reply.body.session_opened.session_id;
+	req = (struct hasp_wire_msg){ .hdr = { .opcode = HASP_OP_ACQUIRE, .session_id = *session, .seq = 2 } };
+	req.body.acquire = (struct hasp_wire_acquire){
+		.name = { (const uint8_t *)name, strlen(name) }, .ttl_ms = 60000, .mode = HASP_ACQUIRE_TRY,
+	};
+	assert_true(sim_call(s, leader, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	return reply.body.granted.token;
+}
+
+static void test_node_admin_force_release_makes_the_token_stale(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	uint64_t session;
+	uint64_t token = acquire(s, l, "db/primary", &session);
+	sim_run_ms(s, 20);
+	assert_true(locks_check(&s->nodes[f].sm, (const uint8_t *)"db/primary", 10, token));
+
+	/* Answered locally on a follower, from its applied state. */
+	struct reply *r = admin(s, f, "locks.show db/primary");
+	expect_ok(r);
+	assert_int_equal(res_u64(r, "token"), token);
+	assert_int_equal(res_u64(r, "holder"), session);
+	r = admin(s, f, "locks.list prefix=db/");
+	expect_ok(r);
+	assert_int_equal(r->t[json_get(r->line, r->t, r->res, "locks")].size, 1);
+	r = admin(s, f, "locks.list prefix=zz");
+	assert_int_equal(r->t[json_get(r->line, r->t, r->res, "locks")].size, 0);
+	r = admin(s, f, "sessions.list");
+	expect_ok(r);
+	assert_true(r->t[json_get(r->line, r->t, r->res, "sessions")].size >= 1);
+	r = admin(s, f, "leases.list");
+	expect_ok(r);
+	r = admin(s, f, "locks.show nothing");
+	expect_error(r, "ENOENT");
+
+	/* The follower refuses the forced release and names the leader. */
+	r = admin(s, f, "locks.release_force db/primary");
+	expect_error(r, "ENOTLEADER");
+	assert_int_equal(r->req.leader_id, s->nodes[l].cfg.node_id);
+
+	r = admin(s, l, "locks.release_force db/primary");
+	expect_ok(r);
+	assert_int_equal(res_u64(r, "released_token"), token);
+	sim_run_ms(s, 20);
+	for (int i = 0; i < NODES; i++)
+		assert_false(locks_check(&s->nodes[i].sm, (const uint8_t *)"db/primary", 10, token));
+	r = admin(s, l, "locks.release_force db/primary");
+	expect_error(r, "ENOENT");
+	sim_destroy(s);
+}
+
+static void test_node_admin_learner_added_and_removed(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	struct reply *r = admin(s, l, "members.add 4 10.0.0.4 7001 7000");
+	expect_ok(r);
+	assert_int_equal(res_u64(r, "id"), 4);
+	sim_run_ms(s, 20);
+	bool learner = false;
+	for (uint32_t k = 0; k < s->nodes[l].raft.conf.count; k++)
+		learner |= s->nodes[l].raft.conf.members[k].id == 4 &&
+			   s->nodes[l].raft.conf.members[k].role == RAFT_LEARNER;
+	assert_true(learner);
+	/* A second change waits for none: the first has committed. */
+	r = admin(s, l, "members.add 4 10.0.0.9 7001 7000");
+	expect_error(r, "EEXIST"); /* another address for a known id */
+	r = admin(s, l, "members.promote 4");
+	expect_error(r, "ESTATE"); /* node 4 never answered: not caught up */
+	r = admin(s, (l + 1) % NODES, "members.remove 4");
+	expect_error(r, "ENOTLEADER");
+	r = admin(s, l, "members.remove 4");
+	expect_ok(r);
+	sim_run_ms(s, 20);
+	assert_int_equal(s->nodes[l].raft.conf.count, 3);
+	/* members.address on a follower records the address only. */
+	r = admin(s, (l + 1) % NODES, "members.address 5 10.0.0.5 7001 7000");
+	expect_ok(r);
+	assert_non_null(node_config_member(&s->nodes[(l + 1) % NODES].cfg, 5));
+	r = admin(s, l, "members.add 0 10.0.0.4 7001 7000");
+	expect_error(r, "EINVAL");
+	sim_destroy(s);
+}
+
+static void test_node_admin_transfer_moves_leadership(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	int t = (l + 2) % NODES;
+	char line[64];
+	snprintf(line, sizeof(line), "leader.transfer %u", s->nodes[t].cfg.node_id);
+	struct reply *r = admin(s, l, line);
+	expect_ok(r);
+	assert_int_equal(res_u64(r, "leader_id"), s->nodes[t].cfg.node_id);
+	sim_run_ms(s, 50);
+	assert_int_equal(s->nodes[t].role, RAFT_LEADER);
+	/* Status and metrics follow, published by the work hook. */
+	struct control_status st;
+	control_status_read(&s->admin[t].ctl, &st);
+	assert_int_equal(st.role, RAFT_LEADER);
+	assert_int_equal(st.leader_id, s->nodes[t].cfg.node_id);
+	assert_int_equal(st.member_count, 3);
+	assert_true(st.can_commit);
+	/* The leader measured a heartbeat round trip to each follower (the
+	 * simulated network delivers in one 100 us step). */
+	sim_run_ms(s, 300);
+	control_status_read(&s->admin[t].ctl, &st);
+	for (uint64_t k = 0; k < st.member_count; k++)
+		if (st.members[k].id != s->nodes[t].cfg.node_id)
+			assert_true(st.members[k].rtt_ns >= STEP_NS && st.members[k].rtt_ns < 100 * STEP_NS);
+	assert_true(metric_value(s->admin[t].nm.is_leader) == 1);
+	assert_true(metric_value(s->admin[l].nm.leader_changes) >= 1);
+	assert_true(metric_value(s->admin[l].nm.has_leader) == 1);
+	/* The dataplane's counters are series too (zero here: no dataplane). */
+	assert_non_null(metrics_find(control_metrics(&s->admin[t].ctl), "hasp_dp_rx_frames_total", ""));
+	sim_destroy(s);
+}
+
+static void test_node_admin_snapshot_save_names_the_file(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	uint64_t session;
+	(void)acquire(s, l, "snap/a", &session);
+	struct reply *r = admin(s, l, "snapshot.save");
+	expect_ok(r);
+	assert_true(res_u64(r, "index") > 0);
+	assert_non_null(strstr(r->req.attach_path, "snap-"));
+	assert_int_equal(s->nodes[l].stats.snapshots_taken, 1);
+	sim_destroy(s);
+}
+
+static void test_node_admin_config_keys_are_checked(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[256];
+	node_config_default(&c);
+	assert_false(c.join);
+	assert_string_equal(c.admin_addr, "");
+	assert_int_equal(node_config_set(&c, "admin_addr", "10.0.0.1:7070", err, sizeof(err)), 0);
+	assert_string_equal(c.admin_addr, "10.0.0.1:7070");
+	assert_int_equal(node_config_set(&c, "admin-addr", "10.0.0.1", err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "admin_addr"));
+	assert_int_equal(node_config_set(&c, "admin_addr", "host:7070", err, sizeof(err)), -HASP_ECONFIG);
+	assert_int_equal(node_config_set(&c, "admin_addr", "10.0.0.1:70000", err, sizeof(err)), -HASP_ECONFIG);
+	assert_int_equal(node_config_set(&c, "admin_socket", "/run/hasp/a.sock", err, sizeof(err)), 0);
+	assert_string_equal(c.admin_socket, "/run/hasp/a.sock");
+	assert_int_equal(node_config_set(&c, "join", "1", err, sizeof(err)), 0);
+	assert_true(c.join);
+	assert_int_equal(node_config_set(&c, "join", "maybe", err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "join"));
+
+	/* A joining node boots with no configuration of its own (it waits
+	 * for the leader); without join the member lines are the voters. */
+	for (int join = 0; join <= 1; join++) {
+		struct node_config jc;
+		struct node *n = test_calloc(1, sizeof(*n));
+		node_config_default(&jc);
+		const char *kv[][2] = {
+			{ "node_id", "4" }, { "cluster_id", "42" }, { "member", "1,10.0.0.1,7001,7000" },
+			{ "member", "4,10.0.0.4,7001,7000" }, { "ip", "10.0.0.4/24" },
+			{ "mac", "02:77:00:00:00:04" }, { "data_dir", "sim" }, { "eal", "-l 0" },
+			{ "segment_size", "262144" }, { "join", join ? "1" : "0" },
+		};
+		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
+			assert_int_equal(node_config_set(&jc, kv[k][0], kv[k][1], err, sizeof(err)), 0);
+		struct simdisk_config dc;
+		simdisk_config_default(&dc, 3);
+		struct simdisk *disk = simdisk_create(&dc);
+		struct node_net net = { .send = sim_send };
+		assert_int_equal(node_init(n, &jc, simdisk_io(disk), &net, 1000000000ull, err, sizeof(err)), 0);
+		assert_int_equal(n->raft.conf.count, join ? 0 : 2);
+		node_deinit(n);
+		simdisk_destroy(disk);
+		test_free(n);
+	}
+}
+
+int main(void)
+{
+	test_util_install_assert_handler();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_node_admin_force_release_makes_the_token_stale),
+		cmocka_unit_test(test_node_admin_learner_added_and_removed),
+		cmocka_unit_test(test_node_admin_transfer_moves_leadership),
+		cmocka_unit_test(test_node_admin_snapshot_save_names_the_file),
+		cmocka_unit_test(test_node_admin_config_keys_are_checked),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
