@@ -257,6 +257,9 @@ static void config(struct bench_config *cfg)
 	bench_config_default(cfg);
 	cfg->cluster = cluster;
 	cfg->duration_ms = 10000; /* the count ends these runs long before */
+	/* Exact request counts must not depend on the machine's load: no
+	 * retransmission unless a test asks for one with a shorter timeout. */
+	cfg->request_timeout_ms = 2000;
 	cfg->seed = test_util_seed(7);
 }
 
@@ -693,11 +696,24 @@ static void test_unanswered_request_reopens_the_session(void **state)
 	cfg.request_deadline_ms = 100;
 	assert_int_equal(bench_result_init(&res), 0);
 	assert_int_equal(bench_run(&cfg, &res), 0);
+	/* Four sessions: the first and one per given-up request (an open may
+	 * itself be retransmitted on a loaded machine: count nonces). */
+	uint64_t nonces[16];
+	uint32_t nonce_count = 0;
+	struct responder_rx *rx = malloc(sizeof(*rx));
+	for (uint32_t i = 0; responder_find(&R, HASP_OP_SESSION_OPEN, i, rx); i++) {
+		bool known = false;
+		for (uint32_t k = 0; k < nonce_count; k++)
+			known |= nonces[k] == rx->nonce;
+		if (!known && nonce_count < 16)
+			nonces[nonce_count++] = rx->nonce;
+	}
+	free(rx);
 	responder_stop(&R);
+	assert_int_equal(nonce_count, 4);
 	assert_int_equal(res.err.timeouts, 3);
 	assert_int_equal(res.err.session_reopens, 3);
 	assert_int_equal(res.err.failed_ops, 3);
-	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
 	assert_true(res.err.retransmits >= 3 * 5); /* every 10 ms for 100 ms */
 	assert_int_equal(res.cycles, 0);
 	bench_result_deinit(&res);
