@@ -1,0 +1,342 @@
+/*
+ * perf_micro: micro-benchmarks of hasp's pure parts, made to be counted in
+ * INSTRUCTIONS under valgrind --tool=callgrind (perf/micro_check.py), which
+ * is stable on a noisy shared machine where wall-clock numbers are not.
+ *
+ *   perf_micro <case> <iterations>     (perf_micro list: the cases)
+ *
+ * Each case sets up outside its measured function, then calls
+ * micro_measure_<case>() once; the checker runs callgrind with
+ * --toggle-collect=micro_measure_<case> so only that function's inclusive
+ * instructions count, and divides by the iterations. Inputs are fixed
+ * (fixed seeds, fixed names), so a count changes only when the code does.
+ *
+ * The locks/ and raft/ sources are compiled into this program without
+ * HASP_DEBUG_ASSERTS (as bench_locks is): the O(n) invariant checks would
+ * measure the checker, not the core.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "common/prng.h"
+#include "hasp/wire.h"
+#include "locks/locks.h"
+#include "raft/msg_codec.h"
+#include "raft/raft.h"
+#include "storage/wal_format.h"
+
+/* The sink keeps the compiler from deleting measured work. */
+static volatile uint64_t sink;
+
+#define MEASURE __attribute__((noinline, used))
+
+/* ---- wire codec ---- */
+
+static const char lock_name[] = "svc/payments/ledger-07"; /* 22 bytes, typical */
+
+MEASURE static void micro_measure_wire_encode(uint64_t n)
+{
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_ACQUIRE;
+	m.hdr.session_id = 0x1234;
+	m.body.acquire.name.data = (const uint8_t *)lock_name;
+	m.body.acquire.name.size = sizeof(lock_name) - 1;
+	m.body.acquire.ttl_ms = 5000;
+	for (uint64_t i = 0; i < n; i++) {
+		m.hdr.seq = i + 1;
+		sink += (uint64_t)hasp_wire_encode(&m, buf, sizeof(buf));
+	}
+}
+
+static uint8_t decode_req[HASP_DATAGRAM_SIZE_MAX], decode_rep[HASP_DATAGRAM_SIZE_MAX];
+static int decode_req_size, decode_rep_size;
+
+static void setup_wire_decode(void)
+{
+	struct hasp_wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_ACQUIRE;
+	m.hdr.session_id = 0x1234;
+	m.hdr.seq = 9;
+	m.body.acquire.name.data = (const uint8_t *)lock_name;
+	m.body.acquire.name.size = sizeof(lock_name) - 1;
+	m.body.acquire.ttl_ms = 5000;
+	decode_req_size = hasp_wire_encode(&m, decode_req, sizeof(decode_req));
+	struct hasp_wire_msg r;
+	hasp_wire_reply_init(&r, &m.hdr, HASP_STATUS_GRANTED);
+	r.body.granted.token = 77;
+	r.body.granted.ttl_ms = 5000;
+	decode_rep_size = hasp_wire_encode(&r, decode_rep, sizeof(decode_rep));
+	if (decode_req_size <= 0 || decode_rep_size <= 0)
+		abort();
+}
+
+/* One request decoded as a node does and one reply as a client does. */
+MEASURE static void micro_measure_wire_decode(uint64_t n)
+{
+	struct hasp_wire_msg m;
+
+	for (uint64_t i = 0; i < n; i++) {
+		sink += (uint64_t)hasp_wire_decode_request(decode_req, (size_t)decode_req_size, &m);
+		sink += m.body.acquire.name.size;
+		sink += (uint64_t)hasp_wire_decode_reply(decode_rep, (size_t)decode_rep_size, &m);
+		sink += m.body.granted.token;
+	}
+}
+
+/* ---- locks apply ---- */
+
+#define SESSIONS 64u
+static struct locks sm;
+static struct locks_result res;
+static uint64_t apply_index, session_ids[SESSIONS], seqs[SESSIONS];
+
+static const struct locks_reply *apply(struct locks_cmd *cmd)
+{
+	cmd->term = 1;
+	cmd->now_ms = 1000 + apply_index / 1000;
+	locks_apply(&sm, ++apply_index, cmd, &res);
+	return &res.reply;
+}
+
+static char names[SESSIONS][32];
+
+static void setup_locks(void)
+{
+	struct locks_config cfg;
+
+	locks_config_default(&cfg);
+	if (locks_init(&sm, &cfg) != 0)
+		abort();
+	res.event_count_max = locks_events_max(&cfg);
+	res.events = calloc(res.event_count_max, sizeof(*res.events));
+	if (res.events == NULL)
+		abort();
+	for (uint32_t s = 0; s < SESSIONS; s++) {
+		struct locks_cmd c = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 3600000 };
+		session_ids[s] = apply(&c)->id;
+		snprintf(names[s], sizeof(names[s]), "svc/lock-%02u", s);
+	}
+}
+
+/* One uncontended cycle per iteration: ACQUIRE (own TTL) then RELEASE,
+ * round robin over 64 sessions and names. */
+MEASURE static void micro_measure_locks_apply(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t s = (uint32_t)(i % SESSIONS);
+		struct locks_cmd a = { .op = LOCKS_OP_ACQUIRE, .session_id = session_ids[s],
+				       .seq = ++seqs[s] };
+		a.name = (const uint8_t *)names[s];
+		a.name_len = (uint16_t)strlen(names[s]);
+		a.ttl_ms = 10000;
+		const struct locks_reply *r = apply(&a);
+		if (r->status != HASP_STATUS_GRANTED)
+			abort();
+		struct locks_cmd rel = { .op = LOCKS_OP_RELEASE, .session_id = session_ids[s],
+					 .seq = ++seqs[s] };
+		rel.name = a.name;
+		rel.name_len = a.name_len;
+		rel.token = r->token;
+		if (apply(&rel)->status != HASP_STATUS_OK)
+			abort();
+	}
+}
+
+/* ---- raft core in simulation ---- */
+
+#define NODES 3
+#define QUEUE 4096
+#define CLUSTER 0xbe7c4ull
+
+struct packet {
+	uint32_t to;
+	uint16_t size;
+	uint8_t data[1500];
+};
+
+static struct raft R[NODES];
+static struct prng P[NODES];
+static struct packet Q[QUEUE];
+static uint32_t q_head, q_len;
+static uint64_t applied[NODES];
+
+static void raft_deliver(uint32_t i, const struct raft_event *ev);
+
+static void raft_handle(uint32_t i, struct raft_update *up)
+{
+	for (uint32_t k = 0; k < up->msg_count; k++) {
+		struct packet *p = &Q[(q_head + q_len) % QUEUE];
+		int n = msg_codec_encode(&up->msgs[k], p->data, sizeof(p->data));
+		if (n <= 0 || q_len == QUEUE)
+			abort();
+		p->size = (uint16_t)n;
+		p->to = up->msgs[k].to;
+		q_len++;
+	}
+	applied[i] += up->apply_count;
+	if (up->entry_count > 0) {
+		/* The in-memory disk: every write is durable at once. */
+		struct raft_event ev = { .type = RAFT_EVENT_PERSISTED };
+		ev.persisted.index = up->entries[up->entry_count - 1].index;
+		ev.persisted.term = up->entries[up->entry_count - 1].term;
+		raft_deliver(i, &ev);
+	}
+	if (up->snapshot_wanted) {
+		static uint8_t image[64];
+		struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
+		ev.snapshot.index = R[i].applied;
+		ev.snapshot.data = image;
+		ev.snapshot.size = sizeof(image);
+		raft_deliver(i, &ev);
+	}
+}
+
+static void raft_deliver(uint32_t i, const struct raft_event *ev)
+{
+	struct raft_update up;
+	raft_step(&R[i], ev, &up);
+	raft_handle(i, &up);
+}
+
+static void raft_drain(void)
+{
+	static struct raft_entry entries[128];
+	struct raft_msg m;
+
+	while (q_len > 0) {
+		struct packet *p = &Q[q_head];
+		q_head = (q_head + 1) % QUEUE;
+		q_len--;
+		if (msg_codec_decode(&m, entries, 128, p->data, p->size) != 0)
+			abort();
+		struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+		raft_deliver(p->to - 1, &ev);
+	}
+}
+
+static void setup_raft(void)
+{
+	struct raft_persisted_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.snap_conf.count = NODES;
+	for (uint32_t i = 0; i < NODES; i++) {
+		ps.snap_conf.members[i].id = i + 1;
+		ps.snap_conf.members[i].role = RAFT_VOTER;
+	}
+	for (uint32_t i = 0; i < NODES; i++) {
+		struct raft_config cfg;
+		raft_config_default(&cfg, CLUSTER, i + 1);
+		prng_seed(&P[i], 1 + i);
+		if (raft_init(&R[i], &cfg, &P[i]) != 0 || raft_restore(&R[i], &ps) != 0)
+			abort();
+	}
+	struct raft_event tick = { .type = RAFT_EVENT_TICK };
+	for (int t = 0; t < 100 && R[0].role != RAFT_LEADER; t++) {
+		raft_deliver(0, &tick);
+		raft_drain();
+	}
+	if (R[0].role != RAFT_LEADER)
+		abort();
+}
+
+/* One 32-byte command per iteration, proposed in batches of 16 and carried
+ * to commit and apply on all three nodes (codec included). */
+MEASURE static void micro_measure_raft_commit(uint64_t n)
+{
+	static uint8_t payload[32];
+	struct raft_buf bufs[16];
+	struct raft_event ev = { .type = RAFT_EVENT_PROPOSE };
+
+	for (uint32_t i = 0; i < 16; i++) {
+		bufs[i].data = payload;
+		bufs[i].size = sizeof(payload);
+	}
+	ev.propose.bufs = bufs;
+	for (uint64_t done = 0; done < n; done += 16) {
+		ev.propose.count = (uint32_t)(n - done < 16 ? n - done : 16);
+		raft_deliver(0, &ev);
+		raft_drain();
+	}
+	struct raft_event tick = { .type = RAFT_EVENT_TICK };
+	raft_deliver(0, &tick);
+	raft_drain();
+	sink += applied[0];
+}
+
+/* ---- WAL record and crc32c ---- */
+
+MEASURE static void micro_measure_wal_encode(uint64_t n)
+{
+	static uint8_t payload[64], buf[256];
+	struct wal_record_header h = { .payload_size = sizeof(payload), .term = 3, .type = 1 };
+
+	for (uint64_t i = 0; i < n; i++) {
+		h.index = i + 1;
+		payload[0] = (uint8_t)i;
+		wal_record_encode(buf, &h, payload);
+		sink += buf[8];
+	}
+}
+
+static uint8_t block[4096];
+
+MEASURE static void micro_measure_crc32c_4k(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		block[0] = (uint8_t)i;
+		sink += crc32c(block, sizeof(block));
+	}
+}
+
+struct micro_case {
+	const char *name;
+	void (*setup)(void);
+	void (*measure)(uint64_t n);
+};
+
+static const struct micro_case cases[] = {
+	{ "wire_encode", NULL, micro_measure_wire_encode },
+	{ "wire_decode", setup_wire_decode, micro_measure_wire_decode },
+	{ "locks_apply", setup_locks, micro_measure_locks_apply },
+	{ "raft_commit", setup_raft, micro_measure_raft_commit },
+	{ "wal_encode", NULL, micro_measure_wal_encode },
+	{ "crc32c_4k", NULL, micro_measure_crc32c_4k },
+};
+
+int main(int argc, char **argv)
+{
+	size_t count = sizeof(cases) / sizeof(cases[0]);
+
+	if (argc == 2 && strcmp(argv[1], "list") == 0) {
+		for (size_t i = 0; i < count; i++)
+			printf("%s\n", cases[i].name);
+		printf("crc32c_path %s\n", crc32c_hw_available() ? "hw" : "sw");
+		return 0;
+	}
+	if (argc != 3) {
+		fprintf(stderr, "usage: perf_micro <case> <iterations> | perf_micro list\n");
+		return 2;
+	}
+	uint64_t n = strtoull(argv[2], NULL, 10);
+	for (size_t i = 0; i < count; i++) {
+		if (strcmp(argv[1], cases[i].name) != 0)
+			continue;
+		for (uint32_t b = 0; b < sizeof(block); b++)
+			block[b] = (uint8_t)(b * 31u);
+		if (cases[i].setup != NULL)
+			cases[i].setup();
+		cases[i].measure(n);
+		printf("%s %llu done\n", cases[i].name, (unsigned long long)n);
+		return 0;
+	}
+	fprintf(stderr, "perf_micro: unknown case %s\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,50 @@
+#!/bin/sh
+# perf/run's comparison (no cluster): a result within tolerance passes, a
+# throughput drop or a latency rise past tolerance exits 1, a missing
+# metric counts as a regression, a missing result exits 2.
+#   test_perf_run.sh <source-root>
+set -u
+root=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/base" "$tmp/res"
+result() { # cycles_per_s acquire_p99 -> file
+	printf '{"results":{"cycles_per_s":%s,"ops_per_s":%s,"latency_us":{"acquire":{"p99":%s}}}}\n' "$1" "$1" "$2" > "$3"
+}
+run() {
+	python3 "$root/perf/run" test --compare "$tmp/res" --baselines "$tmp/base" \
+		--scenarios "$root/tests/perf/data" > "$tmp/out" 2>&1
+	echo $?
+}
+fail=0
+check() { # name expected actual
+	if [ "$2" != "$3" ]; then
+		echo "FAIL: $1: exit $3, expected $2"
+		cat "$tmp/out"
+		fail=1
+	else
+		echo "ok: $1"
+	fi
+}
+result 1000 500 "$tmp/base/cycle_x.json"
+
+result 800 900 "$tmp/res/cycle_x.json"       # -20 % throughput, +80 % p99: inside
+check within_tolerance 0 "$(run)"
+grep -q 'cycles_per_s .* 0.800 .* ok' "$tmp/out" || { echo "FAIL: ratio line"; cat "$tmp/out"; fail=1; }
+
+result 650 500 "$tmp/res/cycle_x.json"       # -35 % throughput
+check throughput_regression 1 "$(run)"
+grep -q 'REGRESSED' "$tmp/out" || { echo "FAIL: no REGRESSED verdict"; fail=1; }
+
+result 1000 1100 "$tmp/res/cycle_x.json"     # p99 x2.2
+check latency_regression 1 "$(run)"
+
+result 5000 100 "$tmp/res/cycle_x.json"      # much better: never a failure
+check improvement 0 "$(run)"
+
+printf '{"results":{"cycles_per_s":1000,"latency_us":{}}}\n' > "$tmp/res/cycle_x.json"
+check missing_metric 1 "$(run)"
+
+rm -f "$tmp/res/cycle_x.json"
+check missing_result 2 "$(run)"
+exit $fail

@@ -1,0 +1,131 @@
+/*
+ * hasp-bench over DPDK (tools/bench_dpdk.h). One lcore is enough: the
+ * engine is one thread by design; extra EAL lcores would only poll.
+ */
+#include "tools/bench_dpdk.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/assert.h"
+#include "common/clock.h"
+#include "dataplane/dp.h"
+#include "hasp/errors.h"
+
+struct dpdk_run {
+	struct dp dp;
+	const struct bench_config *cfg;
+	const struct bench_dpdk_config *dcfg;
+	struct bench_result *res;
+	struct bench_engine *engine;
+	uint64_t start_ns; /* when the engine may start */
+	struct dp_lcore *lc; /* during a flush */
+	bool done;
+	int rc;
+};
+
+static struct dpdk_run run_state; /* one run per process: EAL cannot restart */
+
+static int dpdk_send(void *arg, const struct bench_tx *tx, uint32_t count)
+{
+	struct dpdk_run *r = arg;
+	uint32_t sent = 0;
+
+	for (; sent < count; sent++) {
+		int rc = dp_udp_send(r->lc, ntohl(tx[sent].to->sin_addr.s_addr),
+				     ntohs(tx[sent].to->sin_port), r->dcfg->local_port, tx[sent].data,
+				     tx[sent].size);
+		if (rc == -HASP_ENOMEM)
+			break; /* pool empty: the rest goes next iteration */
+		if (rc != 0 && sent == 0)
+			return -1; /* no route or ARP queue full: its timer resends it */
+		if (rc != 0)
+			break;
+	}
+	return (int)sent;
+}
+
+static void dpdk_reply(struct dp_lcore *lc, const struct dp_datagram *dg, void *arg)
+{
+	struct dpdk_run *r = arg;
+
+	if (r->engine == NULL || r->done)
+		return;
+	bench_engine_receive(r->engine, lc->now_ns, dg->payload, dg->payload_size);
+}
+
+static bool dpdk_work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, void *arg)
+{
+	struct dpdk_run *r = arg;
+
+	if (dp_lcore_index(lc) != 0 || r->done)
+		return false;
+	if (r->engine == NULL) {
+		if (now_ns < r->start_ns) {
+			*deadline_ns = r->start_ns;
+			return false;
+		}
+		r->rc = bench_engine_create(&r->engine, r->cfg, r->res, now_ns);
+		if (r->rc != 0) {
+			r->done = true;
+			dp_stop(&r->dp);
+			return false;
+		}
+	}
+	uint64_t wake = UINT64_MAX;
+	if (bench_engine_step(r->engine, now_ns, &wake)) {
+		r->rc = bench_engine_failed(r->engine) ? -HASP_ETIMEDOUT : 0;
+		r->done = true;
+		dp_stop(&r->dp);
+		return false;
+	}
+	bool had = bench_engine_sends_pending(r->engine);
+	r->lc = lc;
+	bench_engine_flush(r->engine, dpdk_send, r);
+	r->lc = NULL;
+	if (wake < *deadline_ns)
+		*deadline_ns = wake;
+	return had;
+}
+
+int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_config *dcfg,
+		   struct bench_result *res)
+{
+	struct dpdk_run *r = &run_state;
+	struct dp_config dpc;
+	char why[128];
+
+	if (bench_config_check(cfg, why, sizeof(why)) != 0)
+		return -HASP_ECONFIG;
+	memset(r, 0, sizeof(*r));
+	r->cfg = cfg;
+	r->dcfg = dcfg;
+	r->res = res;
+	memset(&dpc, 0, sizeof(dpc));
+	dpc.eal_argc = dcfg->eal_argc;
+	dpc.eal_argv = dcfg->eal_argv;
+	memcpy(dpc.mac.bytes, dcfg->mac, sizeof(dpc.mac.bytes));
+	dpc.ip = dcfg->ip;
+	dpc.prefix_len = dcfg->prefix_len;
+	dpc.idle = (enum idle_mode)dcfg->idle;
+	int rc = dp_init(&r->dp, &dpc);
+	if (rc != 0)
+		return rc;
+	rc = dp_udp_register(&r->dp, dcfg->local_port, dpdk_reply, r);
+	if (rc != 0)
+		goto out;
+	dp_set_work(&r->dp, dpdk_work, r);
+	r->start_ns = clock_monotonic_ns() + (uint64_t)dcfg->settle_ms * 1000000u;
+	fprintf(stderr, "hasp-bench: dpdk port %s up; starting in %u ms\n", r->dp.port.driver,
+		dcfg->settle_ms);
+	rc = dp_run(&r->dp);
+	if (rc == 0)
+		rc = r->done ? r->rc : -HASP_ESHUTDOWN;
+out:
+	bench_engine_destroy(r->engine);
+	r->engine = NULL;
+	dp_deinit(&r->dp);
+	return rc;
+}

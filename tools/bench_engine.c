@@ -1,0 +1,465 @@
+/*
+ * The hasp-bench engine (tools/bench_engine.h): the send queue, admission
+ * of work (closed and open loop), release-burst rounds and the phases of a
+ * run (open every session, run the load, close every session), as step
+ * functions that a transport drives (tools/bench_kernel.c: one UDP socket
+ * with sendmmsg/recvmmsg; tools/bench_dpdk.c: a DPDK lcore). The client
+ * sessions themselves are tools/bench_session.c.
+ *
+ * Shape of one step, the order that keeps latency honest:
+ *   1. the transport reads the clock and passes it in;
+ *   2. admit work: closed loop, idle clients start their next operation;
+ *      open loop, every arrival whose intended time has come goes to an
+ *      idle client or the backlog;
+ *   3. every SCAN_NS, scan for retransmits, wait re-reads and keepalives
+ *      (timers are coarse on purpose: a scan over 64k sessions per
+ *      datagram would be the benchmark);
+ *   4. the transport flushes the send queue in batches and hands every
+ *      received datagram to bench_engine_receive, which completes
+ *      operations (and may queue follow-up requests for the next flush);
+ *   5. it sleeps until the wake time the step returned when nothing is
+ *      queued.
+ *
+ * Each client has at most one request in flight (c->opcode != 0), so its
+ * sequence numbers advance one at a time and a reply is matched by
+ * (session id, seq, opcode). SESSION_OPEN replies are matched by their seq,
+ * which is the client's index + 1 (a per-client number, as libhasp does).
+ */
+#include "tools/bench_engine_impl.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "hasp/errors.h"
+
+/* ---- I/O ---- */
+
+void bench_engine_flush(struct bench_engine *e, bench_send_fn *send, void *arg)
+{
+	while (e->send_len > 0) {
+		uint32_t n = 0;
+		uint32_t picked[BENCH_BATCH_MAX];
+		struct bench_tx tx[BENCH_BATCH_MAX];
+
+		while (n < e->cfg->batch && n < e->send_len) {
+			uint32_t index = e->send_queue[(e->send_head + n) % e->client_count];
+			struct client *c = &e->clients[index];
+			int size = bench_session_encode(e, index, e->tx_buf[n]);
+			HASP_ASSERT(size > 0); /* every request built here is valid */
+			tx[n].to = &e->nodes[c->node];
+			tx[n].data = e->tx_buf[n];
+			tx[n].size = (size_t)size;
+			picked[n] = index;
+			n++;
+		}
+		int sent = send(arg, tx, n);
+		e->res->tx_calls++;
+		if (sent < 0) {
+			/* A hard error on the first datagram: skip it; its
+			 * retransmit timer resends it. */
+			e->res->err.send_errors++;
+			sent = 1;
+		} else if (sent == 0) {
+			return; /* the transport is full: try again next iteration */
+		}
+		HASP_ASSERT((uint32_t)sent <= n);
+		for (int i = 0; i < sent; i++) {
+			struct client *c = &e->clients[picked[i]];
+			c->in_send_queue = false;
+			if (c->req_first_ns == 0)
+				c->req_first_ns = e->now;
+			if (c->opcode == HASP_OP_ACQUIRE && c->acq_first_ns == 0)
+				c->acq_first_ns = e->now;
+			c->req_due_ns = e->now + (uint64_t)e->cfg->request_timeout_ms * 1000000u;
+		}
+		e->res->tx_datagrams += (uint64_t)sent;
+		e->send_head = (e->send_head + (uint32_t)sent) % e->client_count;
+		e->send_len -= (uint32_t)sent;
+	}
+}
+
+bool bench_engine_sends_pending(const struct bench_engine *e)
+{
+	return e->send_len > 0;
+}
+
+void bench_engine_receive(struct bench_engine *e, uint64_t now_ns, const uint8_t *data, size_t size)
+{
+	e->now = now_ns;
+	e->res->rx_datagrams++;
+	bench_session_receive(e, data, size);
+}
+
+/* ---- phases ---- */
+
+static uint32_t count_state(const struct bench_engine *e, uint8_t state)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < e->client_count; i++)
+		n += e->clients[i].state == state;
+	return n;
+}
+
+static void phase_close_start(struct bench_engine *e);
+
+/* True when every watcher's WATCH was answered under the current leader;
+ * otherwise sends WATCH again from each watcher registered under an older
+ * one (a new leader dropped it). */
+static bool watchers_current(struct bench_engine *e)
+{
+	bool current = true;
+
+	for (uint32_t i = 1; i < e->client_count; i++) {
+		struct client *c = &e->clients[i];
+		if (c->state != C_WATCHING || c->watch_epoch == e->leader_epoch)
+			continue;
+		current = false;
+		if (c->opcode == 0) {
+			e->res->err.rewatches++;
+			bench_session_request(e, i, HASP_OP_WATCH);
+		}
+	}
+	return current;
+}
+
+/* How long a round may take: 2 s, plus 100 ms per listener, because a
+ * FIFO hand-off chain costs one committed command per waiter. */
+static uint64_t burst_round_ns(const struct bench_engine *e)
+{
+	if (e->cfg->watchers)
+		return BURST_ROUND_NS; /* watchers are told in parallel */
+	return BURST_ROUND_NS + (uint64_t)(e->client_count - 1u) * 100000000ull;
+}
+
+static void burst_round(struct bench_engine *e)
+{
+	struct client *holder = &e->clients[0];
+	const struct bench_config *cfg = e->cfg;
+
+	switch (e->round_phase) {
+	case R_IDLE:
+		if (!e->admitting || holder->state != C_IDLE || holder->opcode != 0)
+			return;
+		if (cfg->watchers && !watchers_current(e))
+			return; /* re-registering after a leader change */
+		e->round++;
+		e->round_start_ns = e->now;
+		e->round_told = 0;
+		for (uint32_t i = 1; i < e->client_count; i++)
+			e->clients[i].told = false;
+		holder->hold = true;
+		bench_session_start_op(e, 0, e->now);
+		e->round_phase = R_HOLDER_ACQUIRE;
+		return;
+	case R_HOLDER_ACQUIRE:
+		if (holder->state == C_IDLE) { /* not granted: the round failed */
+			e->round_phase = R_IDLE;
+			return;
+		}
+		if (holder->state != C_HOLDING)
+			return;
+		if (!cfg->watchers)
+			for (uint32_t i = 1; i < e->client_count; i++)
+				if (e->clients[i].state == C_IDLE && e->clients[i].opcode == 0)
+					bench_session_start_op(e, i, e->now);
+		e->round_phase = R_QUEUEING;
+		return;
+	case R_QUEUEING:
+		if (!cfg->watchers && count_state(e, C_WAITING) + count_state(e, C_DONE) <
+					      e->client_count - 1u) {
+			if (e->now - e->round_start_ns < burst_round_ns(e))
+				return;
+		}
+		/* The holder's acquire may have found a new leader: watchers
+		 * register there before the release they are to be told of. */
+		if (cfg->watchers && !watchers_current(e) &&
+		    e->now - e->round_start_ns < burst_round_ns(e))
+			return;
+		if (holder->opcode != 0)
+			return;
+		holder->state = C_RELEASE;
+		bench_session_request(e, 0, HASP_OP_RELEASE);
+		e->round_release_ns = e->now;
+		e->round_phase = R_RELEASED;
+		return;
+	case R_RELEASED: {
+		uint32_t listeners = e->client_count - 1u;
+		bool timed_out = e->now - e->round_release_ns >= burst_round_ns(e);
+		bool all_back = cfg->watchers || count_state(e, C_IDLE) == e->client_count;
+		if ((e->round_told < listeners || !all_back) && !timed_out)
+			return;
+		if (holder->state != C_IDLE && !timed_out)
+			return;
+		bool measured = e->round_start_ns >= e->measure_start_ns;
+		e->res->err.notify_missing += listeners - e->round_told;
+		if (measured) {
+			e->res->ops++;
+			bench_session_record(e, true, BENCH_LAT_OP, e->now - e->round_start_ns);
+			if (e->round_told > 0)
+				bench_session_record(e, true, BENCH_LAT_NOTIFY,
+				       e->round_last_told_ns - e->round_release_ns);
+			e->last_done_ns = e->now;
+		}
+		e->round_phase = R_IDLE;
+		return;
+	}
+	}
+}
+
+/* The next idle client, or -1. A client reopened while idle (its session
+ * expired) is still listed; skip it: make_idle lists it again when open. */
+int64_t bench_engine_pop_idle(struct bench_engine *e)
+{
+	while (e->idle_len > 0) {
+		uint32_t index = e->idle[--e->idle_len];
+		/* With a background keepalive in flight start_op defers the
+		 * operation's first request until it is answered. */
+		if (e->clients[index].state == C_IDLE)
+			return index;
+	}
+	return -1;
+}
+
+static void admit(struct bench_engine *e)
+{
+	const struct bench_config *cfg = e->cfg;
+
+	if (!e->admitting)
+		return;
+	uint64_t started = cfg->workload == BENCH_WL_BURST ? e->round : e->res->ops_started;
+	if (e->now >= e->run_end_ns || started >= cfg->count_max) {
+		e->admitting = false;
+		return;
+	}
+	if (cfg->workload == BENCH_WL_BURST) {
+		burst_round(e);
+		return;
+	}
+	if (cfg->rate <= 0.0) {
+		while (e->res->ops_started < cfg->count_max) {
+			int64_t index = bench_engine_pop_idle(e);
+			if (index < 0)
+				break;
+			bench_session_start_op(e, (uint32_t)index, e->now);
+		}
+		return;
+	}
+	while (bench_arrival_peek(&e->arrival) <= e->now && e->arrivals < cfg->count_max) {
+		uint64_t intended = bench_arrival_next(&e->arrival);
+		e->arrivals++;
+		int64_t index = bench_engine_pop_idle(e);
+		if (index >= 0) {
+			bench_session_start_op(e, (uint32_t)index, intended);
+		} else if (e->backlog_len < BENCH_BACKLOG_MAX) {
+			e->backlog[(e->backlog_head + e->backlog_len) % BENCH_BACKLOG_MAX] = intended;
+			e->backlog_len++;
+			if (e->backlog_len > e->res->backlog_max)
+				e->res->backlog_max = e->backlog_len;
+		} else {
+			e->res->err.arrivals_dropped++;
+		}
+	}
+	if (e->arrivals >= cfg->count_max && e->backlog_len == 0)
+		e->admitting = false;
+}
+
+static bool busy(const struct bench_engine *e)
+{
+	if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
+		return true;
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		uint8_t s = e->clients[i].state;
+		if (s == C_ACQUIRE || s == C_WAITING || s == C_RELEASE || s == C_OP ||
+		    s == C_HOLDING)
+			return true;
+	}
+	return false;
+}
+
+/* ---- phases: open every session, run the load, close every session ---- */
+
+static void phase_open_step(struct bench_engine *e)
+{
+	uint32_t inflight = 0, opened = 0;
+
+	for (uint32_t i = 0; i < e->open_next; i++) {
+		const struct client *c = &e->clients[i];
+		inflight += c->state == C_OPENING || c->opcode == HASP_OP_WATCH;
+		opened += c->state == C_IDLE || c->state == C_WATCHING;
+	}
+	while (e->open_next < e->client_count && inflight < OPENS_INFLIGHT_MAX) {
+		bench_session_open(e, e->open_next++);
+		inflight++;
+	}
+	if ((e->open_next < e->client_count || inflight > 0) &&
+	    e->now - e->phase_start_ns < OPEN_PHASE_NS)
+		return;
+	e->res->sessions = opened;
+	if (opened == 0) {
+		e->failed = true;
+		phase_close_start(e);
+		return;
+	}
+	const struct bench_config *cfg = e->cfg;
+	e->phase = PHASE_RUN;
+	e->phase_start_ns = e->now;
+	e->measure_start_ns = e->now + (uint64_t)cfg->warmup_ms * 1000000u;
+	e->run_end_ns = e->measure_start_ns + (uint64_t)cfg->duration_ms * 1000000u;
+	e->admitting = true;
+	if (cfg->rate > 0.0)
+		bench_arrival_init(&e->arrival, cfg->rate, cfg->seed ^ 0xa5a5u, e->now);
+}
+
+static void phase_run_step(struct bench_engine *e)
+{
+	admit(e);
+	if (e->admitting)
+		return;
+	if (e->drain_end_ns == 0)
+		e->drain_end_ns = e->now + BENCH_DRAIN_MS * 1000000ull;
+	if (busy(e) && e->now < e->drain_end_ns) {
+		if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
+			burst_round(e);
+		return;
+	}
+	/* What is still in flight at the drain deadline is counted, not
+	 * measured. */
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		uint8_t st = e->clients[i].state;
+		if (st == C_ACQUIRE || st == C_WAITING || st == C_RELEASE || st == C_OP ||
+		    st == C_HOLDING)
+			e->res->err.unfinished++;
+	}
+	e->res->err.unfinished += e->backlog_len; /* arrivals that never got a client */
+	uint64_t end = e->run_end_ns;
+	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
+		end = e->last_done_ns;
+	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
+	phase_close_start(e);
+}
+
+static void phase_close_start(struct bench_engine *e)
+{
+	e->phase = PHASE_CLOSE;
+	e->phase_start_ns = e->now;
+	e->admitting = false;
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct client *c = &e->clients[i];
+		if (c->session_id == 0 || c->state == C_DONE)
+			continue;
+		c->opcode = 0;
+		c->in_send_queue = false;
+		c->state = C_CLOSING;
+	}
+	e->send_len = 0;
+	for (uint32_t i = 0; i < e->client_count; i++)
+		if (e->clients[i].state == C_CLOSING)
+			bench_session_request(e, i, HASP_OP_SESSION_CLOSE);
+}
+
+bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_ns)
+{
+	e->now = now_ns;
+	switch (e->phase) {
+	case PHASE_OPEN:
+		phase_open_step(e);
+		break;
+	case PHASE_RUN:
+		phase_run_step(e);
+		break;
+	case PHASE_CLOSE:
+		if (count_state(e, C_CLOSING) == 0 || e->now - e->phase_start_ns >= CLOSE_PHASE_NS)
+			e->phase = PHASE_DONE;
+		break;
+	case PHASE_DONE:
+		break;
+	}
+	if (e->phase == PHASE_DONE)
+		return true;
+	if (e->now >= e->next_scan_ns) {
+		bench_session_scan_timers(e);
+		e->next_scan_ns = e->now + SCAN_NS;
+	}
+	uint64_t wake = e->next_scan_ns;
+	if (e->phase == PHASE_RUN && e->admitting && e->cfg->rate > 0.0 &&
+	    bench_arrival_peek(&e->arrival) < wake)
+		wake = bench_arrival_peek(&e->arrival);
+	if (e->phase == PHASE_RUN && e->admitting && e->cfg->rate <= 0.0 && e->idle_len > 0)
+		wake = e->now;
+	if (wake < *wake_ns)
+		*wake_ns = wake;
+	return false;
+}
+
+void bench_engine_destroy(struct bench_engine *e)
+{
+	if (e == NULL)
+		return;
+	hasp_free(e->clients);
+	hasp_free(e->hash_keys);
+	hasp_free(e->hash_vals);
+	hasp_free(e->send_queue);
+	hasp_free(e->idle);
+	hasp_free(e->backlog);
+	bench_zipf_deinit(&e->zipf);
+	hasp_free(e);
+}
+
+bool bench_engine_failed(const struct bench_engine *e)
+{
+	return e->failed;
+}
+
+int bench_engine_create(struct bench_engine **engine, const struct bench_config *cfg,
+			struct bench_result *res, uint64_t now_ns)
+{
+	char why[128];
+	int rc = bench_config_check(cfg, why, sizeof(why));
+	if (rc != 0)
+		return rc;
+	struct bench_engine *e = hasp_calloc(1, sizeof(*e));
+	if (e == NULL)
+		return -HASP_ENOMEM;
+	e->cfg = cfg;
+	e->res = res;
+	rc = bench_session_parse_cluster(e, cfg->cluster);
+	if (rc != 0)
+		goto fail;
+	e->client_count = cfg->workload == BENCH_WL_BURST ? cfg->waiters + 1u : cfg->clients;
+	uint32_t hash_size = 1;
+	while (hash_size < 4u * e->client_count)
+		hash_size <<= 1;
+	e->hash_mask = hash_size - 1u;
+	e->clients = hasp_calloc(e->client_count, sizeof(*e->clients));
+	e->hash_keys = hasp_calloc(hash_size, sizeof(*e->hash_keys));
+	e->hash_vals = hasp_calloc(hash_size, sizeof(*e->hash_vals));
+	e->send_queue = hasp_calloc(e->client_count, sizeof(*e->send_queue));
+	e->idle = hasp_calloc(e->client_count, sizeof(*e->idle));
+	e->backlog = cfg->rate > 0.0 ? hasp_calloc(BENCH_BACKLOG_MAX, sizeof(*e->backlog)) : NULL;
+	rc = -HASP_ENOMEM;
+	if (e->clients == NULL || e->hash_keys == NULL || e->hash_vals == NULL ||
+	    e->send_queue == NULL || e->idle == NULL || (cfg->rate > 0.0 && e->backlog == NULL))
+		goto fail;
+	rc = bench_zipf_init(&e->zipf, cfg->keys, cfg->zipf_s);
+	if (rc != 0)
+		goto fail;
+	prng_seed(&e->prng, cfg->seed);
+	for (uint32_t i = 0; i < HASP_VALUE_SIZE_MAX; i++)
+		e->value[i] = (uint8_t)('a' + i % 26u);
+	e->now = now_ns;
+	e->phase = PHASE_OPEN;
+	e->phase_start_ns = now_ns;
+	e->next_scan_ns = now_ns;
+	*engine = e;
+	return 0;
+fail:
+	bench_engine_destroy(e);
+	return rc;
+}
+
+/* Peers of the engine: the address list (for transports that need it). */
+uint32_t bench_engine_node_count(const struct bench_engine *e)
+{
+	return e->node_count;
+}

@@ -1,0 +1,186 @@
+/*
+ * The hasp-bench load engine: many hasp sessions over one kernel UDP
+ * socket, driven by one thread with batched syscalls (sendmmsg/recvmmsg).
+ *
+ * Each simulated client is a real session (SESSION_OPEN with its own nonce)
+ * with its own sequence numbers and at most one request in flight, so the
+ * exactly-once window of docs/PROTOCOL.md holds trivially; a retransmission
+ * re-encodes the same request with the same number (the encoder is
+ * deterministic, so the bytes are the same). NOT_LEADER with a known leader
+ * resends at once to it; silence moves to the next node. A request
+ * abandoned after its deadline reopens the client's session, because its
+ * slot in the window is never answered.
+ *
+ * Load is closed loop (every client starts its next operation when the
+ * previous ends) or open loop (Poisson arrivals at cfg->rate, handed to idle
+ * clients, queued in a bounded backlog otherwise). Every operation's latency
+ * runs from its INTENDED start: in open loop the scheduled arrival time, so
+ * a stalled server inflates latency instead of silently lowering the offered
+ * load (coordinated omission).
+ *
+ * Every run is bounded: cfg->count_max operations AND cfg->duration_ms of
+ * measurement after cfg->warmup_ms, then at most BENCH_DRAIN_MS to finish
+ * operations in flight, then SESSION_CLOSE for every session.
+ */
+#ifndef HASP_TOOLS_BENCH_ENGINE_H
+#define HASP_TOOLS_BENCH_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hasp/types.h"
+#include "tools/bench_hist.h"
+
+#define BENCH_CLIENTS_MAX 65536u
+#define BENCH_BATCH_MAX 64u
+#define BENCH_BACKLOG_MAX 65536u /* open-loop arrivals waiting for a client */
+#define BENCH_DRAIN_MS 3000u     /* after the run: finish what is in flight */
+#define BENCH_DURATION_MS_MAX 3600000u
+#define BENCH_OPCODE_LIMIT 64u
+
+enum bench_workload {
+	BENCH_WL_CYCLE,     /* acquire (TRY or WAIT) then release */
+	BENCH_WL_KEEPALIVE, /* SESSION_KEEPALIVE storm over many sessions */
+	BENCH_WL_KV,        /* KV put/get mix */
+	BENCH_WL_BURST,     /* one lock, W waiters or watchers, time to tell the last */
+};
+
+enum bench_lat {
+	BENCH_LAT_OP,        /* whole operation, from its intended start */
+	BENCH_LAT_ACQUIRE,   /* ACQUIRE first send to grant (reply or event) */
+	BENCH_LAT_RELEASE,   /* RELEASE first send to OK */
+	BENCH_LAT_KEEPALIVE, /* SESSION_KEEPALIVE round trip */
+	BENCH_LAT_PUT,       /* KV_PUT round trip */
+	BENCH_LAT_GET,       /* KV_GET round trip */
+	BENCH_LAT_NOTIFY,    /* burst: release sent to the last waiter/watcher told */
+	BENCH_LAT_COUNT
+};
+
+struct bench_config {
+	const char *cluster; /* "ip:port,..." */
+	enum bench_workload workload;
+	uint32_t clients;   /* sessions (burst: waiters + 1) */
+	uint32_t keys;      /* key space */
+	bool contended;     /* keys by Zipf(zipf_s) over all clients; else partitioned */
+	double zipf_s;
+	bool wait;          /* ACQUIRE mode WAIT, else TRY */
+	uint32_t lock_ttl_ms;
+	uint32_t session_ttl_ms;
+	double rate;        /* operations per second; 0: closed loop */
+	uint64_t count_max; /* operations started (burst: rounds) */
+	uint32_t duration_ms;
+	uint32_t warmup_ms;
+	uint32_t put_percent; /* KV */
+	uint32_t value_size;  /* KV */
+	uint32_t waiters;     /* burst: W */
+	bool watchers;        /* burst: WATCH instead of WAIT */
+	uint32_t request_timeout_ms; /* silence before a retransmit */
+	uint32_t request_deadline_ms; /* give a request up (and reopen the session) */
+	uint32_t wait_recheck_ms;    /* queued: LOCK_READ after this much silence */
+	uint32_t batch;       /* datagrams per sendmmsg/recvmmsg, 1..64 */
+	uint64_t seed;
+	char prefix[64];      /* lock and key names are prefix/k<n> */
+	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
+};
+
+struct bench_errors {
+	uint64_t timeouts;       /* requests given up at their deadline */
+	uint64_t retransmits;
+	uint64_t redirects;      /* NOT_LEADER answers */
+	uint64_t malformed;      /* refused by hasp_wire_decode_reply */
+	uint64_t stray;          /* unknown session, or not the request in flight */
+	uint64_t wait_rereads;   /* LOCK_READ while queued */
+	uint64_t wait_timeouts;  /* queued too long: given up */
+	uint64_t notify_missing; /* burst: waiters/watchers not told in time */
+	uint64_t arrivals_dropped; /* open loop: backlog full */
+	uint64_t send_errors;
+	uint64_t session_reopens;
+	uint64_t sessions_failed; /* never opened */
+	uint64_t unfinished;      /* operations still in flight at the drain deadline */
+	uint64_t failed_ops;      /* operations ended by an unexpected status */
+	uint64_t rewatches;       /* burst: WATCH sent again after a leader change */
+};
+
+struct bench_result {
+	struct bench_hist *lat[BENCH_LAT_COUNT]; /* owned: bench_result_deinit */
+	uint64_t ops;          /* measured operations completed */
+	uint64_t cycles;       /* measured lock cycles that were granted and released */
+	uint64_t busy;         /* measured TRY acquires answered BUSY */
+	uint64_t ops_started;  /* all, warm-up included */
+	uint64_t elapsed_ns;   /* the measured window */
+	uint64_t statuses[HASP_STATUS_COUNT]; /* every reply, by status */
+	/* Replies by request opcode and status (opcodes are < 64). */
+	uint64_t op_statuses[BENCH_OPCODE_LIMIT][HASP_STATUS_COUNT];
+	struct bench_errors err;
+	uint64_t backlog_max;
+	uint64_t tx_datagrams, rx_datagrams, tx_calls, rx_calls, events;
+	uint32_t sessions;     /* opened at start */
+};
+
+/* Defaults: closed loop, 16 clients, 1024 keys, TRY, 10 s, 1000000 ops. */
+void bench_config_default(struct bench_config *cfg);
+/* Checks ranges; returns 0 or -HASP_ECONFIG with a message in err. */
+int bench_config_check(const struct bench_config *cfg, char *err, size_t err_size)
+	__attribute__((warn_unused_result));
+
+int bench_result_init(struct bench_result *res) __attribute__((warn_unused_result));
+void bench_result_deinit(struct bench_result *res);
+/* Adds `source` (another engine's run at the same time) into `target`:
+ * counts and histograms add up, the measured window is the longer one. */
+void bench_result_merge(struct bench_result *target, const struct bench_result *source);
+
+/* Runs one bounded load over a kernel UDP socket (tools/bench_kernel.c).
+ * Returns 0 (the result says what happened), -HASP_ECONFIG, -HASP_ENOMEM,
+ * -HASP_ESYS, or -HASP_ETIMEDOUT when no session could be opened. */
+int bench_run(const struct bench_config *cfg, struct bench_result *res)
+	__attribute__((warn_unused_result));
+
+/*
+ * The engine as step functions, for a transport's own loop (the kernel
+ * socket loop of bench_run, or a DPDK lcore's work hook). One thread:
+ *
+ *   bench_engine_create(&e, cfg, res, now)
+ *   until bench_engine_step(e, now, &wake) returns true:
+ *       bench_engine_flush(e, send, arg)         hand queued requests over
+ *       bench_engine_receive(e, now, data, size) for each datagram received
+ *       sleep until `wake` (ns) or a datagram, unless sends are pending
+ *   bench_engine_failed(e)  true when no session could be opened
+ *   bench_engine_destroy(e)
+ *
+ * The engine keeps cfg and res; the caller keeps both alive until destroy.
+ */
+struct bench_engine;
+
+struct sockaddr_in;
+struct bench_tx { /* one datagram to send; valid during the send call */
+	const struct sockaddr_in *to;
+	const uint8_t *data;
+	size_t size;
+};
+
+/* Sends tx[0 .. count); returns how many were sent (0: full, try later)
+ * or -1 when the first one failed for good (it is skipped and later
+ * retransmitted by its timer). */
+typedef int bench_send_fn(void *arg, const struct bench_tx *tx, uint32_t count);
+
+int bench_engine_create(struct bench_engine **e, const struct bench_config *cfg,
+			struct bench_result *res, uint64_t now_ns) __attribute__((warn_unused_result));
+/* Advances phases and timers to now_ns; lowers *wake_ns to the next time
+ * it must run. Returns true when the run is over (sessions closed). */
+bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_ns);
+void bench_engine_flush(struct bench_engine *e, bench_send_fn *send, void *arg);
+bool bench_engine_sends_pending(const struct bench_engine *e);
+/* One received datagram (any source; the engine decodes and matches it). */
+void bench_engine_receive(struct bench_engine *e, uint64_t now_ns, const uint8_t *data,
+			  size_t size);
+bool bench_engine_failed(const struct bench_engine *e);
+uint32_t bench_engine_node_count(const struct bench_engine *e);
+void bench_engine_destroy(struct bench_engine *e);
+
+const char *bench_workload_name(enum bench_workload w);
+const char *bench_lat_name(enum bench_lat l);
+/* "ACQUIRE", ...; NULL for opcodes hasp-bench never sends. */
+const char *bench_op_name(uint8_t opcode);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * The inside of the hasp-bench engine, shared by tools/bench_session.c
+ * (client sessions: requests, replies, events, timers) and
+ * tools/bench_engine.c (admission, release bursts, the phases of a run and
+ * the public step API). Not for other users: tools/bench_engine.h is the
+ * contract.
+ */
+#ifndef HASP_TOOLS_BENCH_ENGINE_IMPL_H
+#define HASP_TOOLS_BENCH_ENGINE_IMPL_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+#include "common/prng.h"
+#include "tools/bench_arrival.h"
+#include "tools/bench_engine.h"
+
+#define NODES_MAX 16u                /* configured + learned node addresses */
+#define SCAN_NS 2000000ull           /* timer scan period: 2 ms */
+#define BACKOFF_NS 20000000ull       /* after UNAVAILABLE/OVERLOADED/unknown leader */
+#define OPENS_INFLIGHT_MAX 256u      /* session opens at once during start-up */
+#define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
+#define REACQUIRE_MAX 8u             /* fresh ACQUIREs after a wait found the lock free */
+#define BURST_ROUND_NS 2000000000ull /* a burst round's base time limit */
+#define CLOSE_PHASE_NS 1000000000ull /* SESSION_CLOSE answers waited for, at most */
+
+enum client_state {
+	C_NEW,      /* no session */
+	C_OPENING,  /* SESSION_OPEN in flight */
+	C_IDLE,     /* session open, no operation */
+	C_ACQUIRE,  /* ACQUIRE in flight */
+	C_WAITING,  /* QUEUED: waiting for LOCK_GRANTED */
+	C_HOLDING,  /* burst holder: granted, told to keep it */
+	C_RELEASE,  /* RELEASE in flight */
+	C_OP,       /* single-request operation (keepalive, KV) in flight */
+	C_WATCHING, /* burst watcher: WATCH registered */
+	C_CLOSING,
+	C_DONE,     /* closed, or failed to open */
+};
+
+struct client {
+	uint64_t session_id;
+	uint64_t nonce;
+	uint64_t seq;           /* of the request in flight, or the last one */
+	uint64_t token;
+	uint64_t op_start_ns;   /* intended start of the current operation */
+	uint64_t req_first_ns;  /* first send of the request in flight */
+	uint64_t req_due_ns;    /* retransmit when now >= this */
+	uint64_t acq_first_ns;  /* first send of the (last) ACQUIRE */
+	uint64_t last_answer_ns;
+	uint64_t wait_since_ns; /* queued, or last re-read */
+	uint32_t key;
+	uint16_t node;
+	uint8_t state;
+	uint8_t opcode;         /* request in flight; 0: none */
+	uint32_t watch_epoch;   /* burst watcher: leader epoch of its WATCH */
+	uint8_t reacquires;
+	uint8_t redirects;      /* NOT_LEADER answers to the request in flight */
+	bool measured;          /* the current operation counts */
+	bool in_send_queue;
+	bool put;               /* KV: this operation is a put */
+	bool hold;              /* burst holder: do not release on grant */
+	bool told;              /* burst: told in this round */
+	bool background;        /* the request in flight is a background keepalive */
+};
+
+enum phase { PHASE_OPEN, PHASE_RUN, PHASE_CLOSE, PHASE_DONE };
+
+struct bench_engine {
+	const struct bench_config *cfg;
+	struct bench_result *res;
+	enum phase phase;
+	uint64_t phase_start_ns, next_scan_ns, drain_end_ns;
+	uint32_t open_next; /* sessions opened or being opened */
+	bool failed;        /* no session could be opened */
+	struct sockaddr_in nodes[NODES_MAX];
+	uint32_t node_count;
+	uint16_t leader_hint;
+	uint32_t leader_epoch; /* changes of leader_hint seen */
+	struct client *clients;
+	uint32_t client_count;
+	/* session id -> client index + 1, open addressing, 2x oversized */
+	uint64_t *hash_keys;
+	uint32_t *hash_vals;
+	uint32_t hash_mask;
+	uint32_t *send_queue;
+	uint32_t send_head, send_len;
+	uint32_t *idle;
+	uint32_t idle_len;
+	uint64_t *backlog;
+	uint32_t backlog_head, backlog_len;
+	struct prng prng;
+	struct bench_zipf zipf;
+	struct bench_arrival arrival;
+	uint64_t arrivals;
+	uint64_t now;
+	uint64_t measure_start_ns, run_end_ns, last_done_ns;
+	bool admitting;
+	uint8_t value[HASP_VALUE_SIZE_MAX];
+	uint8_t tx_buf[BENCH_BATCH_MAX][HASP_DATAGRAM_SIZE_MAX]; /* one flush batch */
+	/* burst */
+	uint64_t round;
+	uint64_t round_start_ns, round_release_ns, round_last_told_ns;
+	uint32_t round_told;
+	uint8_t round_phase;
+};
+
+enum { R_IDLE, R_HOLDER_ACQUIRE, R_QUEUEING, R_RELEASED };
+
+/* ---- tools/bench_session.c ---- */
+
+/* Parses "ip:port,..." into e->nodes; 0 or -HASP_ECONFIG. */
+int bench_session_parse_cluster(struct bench_engine *e, const char *list);
+/* Encodes client `index`'s request in flight into buf (one datagram);
+ * deterministic, so a retransmission sends the same bytes. */
+int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf);
+/* Starts a new request (the next sequence number) on client `index`. */
+void bench_session_request(struct bench_engine *e, uint32_t index, uint8_t opcode);
+/* (Re)opens client `index`'s session with a new nonce. */
+void bench_session_open(struct bench_engine *e, uint32_t index);
+/* Starts an operation of the configured workload, intended at intended_ns. */
+void bench_session_start_op(struct bench_engine *e, uint32_t index, uint64_t intended_ns);
+/* Makes client `index` idle; in open loop it takes a waiting arrival. */
+void bench_session_make_idle(struct bench_engine *e, uint32_t index);
+void bench_session_record(struct bench_engine *e, bool measured, enum bench_lat l, uint64_t ns);
+/* Decodes, matches and handles one received datagram. */
+void bench_session_receive(struct bench_engine *e, const uint8_t *data, size_t size);
+/* Retransmits, wait re-reads, background keepalives, given-up requests. */
+void bench_session_scan_timers(struct bench_engine *e);
+
+/* ---- tools/bench_engine.c ---- */
+
+/* The next idle client, or -1. */
+int64_t bench_engine_pop_idle(struct bench_engine *e);
+
+#endif
