@@ -67,6 +67,13 @@ static int dp_lcores_init(struct dp *dp)
 		dp->lcores[++index].lcore_id = lcore_id;
 	}
 	HASP_ASSERT(index + 1 == dp->lcore_count);
+	if (dp->cfg.rx_forward && dp->lcore_count > 1) {
+		/* A datagram is at most the MTU less the IPv4 and UDP headers. */
+		int rc = rx_forward_init(&dp->fwd, dp->lcore_count, dp->cfg.mtu - 28u);
+		if (rc != 0)
+			return rc;
+		dp->fwd_on = true;
+	}
 	for (uint32_t i = 0; i < dp->lcore_count; i++) {
 		struct dp_lcore *lc = &dp->lcores[i];
 		lc->dp = dp;
@@ -82,6 +89,7 @@ static int dp_lcores_init(struct dp *dp)
 		rc = idle_init(&lc->idle, dp->cfg.idle, dp->cfg.idle_spin);
 		if (rc != 0)
 			return rc;
+		atomic_init(&lc->asleep, false);
 		if (dp->lcore_count > 1) {
 			lc->arp_inbox = lcore_loop_arp_inbox_create(i, DP_ARP_INBOX_SIZE);
 			if (lc->arp_inbox == NULL)
@@ -104,6 +112,9 @@ static void dp_lcores_deinit(struct dp *dp)
 		for (uint16_t t = 0; t < lc->tx_count; t++)
 			rte_pktmbuf_free(lc->tx[t]);
 	}
+	if (dp->fwd_on)
+		rx_forward_deinit(&dp->fwd);
+	dp->fwd_on = false;
 	hasp_free(dp->lcores);
 	dp->lcores = NULL;
 }

@@ -24,6 +24,12 @@
  * mbuf, so the caller keeps its buffer. A datagram handed to a handler is
  * valid only during the call (it lives in the RX mbuf).
  *
+ * With cfg.rx_forward and several lcores, handlers run on lcore 0 only
+ * (the work hook still runs on every lcore): lcores 1.. copy their
+ * datagrams to lcore 0 through rte_rings (rx_forward.h); the datagram a
+ * handler then sees lives in a hand-off message, equally valid only during
+ * the call.
+ *
  * After dp_run() starts, lcores never allocate: each marks its thread with
  * hasp_alloc_forbid_thread(true) and the integration test checks the
  * forbidden counter stays zero. Everything is sized in dp_init().
@@ -43,6 +49,7 @@
 #include "dataplane/eth.h"
 #include "dataplane/idle.h"
 #include "dataplane/port.h"
+#include "dataplane/rx_forward.h"
 
 #define DP_LCORES_MAX PORT_QUEUES_MAX
 #define DP_RX_BURST 32u
@@ -91,6 +98,12 @@ struct dp_config {
 	uint16_t txd_count;      /* 0: 512 */
 	uint32_t arp_entries;    /* 0: 256 (a power of two) */
 	uint32_t arp_pending;    /* 0: 4 datagrams parked per unresolved entry */
+	/* With more than one lcore: lcores 1.. receive only and hand every
+	 * datagram for a registered port to lcore 0 through rx_forward.h, so
+	 * handlers run on lcore 0 alone (a single-threaded node). false: each
+	 * lcore calls the handlers itself (hasp-dp-echo). No effect on one
+	 * lcore, which always handles its datagrams zero-copy. */
+	bool rx_forward;
 };
 
 /* Per-lcore state, cache-line aligned; owned by its lcore. */
@@ -108,7 +121,13 @@ struct dp_lcore {
 	struct idle idle;
 	uint64_t announce_ns;    /* lcore 0: next gratuitous ARP */
 	uint32_t announce_count; /* lcore 0: gratuitous ARPs sent so far */
+	bool fwd_pushed;         /* RX lcore: this burst forwarded a datagram */
 	struct dp_stats stats;
+	/* lcore 0 with rx_forward: set just before it sleeps, cleared when it
+	 * wakes; RX lcores write its wake eventfd only while it is set (the
+	 * race analysis is at lcore_loop.c's lcore_sleep()). Own cache line:
+	 * RX lcores read it after every burst they forward. */
+	atomic_bool asleep __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 
 struct dp_port_handler {
@@ -126,6 +145,8 @@ struct dp {
 	uint32_t subnet_mask;
 	uint32_t lcore_count;
 	struct dp_lcore *lcores;  /* lcore_count entries */
+	struct rx_forward fwd;    /* rx_forward and more than one lcore */
+	bool fwd_on;
 	int wake_fds[IDLE_FDS_MAX];
 	uint32_t wake_fd_count;
 	atomic_bool stopping;

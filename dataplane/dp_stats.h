@@ -61,7 +61,12 @@
 	X(idle_sleeps, 0, "times the lcore went to sleep waiting for traffic")              \
 	X(idle_wake_ready, 0, "sleeps ended by a readable fd or a wake")                    \
 	X(idle_wake_timeout, 0, "sleeps ended by the timer deadline")                       \
-	X(loop_iterations, 0, "iterations of the run-to-completion loop")
+	X(loop_iterations, 0, "iterations of the run-to-completion loop")                   \
+	X(rx_forwarded, 0, "of rx_udp: handed by an RX lcore to lcore 0's ring")            \
+	X(rx_ring_full, 0, "of rx_udp: dropped, the RX lcore's ring to lcore 0 was full")   \
+	X(rx_forward_no_msg, 0, "of rx_udp: dropped, no free hand-off message")              \
+	X(fwd_handled, 0, "lcore 0: forwarded datagrams taken from the rings and handled")  \
+	X(fwd_wakes, 0, "RX lcore: wakes written to a sleeping lcore 0")
 
 struct dp_stats {
 #define DP_STATS_FIELD(name, outcome, help) uint64_t name;

@@ -6,10 +6,12 @@
  * Binds the node core (node.h) to the dataplane (dp.h): the client and
  * peer UDP ports are handlers on lcore 0, node_work() is the lcore's work
  * hook, and the storage ring's fd wakes the idle lcore when a write
- * completes. v1 runs the whole node on one lcore (run to completion: RX
- * burst -> dispatch -> raft step -> WAL submit/reap -> apply -> replies ->
- * TX); docs/OPERATIONS.md says how more lcores would feed it through
- * rte_rings.
+ * completes. The whole node runs on lcore 0, the raft lcore (run to
+ * completion: RX burst -> dispatch -> raft step -> WAL submit/reap -> apply
+ * -> replies -> TX). With more EAL lcores (-l 0-1), the others are RX
+ * lcores: each receives on its own queue and hands its datagrams to lcore 0
+ * through an rte_ring (dp_config.rx_forward, rx_forward.h), so the handlers
+ * below still run on lcore 0 only (docs/OPERATIONS.md, "More lcores").
  *
  * Exit codes: 0 after SIGINT/SIGTERM (in-flight WAL writes finished),
  * 2 invalid configuration (the message names the field), 3 unusable data
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/assert.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "dataplane/dp.h"
@@ -69,6 +72,8 @@ static void net_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_por
 static void on_client(struct dp_lcore *lc, const struct dp_datagram *dg, void *arg)
 {
 	(void)arg;
+	/* rx_forward: RX lcores never call handlers (dp.h). */
+	HASP_ASSERT(dp_lcore_index(lc) == 0);
 	haspd_lcore = lc;
 	node_client_rx(&haspd_node, lc->now_ns, dg->src_ip, dg->src_port, dg->payload,
 		       dg->payload_size);
@@ -77,6 +82,7 @@ static void on_client(struct dp_lcore *lc, const struct dp_datagram *dg, void *a
 static void on_peer(struct dp_lcore *lc, const struct dp_datagram *dg, void *arg)
 {
 	(void)arg;
+	HASP_ASSERT(dp_lcore_index(lc) == 0);
 	haspd_lcore = lc;
 	node_peer_rx(&haspd_node, lc->now_ns, dg->src_ip, dg->src_port, dg->payload, dg->payload_size);
 }
@@ -186,6 +192,7 @@ int main(int argc, char **argv)
 		.port_name = haspd_cfg.port_name[0] ? haspd_cfg.port_name : NULL,
 		.ip = haspd_cfg.ip, .prefix_len = haspd_cfg.prefix_len, .gateway = haspd_cfg.gateway,
 		.idle = haspd_cfg.idle, .idle_spin = haspd_cfg.idle_spin,
+		.rx_forward = true, /* the node core is single-threaded */
 	};
 	memcpy(dcfg.mac.bytes, haspd_cfg.mac, 6);
 	rc = dp_init(&haspd_dp, &dcfg);
@@ -194,13 +201,6 @@ int main(int argc, char **argv)
 		node_admin_deinit(&haspd_admin);
 		node_deinit(&haspd_node);
 		return rc == -HASP_EINVAL ? EXIT_CONFIG : EXIT_RUNTIME;
-	}
-	if (haspd_dp.lcore_count != 1) {
-		fprintf(stderr, "haspd: eal: v1 runs the node on exactly one lcore (-l N), got %u\n",
-			haspd_dp.lcore_count);
-		dp_deinit(&haspd_dp);
-		node_deinit(&haspd_node);
-		return EXIT_CONFIG;
 	}
 	if (dp_udp_register(&haspd_dp, self->client_port, on_client, NULL) != 0 ||
 	    dp_udp_register(&haspd_dp, self->peer_port, on_peer, NULL) != 0) {

@@ -206,6 +206,22 @@ static void lcore_handle(struct dp_lcore *lc, struct rte_mbuf *m)
 		lcore_loop_tx(lc, m);
 		return;
 	case CLASSIFY_UDP: {
+		if (dp->fwd_on && lc->index != 0) {
+			/* An RX lcore: copy to lcore 0, which runs the handler. */
+			const struct rx_forward_msg hdr = {
+				.src_ip = res.udp.src_ip,
+				.dst_ip = res.udp.dst_ip,
+				.src_port = res.udp.src_port,
+				.dst_port = res.udp.dst_port,
+				.payload_size = res.udp.payload_size,
+				.port_index = (uint8_t)res.udp.port_index,
+				.src_mac = res.udp.src_mac,
+			};
+			if (rx_forward_push(&dp->fwd, lc->index, &hdr, res.udp.payload, &lc->stats))
+				lc->fwd_pushed = true;
+			rte_pktmbuf_free(m);
+			return;
+		}
 		const struct dp_port_handler *h = &dp->handlers[res.udp.port_index];
 		struct dp_datagram dg = {
 			.src_ip = res.udp.src_ip,
@@ -226,6 +242,92 @@ static void lcore_handle(struct dp_lcore *lc, struct rte_mbuf *m)
 		return;
 	}
 	HASP_UNREACHABLE();
+}
+
+/* Lcore 0: hands every forwarded datagram to its port's handler, exactly as
+ * if it had been received here (the reply leaves from lcore 0's queue; the
+ * datagram carries the sender's MAC for dp_udp_reply()). Takes at most one
+ * ring's worth per RX lcore per iteration, so its own queue and the work
+ * hook are not starved. Returns how many it handled. */
+static uint32_t lcore_fwd_drain(struct dp_lcore *lc)
+{
+	struct dp *dp = lc->dp;
+	struct rx_forward_msg *msgs[RX_FORWARD_BURST];
+	uint32_t total = 0;
+
+	HASP_ASSERT(lc->index == 0 && dp->fwd_on);
+	for (uint32_t i = 1; i < dp->lcore_count; i++) {
+		for (uint32_t taken = 0; taken < RX_FORWARD_RING_SIZE;) {
+			uint32_t n = rx_forward_take(&dp->fwd, i, msgs, RX_FORWARD_BURST);
+			if (n == 0)
+				break;
+			for (uint32_t k = 0; k < n; k++) {
+				const struct rx_forward_msg *m = msgs[k];
+				HASP_ASSERT(m->rx_index == i);
+				HASP_ASSERT(m->port_index < dp->classify.port_count);
+				const struct dp_port_handler *h = &dp->handlers[m->port_index];
+				const struct dp_datagram dg = {
+					.src_ip = m->src_ip,
+					.src_port = m->src_port,
+					.dst_ip = m->dst_ip,
+					.dst_port = m->dst_port,
+					.src_mac = m->src_mac,
+					.payload = m->payload,
+					.payload_size = m->payload_size,
+				};
+				h->fn(lc, &dg, h->arg);
+			}
+			rx_forward_put(&dp->fwd, msgs, n);
+			taken += n;
+			total += n;
+		}
+	}
+	lc->stats.fwd_handled += total;
+	return total;
+}
+
+/* An RX lcore after a burst that forwarded something: wake lcore 0 if it
+ * sleeps (see lcore_sleep() for why no wake is lost). */
+static void lcore_fwd_notify(struct dp_lcore *lc)
+{
+	struct dp_lcore *raft = &lc->dp->lcores[0];
+
+	lc->fwd_pushed = false;
+	/* Orders our ring enqueue before the load of `asleep` (pairs with the
+	 * fence in lcore_sleep()). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&raft->asleep, memory_order_relaxed)) {
+		idle_wake(&raft->idle);
+		lc->stats.fwd_wakes++;
+	}
+}
+
+/* Sleeps until a frame, a node fd, a wake or `deadline`.
+ *
+ * Lcore 0 with forwarding must not sleep past a message an RX lcore has
+ * just enqueued. The hand-shake is Dekker's: lcore 0 stores asleep=true,
+ * fences, then checks every ring; an RX lcore enqueues, fences, then loads
+ * `asleep`. With both fences sequentially consistent, at least one side
+ * sees the other's store: either lcore 0 finds the message and does not
+ * sleep, or the RX lcore sees asleep=true and writes lcore 0's wake
+ * eventfd. That eventfd is level-triggered and polled by every wait, so a
+ * write that lands before ppoll() starts still ends it at once (it costs
+ * one spurious wake at worst, never a lost one). RX lcores write the
+ * eventfd only while lcore 0 sleeps, so a busy lcore 0 costs them no
+ * syscall. */
+static void lcore_sleep(struct dp_lcore *lc, uint64_t deadline)
+{
+	struct dp *dp = lc->dp;
+
+	if (!dp->fwd_on || lc->index != 0) {
+		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
+		return;
+	}
+	atomic_store_explicit(&lc->asleep, true, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!rx_forward_pending(&dp->fwd))
+		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
+	atomic_store_explicit(&lc->asleep, false, memory_order_relaxed);
 }
 
 /* One RX burst: returns how many frames it handled. */
@@ -288,9 +390,13 @@ int lcore_loop_run(void *arg)
 		lc->stats.loop_iterations++;
 		lcore_arp_inbox_drain(lc);
 		uint16_t n = lcore_rx(lc);
+		bool did_work = n > 0;
+		if (lc->fwd_pushed)
+			lcore_fwd_notify(lc);
+		if (dp->fwd_on && lc->index == 0)
+			did_work |= lcore_fwd_drain(lc) > 0;
 		arp_cache_tick(&lc->arp, lc->now_ns);
 		uint64_t deadline = arp_cache_next_deadline(&lc->arp);
-		bool did_work = n > 0;
 		if (lc->announce_count < DP_ANNOUNCE_COUNT) {
 			/* Neighbours learn our MAC now, not on first use. */
 			if (lc->now_ns >= lc->announce_ns) {
@@ -315,7 +421,7 @@ int lcore_loop_run(void *arg)
 		lcore_loop_flush(lc);
 		if (atomic_load_explicit(&dp->stopping, memory_order_relaxed))
 			break;
-		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
+		lcore_sleep(lc, deadline);
 	}
 	lcore_loop_flush(lc);
 	hasp_alloc_forbid_thread(false);

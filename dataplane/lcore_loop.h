@@ -4,6 +4,11 @@
  * handler, answer ARP and ping in place, run the node's work hook, flush the
  * TX buffer, and idle adaptively when nothing happened (idle.h).
  *
+ * With dp_config.rx_forward and several lcores, lcores 1.. copy UDP
+ * datagrams onto their ring to lcore 0 instead of calling the handler, and
+ * lcore 0 drains the rings right after its own RX burst, before the work
+ * hook (rx_forward.h; the wake protocol is at lcore_sleep() in the .c).
+ *
  * TX buffering: frames collect in lc->tx and go out in one burst when the
  * buffer is full, at the end of an iteration whose RX burst was not full
  * (nothing more is waiting, so holding frames only adds latency), or when

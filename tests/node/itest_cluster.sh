@@ -17,6 +17,13 @@ line=$("$cluster" up -n 3 --set log_window=256 --set snapshot_threshold=64 \
 	--set snapshot_trailing=16 | tail -1)
 export "${line?}"
 echo "itest: $line"
+# HASP_LCORES=2 (node_itest_cluster_lcores2): every node on -l 0-1.
+if [ "${HASP_LCORES:-1}" -gt 1 ]; then
+	for i in 1 2 3; do
+		grep -q -- "-l 0-" "$HASP_CLUSTER_DIR/n$i.conf" || { echo "FAIL: node $i not multi-lcore"; exit 1; }
+	done
+	echo "itest: $HASP_LCORES lcores per node"
+fi
 leader=$("$cluster" leader)
 follower=$(( leader % 3 + 1 ))
 echo "itest: leader node $leader, follower $follower"
