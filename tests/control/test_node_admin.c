@@ -55,6 +55,7 @@ struct sim {
 	uint32_t inbox_count;
 	uint64_t now_ns;
 	uint64_t forbidden_before; /* hasp_alloc_stats forbidden_count at start */
+	uint64_t libc_before;      /* forbid_io_libc_count() at start */
 };
 
 static struct sim *g;
@@ -112,6 +113,7 @@ static struct sim *sim_create(void)
 	struct hasp_alloc_stats st;
 	hasp_alloc_stats_get(&st);
 	s->forbidden_before = st.forbidden_count;
+	s->libc_before = forbid_io_libc_count();
 	forbid_io_window(true);
 	return s;
 }
@@ -122,6 +124,7 @@ static void sim_destroy(struct sim *s)
 	forbid_io_window(false);
 	hasp_alloc_stats_get(&st);
 	assert_int_equal(st.forbidden_count - s->forbidden_before, 0);
+	assert_int_equal(forbid_io_libc_count() - s->libc_before, 0);
 	for (uint32_t i = 0; i < NODES; i++) {
 		node_admin_deinit(&s->admin[i]);
 		node_deinit(&s->nodes[i]);

@@ -544,6 +544,7 @@ static void test_node_lcore_allocates_nothing_after_start(void **state)
 	char name[32];
 
 	hasp_alloc_stats_get(&before);
+	uint64_t libc_before = forbid_io_libc_count();
 	forbid_io_window(true);
 	uint64_t sid = sim_open(s, l, 81), w = sim_open(s, l, 82);
 	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
@@ -596,6 +597,11 @@ static void test_node_lcore_allocates_nothing_after_start(void **state)
 		      (unsigned long long)(after.forbidden_count - before.forbidden_count),
 		      (unsigned long long)s->nodes[l].st.wal.stats.rollovers);
 	assert_int_equal(after.forbidden_count - before.forbidden_count, 0);
+	/* And no libc allocation behind hasp_alloc's back (normal build). */
+	print_message("libc allocations while marked: %llu (%s)\n",
+		      (unsigned long long)(forbid_io_libc_count() - libc_before),
+		      forbid_io_libc_counted() ? "counted" : "not counted under sanitizers");
+	assert_int_equal(forbid_io_libc_count() - libc_before, 0);
 	sim_destroy(s);
 }
 

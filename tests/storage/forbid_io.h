@@ -22,6 +22,7 @@
 #define HASP_TESTS_STORAGE_FORBID_IO_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "storage/io.h"
 
@@ -30,6 +31,14 @@ void forbid_io_window(bool open);
 /* Marks the thread if the window is open; leave always unmarks. */
 void forbid_io_enter(void);
 void forbid_io_leave(void);
+/* Where the build allows (not under sanitizers), malloc/calloc/realloc are
+ * replaced in the test binary by counting ones, so libc allocations on a
+ * marked thread (opendir, stdio, qsort) are counted too:
+ * forbid_io_libc_count() is their total; forbid_io_libc_counted() says
+ * whether this build counts them. */
+bool forbid_io_libc_counted(void);
+uint64_t forbid_io_libc_count(void);
+
 /* Returns io with its ops replaced by lifting wrappers; io.ctx is kept.
  * Every wrapped io must share one ops table (the simulated disk's). */
 struct storage_io forbid_io_wrap(struct storage_io io);
