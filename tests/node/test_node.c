@@ -3,13 +3,14 @@
  * simulated disk) wired by an in-memory network, a simulated clock, and a
  * client that speaks the real wire protocol. What haspd does on the lcore,
  * minus the packets: dispatch, batching, pending replies, ReadIndex reads,
- * expiry timers, pushed events, restart from the WAL.
+ * expiry timers, pushed events, restart from the WAL, and that none of it
+ * allocates once started (STYLE.md §6).
  */
 #include <setjmp.h>
-#include <stdio.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -51,8 +52,6 @@ struct sim {
 
 static struct sim *g;
 
-/* Node entry points run inside the forbidden-thread window while the test
- * opens it (tests/storage/forbid_io.h). */
 static void sim_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
 		     size_t size)
 {
@@ -76,8 +75,8 @@ static void sim_start_node(struct sim *s, uint32_t i)
 {
 	char err[256];
 	struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)i };
-	int rc = node_init(&s->nodes[i], &s->cfg[i], forbid_io_wrap(simdisk_io(s->disks[i])), &net, s->now_ns, err,
-			   sizeof(err));
+	int rc = node_init(&s->nodes[i], &s->cfg[i], forbid_io_wrap(simdisk_io(s->disks[i])), &net,
+			   s->now_ns, err, sizeof(err));
 	if (rc != 0)
 		print_message("node_init: %s\n", err);
 	assert_int_equal(rc, 0);
@@ -147,7 +146,9 @@ static int node_of_ip(const struct sim *s, uint32_t ip)
 	return -1;
 }
 
-/* One step: deliver what is in flight, then run every node's work. */
+/* One step: deliver what is in flight, then run every node's work. Each
+ * node entry point runs inside the forbidden-thread window while a test
+ * opens it (tests/storage/forbid_io.h). */
 static void sim_step(struct sim *s)
 {
 	static struct dgram batch[NET_MAX];
