@@ -8,6 +8,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
+#ifndef NDEBUG
+#include <execinfo.h>
+#endif
 
 #define FAIL_NEVER UINT64_MAX
 
@@ -31,6 +35,23 @@ static bool alloc_injected_failure(void)
 	return false;
 }
 
+/* Debug builds: HASP_ALLOC_FORBID_TRACE=1 in the environment prints a
+ * backtrace to stderr for each allocation on a forbidden thread, to find
+ * the site (addr2line -f -e <binary> <offset>) when alloc_forbidden moves. */
+static void alloc_forbidden_trace(void)
+{
+#ifndef NDEBUG
+	static const char msg[] = "hasp_alloc on a forbidden thread:\n";
+	const char *env = getenv("HASP_ALLOC_FORBID_TRACE");
+	void *frames[32];
+
+	if (env == NULL || env[0] != '1')
+		return;
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	backtrace_symbols_fd(frames, backtrace(frames, 32), STDERR_FILENO);
+#endif
+}
+
 static void *alloc_account(void *ptr)
 {
 	if (ptr == NULL) {
@@ -38,8 +59,10 @@ static void *alloc_account(void *ptr)
 		return NULL;
 	}
 	atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
-	if (thread_forbidden)
+	if (thread_forbidden) {
 		atomic_fetch_add_explicit(&forbidden_count, 1, memory_order_relaxed);
+		alloc_forbidden_trace();
+	}
 	return ptr;
 }
 

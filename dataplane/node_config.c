@@ -18,6 +18,7 @@
 #include "dataplane/eth.h"
 #include "dataplane/ipv4.h"
 #include "hasp/errors.h"
+#include "storage/snapshot.h"
 
 static int fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -194,7 +195,7 @@ static const struct u32_key u32_keys[] = {
 	U32_KEY("log_window", log_window, 64, 1u << 20),
 	U32_KEY("snapshot_threshold", snapshot_threshold, 1, 1u << 19),
 	U32_KEY("snapshot_trailing", snapshot_trailing, 0, 1u << 19),
-	U32_KEY("snapshots_kept", snapshots_kept, 1, 100),
+	U32_KEY("snapshots_kept", snapshots_kept, 1, SNAPSHOT_KEEP_MAX),
 	U32_KEY("wal_writes_inflight", wal_writes_inflight, 1, 64),
 	U32_KEY("watches_max", watches_max, 1, 1u << 20),
 	U32_KEY("watch_rate", watch_rate, 1, 100000000),

@@ -99,6 +99,7 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	if (put(buf, size, &off, "wal_writes", w->writes) != 0 ||
 	    put(buf, size, &off, "wal_appends", w->appends) != 0 ||
 	    put(buf, size, &off, "wal_full", w->full) != 0 ||
+	    put(buf, size, &off, "wal_rollovers", w->rollovers) != 0 ||
 	    put(buf, size, &off, "term", n->raft.term) != 0 ||
 	    put(buf, size, &off, "commit", n->raft.commit) != 0 ||
 	    put(buf, size, &off, "applied", n->applied) != 0 ||

@@ -146,17 +146,101 @@ static int snap_errno(int rc)
 	return rc == -ENOSPC ? -HASP_ENOSPC : -HASP_EIO;
 }
 
+/* Keep-N trimming without the heap (STYLE.md §6): this runs on the node's
+ * lcore after start, so it works in two listing passes over fixed stack
+ * arrays instead of a heap list of every name. Pass one keeps the newest
+ * `keep` (index, term) pairs, newest first, in at most SNAPSHOT_KEEP_MAX
+ * slots (1.6 KiB); the oldest of them is the cut. Pass two gathers the names
+ * older than the cut, up to SNAP_TRIM_MAX per save (one goes stale per save
+ * in the steady state; a backlog drains over the next saves). No qsort
+ * either: glibc's may malloc for large arrays. */
+#define SNAP_TRIM_MAX 8u
+
+struct snap_key {
+	uint64_t index;
+	uint64_t term;
+};
+
+static bool snap_newer(struct snap_key a, struct snap_key b)
+{
+	return a.index != b.index ? a.index > b.index : a.term > b.term;
+}
+
+struct snap_newest {
+	struct snap_key keys[SNAPSHOT_KEEP_MAX];
+	uint32_t count; /* kept so far, <= keep */
+	uint32_t keep;
+	uint32_t seen;  /* snapshot files listed */
+};
+
+static void snap_newest_collect(const char *name, void *arg)
+{
+	struct snap_newest *nw = arg;
+	struct snap_key k;
+
+	if (!snapshot_name_parse(name, &k.index, &k.term))
+		return;
+	nw->seen++;
+	/* Insertion into the sorted top-`keep`: drop k if it is older than a
+	 * full set's oldest, else shift the older ones down one place. */
+	uint32_t at = nw->count;
+	while (at > 0 && snap_newer(k, nw->keys[at - 1]))
+		at--;
+	if (at >= nw->keep)
+		return;
+	uint32_t last = nw->count < nw->keep ? nw->count : nw->keep - 1;
+	memmove(&nw->keys[at + 1], &nw->keys[at], (last - at) * sizeof(nw->keys[0]));
+	nw->keys[at] = k;
+	if (nw->count < nw->keep)
+		nw->count++;
+}
+
+struct snap_stale {
+	struct snap_key cut; /* the oldest snapshot kept */
+	char names[SNAP_TRIM_MAX][STORAGE_NAME_SIZE_MAX];
+	uint32_t count;
+};
+
+static void snap_stale_collect(const char *name, void *arg)
+{
+	struct snap_stale *st = arg;
+	struct snap_key k;
+
+	if (!snapshot_name_parse(name, &k.index, &k.term) || !snap_newer(st->cut, k) ||
+	    st->count == SNAP_TRIM_MAX)
+		return;
+	snprintf(st->names[st->count++], STORAGE_NAME_SIZE_MAX, "%s", name);
+}
+
+static void snap_trim(struct storage_io io, unsigned keep)
+{
+	struct snap_newest nw = { .keep = keep };
+	struct snap_stale st = { .count = 0 };
+
+	HASP_ASSERT(keep >= 1);
+	HASP_ASSERT(keep <= SNAPSHOT_KEEP_MAX);
+	if (io.ops->list(io.ctx, snap_newest_collect, &nw) != 0 || nw.seen <= keep)
+		return; /* trimming waits for the next save */
+	HASP_ASSERT(nw.count == keep);
+	st.cut = nw.keys[keep - 1];
+	if (io.ops->list(io.ctx, snap_stale_collect, &st) != 0)
+		return;
+	for (uint32_t i = 0; i < st.count; i++)
+		(void)io.ops->unlink(io.ctx, st.names[i]);
+	if (st.count > 0)
+		(void)io.ops->sync_dir(io.ctx);
+}
+
 int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const void *membership,
 		  const void *data, unsigned keep)
 {
 	char name[48], tmp[STORAGE_NAME_SIZE_MAX];
 	uint8_t header[SNAPSHOT_HEADER_SIZE];
-	struct snap_list *l;
 	const char *step;
 	bool direct;
 	int fd, rc;
 
-	if (keep == 0 || meta->membership_size > SNAPSHOT_MEMBERSHIP_SIZE_MAX ||
+	if (keep == 0 || keep > SNAPSHOT_KEEP_MAX || meta->membership_size > SNAPSHOT_MEMBERSHIP_SIZE_MAX ||
 	    meta->data_size > SNAPSHOT_DATA_SIZE_MAX ||
 	    (meta->membership_size > 0 && membership == NULL) || (meta->data_size > 0 && data == NULL))
 		return -HASP_EINVAL;
@@ -194,15 +278,7 @@ int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const 
 
 	/* Keep the newest `keep`; the one just written is among them unless
 	 * newer ones exist (then it is the one deleted, which is right). */
-	l = hasp_alloc(sizeof(*l));
-	if (l == NULL)
-		return 0; /* saved; trimming waits for the next save */
-	if (snap_list(io, l) == 0 && l->count > keep) {
-		for (uint32_t i = keep; i < l->count; i++)
-			(void)io.ops->unlink(io.ctx, l->items[i].name);
-		(void)io.ops->sync_dir(io.ctx);
-	}
-	hasp_free(l);
+	snap_trim(io, keep);
 	return 0;
 
 fail_unlink:

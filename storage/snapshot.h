@@ -5,7 +5,8 @@
  *
  * Saving writes `<name>.tmp`, fsyncs it, renames it into place and fsyncs the
  * directory, so a crash leaves either the old set or the old set plus the
- * complete new file; then it deletes all but the newest `keep` snapshots.
+ * complete new file; then it deletes all but the newest `keep` snapshots
+ * (at most 8 per save, so a backlog drains over later saves).
  * Loading tries the snapshots newest first and takes the first whose
  * checksums verify, logging a warning for each it skips. Stray .tmp files
  * (a crash during a save) are deleted at load.
@@ -43,6 +44,9 @@
  * allocate without limit. */
 #define SNAPSHOT_MEMBERSHIP_SIZE_MAX (1u << 20)
 #define SNAPSHOT_DATA_SIZE_MAX (1ull << 36)
+/* The most snapshots snapshot_save() keeps (its trimming state is a fixed
+ * array of this many on the stack). */
+#define SNAPSHOT_KEEP_MAX 100u
 
 struct snapshot_meta {
 	uint64_t last_index;
@@ -60,8 +64,10 @@ struct snapshot {
 	uint64_t skipped; /* newer snapshots skipped as corrupt */
 };
 
-/* Saves a snapshot and keeps the newest `keep` (>= 1). The caller keeps the
- * buffers. Returns 0, -HASP_EINVAL, -HASP_EIO, -HASP_ENOSPC or -HASP_ENOMEM. */
+/* Saves a snapshot and keeps the newest `keep` (1..SNAPSHOT_KEEP_MAX),
+ * deleting up to 8 older ones per call. The caller keeps the buffers.
+ * Allocates nothing (it runs on the node's lcore). Returns 0, -HASP_EINVAL,
+ * -HASP_EIO or -HASP_ENOSPC. */
 int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const void *membership,
 		  const void *data, unsigned keep) __attribute__((warn_unused_result));
 

@@ -7,6 +7,9 @@
  * haspd's lcore does. Covers: redirect data on followers, forced release
  * (the old token goes stale), listings, a learner added and removed,
  * leadership transfer, snapshot save, and the published status/metrics.
+ * Every test also checks that the lcore side (node entry points and
+ * node_admin_work, run inside the forbidden-thread window of
+ * tests/storage/forbid_io.h) allocated nothing (STYLE.md §6).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 #include "dataplane/node_admin.h"
 #include "hasp/errors.h"
 #include "storage/simdisk.h"
+#include "tests/storage/forbid_io.h"
 #include "tests/test_util.h"
 
 #define NODES 3
@@ -50,6 +54,8 @@ struct sim {
 	struct dgram *inbox;
 	uint32_t inbox_count;
 	uint64_t now_ns;
+	uint64_t forbidden_before; /* hasp_alloc_stats forbidden_count at start */
+	uint64_t libc_before;      /* forbid_io_libc_count() at start */
 };
 
 static struct sim *g;
@@ -99,16 +105,26 @@ static struct sim *sim_create(void)
 		s->disks[i] = simdisk_create(&dc);
 		assert_non_null(s->disks[i]);
 		struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)i };
-		assert_int_equal(node_init(&s->nodes[i], c, simdisk_io(s->disks[i]), &net, s->now_ns, err,
-					   sizeof(err)), 0);
+		assert_int_equal(node_init(&s->nodes[i], c, forbid_io_wrap(simdisk_io(s->disks[i])), &net,
+					   s->now_ns, err, sizeof(err)), 0);
 		/* No sockets: requests go in through control_call_start(). */
 		assert_int_equal(node_admin_init(&s->admin[i], &s->nodes[i], "", ""), 0);
 	}
+	struct hasp_alloc_stats st;
+	hasp_alloc_stats_get(&st);
+	s->forbidden_before = st.forbidden_count;
+	s->libc_before = forbid_io_libc_count();
+	forbid_io_window(true);
 	return s;
 }
 
 static void sim_destroy(struct sim *s)
 {
+	struct hasp_alloc_stats st;
+	forbid_io_window(false);
+	hasp_alloc_stats_get(&st);
+	assert_int_equal(st.forbidden_count - s->forbidden_before, 0);
+	assert_int_equal(forbid_io_libc_count() - s->libc_before, 0);
 	for (uint32_t i = 0; i < NODES; i++) {
 		node_admin_deinit(&s->admin[i]);
 		node_deinit(&s->nodes[i]);
@@ -136,15 +152,20 @@ static void sim_step(struct sim *s)
 	s->net_count = 0;
 	for (uint32_t k = 0; k < count; k++) {
 		int i = node_of_ip(s, batch[k].dst_ip);
-		if (i >= 0 && batch[k].dst_port == 7001)
+		if (i >= 0 && batch[k].dst_port == 7001) {
+			forbid_io_enter();
 			node_peer_rx(&s->nodes[i], s->now_ns, batch[k].src_ip, batch[k].src_port, batch[k].data,
 				     batch[k].size);
+			forbid_io_leave();
+		}
 	}
 	s->now_ns += STEP_NS;
 	for (uint32_t i = 0; i < NODES; i++) {
 		uint64_t deadline = UINT64_MAX;
+		forbid_io_enter();
 		(void)node_work(&s->nodes[i], s->now_ns, &deadline);
 		(void)node_admin_work(&s->admin[i], s->now_ns, NULL, &deadline);
+		forbid_io_leave();
 	}
 }
 
@@ -228,7 +249,9 @@ static bool sim_call(struct sim *s, int i, const struct hasp_wire_msg *req, stru
 	int size = hasp_wire_encode(req, buf, sizeof(buf));
 	assert_true(size > 0);
 	s->inbox_count = 0;
+	forbid_io_enter();
 	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	forbid_io_leave();
 	for (int t = 0; t < 20000; t++) {
 		for (uint32_t k = 0; k < s->inbox_count; k++) {
 			memcpy(keep, s->inbox[k].data, s->inbox[k].size);

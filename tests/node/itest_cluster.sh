@@ -7,14 +7,17 @@
 #   - the killed node restarts from its WAL and catches up, from a snapshot
 #     once the leader compacted its log (small snapshot threshold and log
 #     window), and then serves as part of the majority;
-#   - a whole-cluster kill -9 and restart recovers all state.
+#   - a whole-cluster kill -9 and restart recovers all state;
+#   - no lcore allocated after start (alloc_forbidden == 0 on every node,
+#     checked after the snapshots, WAL rollovers and InstallSnapshot, and
+#     again at the end).
 #   itest_cluster.sh <build dir> <source dir> <itest_client>
 set -eu
 build=$1 src=$2 client=$3
 . "$src/tests/node/itest_lib.sh"
 
 line=$("$cluster" up -n 3 --set log_window=256 --set snapshot_threshold=64 \
-	--set snapshot_trailing=16 | tail -1)
+	--set snapshot_trailing=16 --set segment_size=65536 | tail -1)
 export "${line?}"
 echo "itest: $line"
 # HASP_LCORES=2 (node_itest_cluster_lcores2): every node on -l 0-1.
@@ -79,6 +82,22 @@ inst=$(stats "$leader" snapshots_installed)
 echo "itest: node $leader caught up to $target (snapshots installed: $inst)"
 [ "$inst" -ge 1 ] || { echo "FAIL: node $leader caught up without InstallSnapshot"; exit 1; }
 
+# STYLE.md §6: nothing above allocated on any lcore. Checked now, before
+# the kills below restart processes (and their counters): node $new took
+# the snapshots, compacted and rolled its 64 KiB WAL segments over, node
+# $leader installed a snapshot, and every stats request was served through
+# SIGUSR1 on the lcore.
+check_no_lcore_alloc() {
+	for i in 1 2 3; do
+		f=$(stats "$i" alloc_forbidden)
+		[ "$f" = 0 ] || { echo "FAIL: node $i: $f allocations on the lcore $1"; exit 1; }
+	done
+}
+roll=$(stats "$new" wal_rollovers)
+[ "$roll" -ge 2 ] || { echo "FAIL: node $new rolled its WAL over $roll times"; exit 1; }
+echo "itest: node $new rolled its WAL over $roll times"
+check_no_lcore_alloc "after snapshots and InstallSnapshot"
+
 # It serves as part of the majority: kill the current leader.
 "$cluster" kill "$new"
 third=$("$cluster" leader 30) || { echo "FAIL: no leader after the second kill"; exit 1; }
@@ -92,4 +111,5 @@ for i in 1 2 3; do "$cluster" start "$i"; done
 "$cluster" leader 30 >/dev/null || { echo "FAIL: no leader after the restart"; exit 1; }
 "$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
 "$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
+check_no_lcore_alloc "after the restart"
 echo "itest: PASS (cluster)"

@@ -3,12 +3,14 @@
  * simulated disk) wired by an in-memory network, a simulated clock, and a
  * client that speaks the real wire protocol. What haspd does on the lcore,
  * minus the packets: dispatch, batching, pending replies, ReadIndex reads,
- * expiry timers, pushed events, restart from the WAL.
+ * expiry timers, pushed events, restart from the WAL, and that none of it
+ * allocates once started (STYLE.md §6).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -18,6 +20,7 @@
 #include "hasp/errors.h"
 #include "raft/msg_codec.h"
 #include "storage/simdisk.h"
+#include "tests/storage/forbid_io.h"
 #include "tests/test_util.h"
 
 #define NODES 3
@@ -72,15 +75,15 @@ static void sim_start_node(struct sim *s, uint32_t i)
 {
 	char err[256];
 	struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)i };
-	int rc = node_init(&s->nodes[i], &s->cfg[i], simdisk_io(s->disks[i]), &net, s->now_ns, err,
-			   sizeof(err));
+	int rc = node_init(&s->nodes[i], &s->cfg[i], forbid_io_wrap(simdisk_io(s->disks[i])), &net,
+			   s->now_ns, err, sizeof(err));
 	if (rc != 0)
 		print_message("node_init: %s\n", err);
 	assert_int_equal(rc, 0);
 	s->up[i] = true;
 }
 
-static struct sim *sim_create(uint64_t seed)
+static struct sim *sim_create_with(uint64_t seed, const char *segment_size)
 {
 	struct sim *s = test_calloc(1, sizeof(*s));
 	s->net = test_calloc(NET_MAX, sizeof(*s->net));
@@ -104,7 +107,7 @@ static struct sim *sim_create(uint64_t seed)
 		assert_int_equal(node_config_set(c, "log_window", "512", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "snapshot_threshold", "100", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "snapshot_trailing", "20", err, sizeof(err)), 0);
-		assert_int_equal(node_config_set(c, "segment_size", "262144", err, sizeof(err)), 0);
+		assert_int_equal(node_config_set(c, "segment_size", segment_size, err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "sessions_max", "64", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "time_tick_ms", "20", err, sizeof(err)), 0);
 		struct simdisk_config dc;
@@ -115,6 +118,11 @@ static struct sim *sim_create(uint64_t seed)
 		sim_start_node(s, i);
 	}
 	return s;
+}
+
+static struct sim *sim_create(uint64_t seed)
+{
+	return sim_create_with(seed, "262144");
 }
 
 static void sim_destroy(struct sim *s)
@@ -138,7 +146,9 @@ static int node_of_ip(const struct sim *s, uint32_t ip)
 	return -1;
 }
 
-/* One step: deliver what is in flight, then run every node's work. */
+/* One step: deliver what is in flight, then run every node's work. Each
+ * node entry point runs inside the forbidden-thread window while a test
+ * opens it (tests/storage/forbid_io.h). */
 static void sim_step(struct sim *s)
 {
 	static struct dgram batch[NET_MAX];
@@ -149,15 +159,21 @@ static void sim_step(struct sim *s)
 		int i = node_of_ip(s, batch[k].dst_ip);
 		if (i < 0 || !s->up[i] || s->isolated[i])
 			continue;
-		if (batch[k].dst_port == 7001)
+		if (batch[k].dst_port == 7001) {
+			forbid_io_enter();
 			node_peer_rx(&s->nodes[i], s->now_ns, batch[k].src_ip, batch[k].src_port, batch[k].data,
 				     batch[k].size);
+			forbid_io_leave();
+		}
 	}
 	s->now_ns += STEP_NS;
 	for (uint32_t i = 0; i < NODES; i++) {
 		uint64_t deadline = UINT64_MAX;
-		if (s->up[i])
-			(void)node_work(&s->nodes[i], s->now_ns, &deadline);
+		if (!s->up[i])
+			continue;
+		forbid_io_enter();
+		(void)node_work(&s->nodes[i], s->now_ns, &deadline);
+		forbid_io_leave();
 	}
 }
 
@@ -194,7 +210,9 @@ static bool sim_call(struct sim *s, int i, const struct hasp_wire_msg *req, stru
 	int size = hasp_wire_encode(req, buf, sizeof(buf));
 	assert_true(size > 0);
 	s->inbox_count = 0;
+	forbid_io_enter();
 	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	forbid_io_leave();
 	for (int t = 0; t < 20000; t++) {
 		for (uint32_t k = 0; k < s->inbox_count; k++) {
 			struct dgram *d = &s->inbox[k];
@@ -510,6 +528,84 @@ static void test_node_dead_follower_does_not_fill_the_window(void **state)
 	sim_destroy(s);
 }
 
+/* STYLE.md §6: after start, the lcore allocates nothing. The node cores run
+ * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
+ * segments), takes snapshots and compacts, sends InstallSnapshot to a
+ * follower that was isolated past the log window, restarts a follower, and
+ * serves acquires, KV puts and pushed watch events. */
+static void test_node_lcore_allocates_nothing_after_start(void **state)
+{
+	(void)state;
+	struct hasp_alloc_stats before, after;
+	struct sim *s = sim_create_with(test_util_seed(8), "65536");
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES, r = (l + 2) % NODES;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	char name[32];
+
+	hasp_alloc_stats_get(&before);
+	uint64_t libc_before = forbid_io_libc_count();
+	forbid_io_window(true);
+	uint64_t sid = sim_open(s, l, 81), w = sim_open(s, l, 82);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"k/", 2 },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	uint64_t seq = 1;
+	for (uint64_t i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "lock/%llu", (unsigned long long)i);
+		req = acquire_req(sid, seq++, name, 60000, HASP_ACQUIRE_TRY);
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+		snprintf(name, sizeof(name), "k/%llu", (unsigned long long)i);
+		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid,
+						      .seq = seq++ } };
+		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)name, strlen(name) },
+							     .value = { (const uint8_t *)"v", 1 } };
+		assert_true(sim_call(s, l, &put, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	assert_true(s->nodes[l].stats.events_pushed >= 1);
+
+	/* A follower cut off past the 512-entry window needs InstallSnapshot. */
+	s->isolated[f] = true;
+	sim_run_ms(s, 12000);
+	s->isolated[f] = false;
+	sim_run_ms(s, 2000);
+	assert_true(s->nodes[f].stats.snapshots_installed >= 1);
+
+	/* A follower restart: node_deinit/node_init are the process's start,
+	 * outside the window; its catch-up afterwards is inside it. */
+	node_deinit(&s->nodes[r]);
+	s->up[r] = false;
+	sim_run_ms(s, 500);
+	forbid_io_window(false);
+	sim_start_node(s, r);
+	forbid_io_window(true);
+	sim_run_ms(s, 3000);
+	assert_true(s->nodes[r].applied >= s->nodes[l].raft.commit - 1);
+
+	forbid_io_window(false);
+	hasp_alloc_stats_get(&after);
+	for (int i = 0; i < NODES; i++) {
+		assert_true(s->nodes[i].stats.snapshots_taken + s->nodes[i].stats.snapshots_installed >= 2);
+		assert_true(s->nodes[i].st.wal.stats.rollovers >= 3);
+		assert_true(s->nodes[i].st.wal.stats.segments_dropped >= 1);
+	}
+	print_message("forbidden allocations: %llu (rollovers on the leader: %llu)\n",
+		      (unsigned long long)(after.forbidden_count - before.forbidden_count),
+		      (unsigned long long)s->nodes[l].st.wal.stats.rollovers);
+	assert_int_equal(after.forbidden_count - before.forbidden_count, 0);
+	/* And no libc allocation behind hasp_alloc's back (normal build). */
+	print_message("libc allocations while marked: %llu (%s)\n",
+		      (unsigned long long)(forbid_io_libc_count() - libc_before),
+		      forbid_io_libc_counted() ? "counted" : "not counted under sanitizers");
+	assert_int_equal(forbid_io_libc_count() - libc_before, 0);
+	sim_destroy(s);
+}
+
 static void test_node_config_names_the_bad_field(void **state)
 {
 	(void)state;
@@ -541,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
+		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

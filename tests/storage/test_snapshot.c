@@ -89,6 +89,41 @@ static void test_snapshot_keeps_the_last_n(void **state)
 	simdisk_destroy(d);
 }
 
+/* Trimming works from fixed arrays (it runs on the lcore, STYLE.md §6): at
+ * most 8 stale files go per save, so a backlog drains over later saves,
+ * and the newest are kept whatever order the directory lists them in. */
+static void test_snapshot_trim_drains_a_backlog_eight_per_save(void **state)
+{
+	(void)state;
+	struct simdisk *d = disk_new(7);
+
+	for (uint64_t i = 20; i >= 1; i--)
+		save(simdisk_io(d), i, 1, SNAPSHOT_KEEP_MAX);
+	assert_int_equal(count_snapshots(d, 1, 20), 20);
+	save(simdisk_io(d), 21, 1, 2); /* 19 stale */
+	assert_int_equal(count_snapshots(d, 1, 21), 13);
+	assert_int_equal(count_snapshots(d, 20, 21), 2);
+	save(simdisk_io(d), 22, 1, 2); /* 12 stale */
+	assert_int_equal(count_snapshots(d, 1, 22), 6);
+	save(simdisk_io(d), 23, 1, 2); /* 5 stale */
+	assert_int_equal(count_snapshots(d, 1, 23), 2);
+	assert_int_equal(count_snapshots(d, 22, 23), 2);
+	simdisk_destroy(d);
+}
+
+static void test_snapshot_save_refuses_keep_out_of_range(void **state)
+{
+	(void)state;
+	struct simdisk *d = disk_new(8);
+	struct snapshot_meta m = { 5, 1, 0, 4 };
+
+	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, "abcd", 0), -HASP_EINVAL);
+	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, "abcd", SNAPSHOT_KEEP_MAX + 1),
+			 -HASP_EINVAL);
+	assert_int_equal(count_snapshots(d, 5, 5), 0);
+	simdisk_destroy(d);
+}
+
 static void test_snapshot_corrupt_newest_is_skipped(void **state)
 {
 	(void)state;
@@ -181,6 +216,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_snapshot_save_then_load_returns_the_newest),
 		cmocka_unit_test(test_snapshot_keeps_the_last_n),
+		cmocka_unit_test(test_snapshot_trim_drains_a_backlog_eight_per_save),
+		cmocka_unit_test(test_snapshot_save_refuses_keep_out_of_range),
 		cmocka_unit_test(test_snapshot_corrupt_newest_is_skipped),
 		cmocka_unit_test(test_snapshot_failed_save_keeps_the_old_one_and_cleans_up),
 		cmocka_unit_test(test_snapshot_load_removes_stray_temp_files),

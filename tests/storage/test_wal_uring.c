@@ -192,7 +192,21 @@ static void test_uring_hard_state_and_snapshots_on_disk(void **state)
 		assert_false(storage_failed(&s));
 		(void)storage_poll(&s, true);
 	}
+	/* Two older ones first: keep-2 trimming lists the real directory
+	 * (getdents64, no opendir) and deletes index 300. */
+	struct snapshot_meta old = m;
+	old.last_index = 300;
+	assert_int_equal(snapshot_save(s.io, &old, "a,b", "oldsnp", 2), 0);
+	old.last_index = 400;
+	assert_int_equal(snapshot_save(s.io, &old, "a,b", "oldsnp", 2), 0);
 	assert_int_equal(snapshot_save(s.io, &m, "a,b", "snapdt", 2), 0);
+	char path[256], name[STORAGE_NAME_SIZE_MAX];
+	snapshot_name(name, sizeof(name), 300, 7);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_int_equal(access(path, F_OK), -1);
+	snapshot_name(name, sizeof(name), 400, 7);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_int_equal(access(path, F_OK), 0);
 	/* An idle loop can sleep on the ring fd: readable once a completion
 	 * waits, and the reap then finds it. */
 	struct pollfd pfd = { uring_io_ring_fd(s.uring), POLLIN, 0 };
