@@ -19,11 +19,6 @@
 #include "dataplane/dispatch.h"
 #include "dataplane/ipv4.h"
 #include "hasp/errors.h"
-#include "locks/arena.h"
-#include "locks/lease.h"
-#include "locks/lock_table.h"
-#include "locks/session.h"
-#include "locks/slots.h"
 #include "storage/snapshot.h"
 
 #define NS_PER_MS 1000000ull
@@ -272,46 +267,72 @@ static void lock_json(struct json_writer *w, const struct node *n, const uint8_t
 	json_object_end(w);
 }
 
-/* Lists walk the state machine's slot tables in slot order (unordered by
- * name); `after` is a slot cursor. O(capacity) on the lcore, for an
- * operator command: acceptable, and it allocates nothing. */
-static bool cmd_locks_list(struct control_request *req, void *arg)
+/*
+ * Listings page through the state machine with its cursor API
+ * (locks_*_next: slot order, not sorted by name); `after` is the cursor to
+ * start at and `next` the one to continue from. O(capacity) on the lcore
+ * for an operator command: acceptable, and it allocates nothing.
+ *
+ * A list_next_fn finds the next record at or after *cursor that the listing
+ * shows, writes it to `w` (or only reports that it exists when `w` is
+ * NULL), and moves *cursor past it; false when none is left.
+ */
+typedef bool list_next_fn(struct node_admin *na, uint32_t *cursor, struct json_writer *w,
+			  const char *prefix);
+
+static void list_page(struct control_request *req, struct node_admin *na, const char *key,
+		      list_next_fn *next, const char *prefix)
 {
-	struct node_admin *na = arg;
-	const struct locks *sm = &na->n->sm;
-	const char *prefix = opt_arg(req, "prefix");
-	uint64_t after, limit;
+	uint64_t after, limit, count = 0;
 	if (!opt_u64(req, "after", 0, &after) || !opt_u64(req, "limit", LIST_LIMIT_DEFAULT, &limit))
-		return true;
-	size_t plen = prefix != NULL ? strlen(prefix) : 0;
+		return;
 	struct json_writer *w = &req->out;
-	uint64_t count = 0, next = 0;
+	uint32_t cursor = after > UINT32_MAX ? UINT32_MAX : (uint32_t)after;
+	uint32_t resume = 0;
+	bool more = false;
 	json_object_begin(w);
 	json_kv_u64(w, "applied_index", na->n->applied);
-	json_key(w, "locks");
+	json_key(w, key);
 	json_array_begin(w);
-	for (uint32_t i = (uint32_t)after; i < sm->cfg.locks_max; i++) {
-		if (!slots_used(&sm->lock_slots, i))
-			continue;
-		const struct locks_lock *lk = &sm->locks[i];
-		const uint8_t *name = arena_data(&sm->lock_names, lk->name_off);
-		if (plen > lk->name_len || memcmp(name, prefix, plen) != 0)
-			continue;
+	for (;;) {
+		uint32_t at = cursor;
 		if (count == limit) {
-			next = i;
+			more = next(na, &cursor, NULL, prefix);
+			resume = at;
 			break;
 		}
-		struct locks_lock_info li;
-		if (locks_lock_read(sm, name, lk->name_len, &li)) {
-			lock_json(w, na->n, name, lk->name_len, &li);
-			count++;
-		}
+		if (!next(na, &cursor, w, prefix))
+			break;
+		count++;
 	}
 	json_array_end(w);
-	json_kv_bool(w, "truncated", next != 0);
-	if (next != 0)
-		json_kv_u64(w, "next", next);
+	json_kv_bool(w, "truncated", more);
+	if (more)
+		json_kv_u64(w, "next", resume);
 	json_object_end(w);
+}
+
+static bool list_next_lock(struct node_admin *na, uint32_t *cursor, struct json_writer *w,
+			   const char *prefix)
+{
+	size_t plen = prefix != NULL ? strlen(prefix) : 0;
+	const uint8_t *name;
+	uint32_t name_len;
+	struct locks_lock_info li;
+
+	while (locks_lock_next(&na->n->sm, cursor, &name, &name_len, &li)) {
+		if (plen > name_len || memcmp(name, prefix, plen) != 0)
+			continue;
+		if (w != NULL)
+			lock_json(w, na->n, name, name_len, &li);
+		return true;
+	}
+	return false;
+}
+
+static bool cmd_locks_list(struct control_request *req, void *arg)
+{
+	list_page(req, arg, "locks", list_next_lock, opt_arg(req, "prefix"));
 	return true;
 }
 
@@ -373,83 +394,63 @@ static bool cmd_locks_release_force(struct control_request *req, void *arg)
 
 /* ---- leases and sessions ---- */
 
+/* Shared leases only: a lock's own TTL shows with its lock. */
+static bool list_next_lease(struct node_admin *na, uint32_t *cursor, struct json_writer *w,
+			    const char *prefix)
+{
+	uint64_t id;
+	struct locks_lease_info li;
+	(void)prefix;
+
+	while (locks_lease_next(&na->n->sm, cursor, &id, &li)) {
+		if (li.private_lease)
+			continue;
+		if (w != NULL) {
+			json_object_begin(w);
+			json_kv_u64(w, "id", id);
+			json_kv_u64(w, "ttl_ms", li.ttl_ms);
+			json_kv_u64(w, "remaining_ms", remaining_ms(na->n, li.deadline_ms));
+			json_kv_u64(w, "locks", li.lock_count);
+			json_kv_u64(w, "waiters", li.waiter_count);
+			json_kv_u64(w, "keys", li.key_count);
+			json_object_end(w);
+		}
+		return true;
+	}
+	return false;
+}
+
 static bool cmd_leases_list(struct control_request *req, void *arg)
 {
-	struct node_admin *na = arg;
-	const struct locks *sm = &na->n->sm;
-	uint64_t after, limit, count = 0, next = 0;
-	if (!opt_u64(req, "after", 0, &after) || !opt_u64(req, "limit", LIST_LIMIT_DEFAULT, &limit))
-		return true;
-	struct json_writer *w = &req->out;
-	json_object_begin(w);
-	json_kv_u64(w, "applied_index", na->n->applied);
-	json_key(w, "leases");
-	json_array_begin(w);
-	for (uint32_t i = (uint32_t)after; i < sm->cfg.leases_max; i++) {
-		if (!slots_used(&sm->lease_slots, i) || (sm->leases[i].flags & LEASE_FLAG_PRIVATE))
-			continue;
-		if (count == limit) {
-			next = i;
-			break;
-		}
-		struct locks_lease_info li;
-		if (!locks_lease_read(sm, sm->leases[i].id, &li))
-			continue;
-		json_object_begin(w);
-		json_kv_u64(w, "id", sm->leases[i].id);
-		json_kv_u64(w, "ttl_ms", li.ttl_ms);
-		json_kv_u64(w, "remaining_ms", remaining_ms(na->n, li.deadline_ms));
-		json_kv_u64(w, "locks", li.lock_count);
-		json_kv_u64(w, "waiters", li.waiter_count);
-		json_kv_u64(w, "keys", li.key_count);
-		json_object_end(w);
-		count++;
-	}
-	json_array_end(w);
-	json_kv_bool(w, "truncated", next != 0);
-	if (next != 0)
-		json_kv_u64(w, "next", next);
-	json_object_end(w);
+	list_page(req, arg, "leases", list_next_lease, NULL);
 	return true;
 }
 
-static bool cmd_sessions_list(struct control_request *req, void *arg)
+static bool list_next_session(struct node_admin *na, uint32_t *cursor, struct json_writer *w,
+			      const char *prefix)
 {
-	struct node_admin *na = arg;
-	const struct locks *sm = &na->n->sm;
-	uint64_t after, limit, count = 0, next = 0;
-	if (!opt_u64(req, "after", 0, &after) || !opt_u64(req, "limit", LIST_LIMIT_DEFAULT, &limit))
-		return true;
-	struct json_writer *w = &req->out;
-	json_object_begin(w);
-	json_kv_u64(w, "applied_index", na->n->applied);
-	json_key(w, "sessions");
-	json_array_begin(w);
-	for (uint32_t i = (uint32_t)after; i < sm->cfg.sessions_max; i++) {
-		if (!slots_used(&sm->session_slots, i))
-			continue;
-		if (count == limit) {
-			next = i;
-			break;
-		}
-		struct locks_session_info si;
-		if (!locks_session_read(sm, sm->sessions[i].id, &si))
-			continue;
+	uint64_t id;
+	struct locks_session_info si;
+	(void)prefix;
+
+	if (!locks_session_next(&na->n->sm, cursor, &id, &si))
+		return false;
+	if (w != NULL) {
 		json_object_begin(w);
-		json_kv_u64(w, "id", sm->sessions[i].id);
+		json_kv_u64(w, "id", id);
 		json_kv_u64(w, "ttl_ms", si.ttl_ms);
 		json_kv_u64(w, "remaining_ms", remaining_ms(na->n, si.deadline_ms));
 		json_kv_u64(w, "locks", si.lock_count);
 		json_kv_u64(w, "waiting", si.waiter_count);
 		json_kv_u64(w, "seq_max", si.seq_max);
 		json_object_end(w);
-		count++;
 	}
-	json_array_end(w);
-	json_kv_bool(w, "truncated", next != 0);
-	if (next != 0)
-		json_kv_u64(w, "next", next);
-	json_object_end(w);
+	return true;
+}
+
+static bool cmd_sessions_list(struct control_request *req, void *arg)
+{
+	list_page(req, arg, "sessions", list_next_session, NULL);
 	return true;
 }
 

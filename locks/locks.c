@@ -510,6 +510,61 @@ bool locks_session_read(const struct locks *sm, uint64_t session_id, struct lock
 	return true;
 }
 
+/* The first used slot at or after *cursor, below `end`; moves *cursor past
+ * it. LOCKS_NONE when there is none. */
+static uint32_t locks_slot_next(const struct slots *table, uint32_t end, uint32_t *cursor)
+{
+	for (uint32_t i = *cursor; i < end; i++) {
+		if (slots_used(table, i)) {
+			*cursor = i + 1;
+			return i;
+		}
+	}
+	*cursor = end;
+	return LOCKS_NONE;
+}
+
+bool locks_lock_next(const struct locks *sm, uint32_t *cursor, const uint8_t **name,
+		     uint32_t *name_len, struct locks_lock_info *info)
+{
+	uint32_t lk = locks_slot_next(&sm->lock_slots, sm->cfg.locks_max, cursor);
+
+	if (lk == LOCKS_NONE)
+		return false;
+	const struct locks_lock *l = &sm->locks[lk];
+	*name = arena_data(&sm->lock_names, l->name_off);
+	*name_len = l->name_len;
+	bool found = locks_lock_read(sm, *name, *name_len, info);
+	HASP_ASSERT(found);
+	return true;
+}
+
+bool locks_lease_next(const struct locks *sm, uint32_t *cursor, uint64_t *lease_id,
+		      struct locks_lease_info *info)
+{
+	uint32_t ls = locks_slot_next(&sm->lease_slots, sm->cfg.leases_max, cursor);
+
+	if (ls == LOCKS_NONE)
+		return false;
+	*lease_id = sm->leases[ls].id;
+	bool found = locks_lease_read(sm, *lease_id, info);
+	HASP_ASSERT(found);
+	return true;
+}
+
+bool locks_session_next(const struct locks *sm, uint32_t *cursor, uint64_t *session_id,
+			struct locks_session_info *info)
+{
+	uint32_t s = locks_slot_next(&sm->session_slots, sm->cfg.sessions_max, cursor);
+
+	if (s == LOCKS_NONE)
+		return false;
+	*session_id = sm->sessions[s].id;
+	bool found = locks_session_read(sm, *session_id, info);
+	HASP_ASSERT(found);
+	return true;
+}
+
 void locks_counts_get(const struct locks *sm, struct locks_counts *counts)
 {
 	*counts = (struct locks_counts){

@@ -342,6 +342,22 @@ struct locks_session_info {
 };
 bool locks_session_read(const struct locks *sm, uint64_t session_id, struct locks_session_info *info);
 
+/*
+ * Listing, for the control plane: each call finds the next live record at
+ * slot *cursor or later (start with 0), fills its identity and info, and
+ * moves *cursor past it; false when none is left. Slot order is stable
+ * while no command is applied, so an operator pages with the cursor; it is
+ * not sorted by name. A whole walk is O(capacity) and allocates nothing.
+ * Names point into the state machine and are valid until the next apply.
+ */
+bool locks_lock_next(const struct locks *sm, uint32_t *cursor, const uint8_t **name,
+		     uint32_t *name_len, struct locks_lock_info *info);
+/* Visits private leases (a lock's own TTL) too: see info->private_lease. */
+bool locks_lease_next(const struct locks *sm, uint32_t *cursor, uint64_t *lease_id,
+		      struct locks_lease_info *info);
+bool locks_session_next(const struct locks *sm, uint32_t *cursor, uint64_t *session_id,
+			struct locks_session_info *info);
+
 /* Live counts, for stats and the benchmark. */
 struct locks_counts {
 	uint32_t locks, leases, sessions, waiters, kv_entries;

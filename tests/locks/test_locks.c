@@ -1023,6 +1023,80 @@ static void test_init_refuses_bad_config_and_survives_alloc_failure(void **state
 
 /* The revision moves once per state-changing command, so tokens of one
  * lock strictly increase even inside one batch, and never on refusals. */
+/* The control plane lists locks, leases and sessions with a cursor: every
+ * live record exactly once, resumable from any cursor, nothing after the
+ * last one. */
+static void test_cursor_lists_every_live_record_once(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	uint64_t lease = harness_lease_op(&h, LOCKS_OP_LEASE_GRANT, a, 1, 0, 5000)->id;
+	const char *names[] = { "list/a", "list/b", "list/c" };
+	uint64_t tokens[3];
+	tokens[0] = harness_acquire(&h, a, 2, names[0], TRY, 1000, 0)->token;
+	tokens[1] = harness_acquire(&h, b, 1, names[1], TRY, 0, lease)->token;
+	tokens[2] = harness_acquire(&h, b, 2, names[2], TRY, 1000, 0)->token;
+	/* A released lock is gone from the listing. */
+	harness_acquire(&h, a, 3, "list/gone", TRY, 1000, 0);
+	uint64_t gone = h.sm.revision;
+	assert_int_equal(harness_release(&h, a, 4, "list/gone", gone)->status, HASP_STATUS_OK);
+
+	bool seen[3] = { false, false, false };
+	uint32_t cursor = 0, count = 0, resume = 0;
+	const uint8_t *name;
+	uint32_t name_len;
+	struct locks_lock_info li;
+	while (locks_lock_next(&h.sm, &cursor, &name, &name_len, &li)) {
+		if (count++ == 0)
+			resume = cursor;
+		for (int i = 0; i < 3; i++) {
+			if (name_len == strlen(names[i]) && memcmp(name, names[i], name_len) == 0) {
+				assert_false(seen[i]);
+				seen[i] = true;
+				assert_int_equal(li.token, tokens[i]);
+			}
+		}
+	}
+	assert_int_equal(count, 3);
+	assert_true(seen[0] && seen[1] && seen[2]);
+	assert_false(locks_lock_next(&h.sm, &cursor, &name, &name_len, &li));
+	/* Resuming after the first record yields the other two. */
+	count = 0;
+	while (locks_lock_next(&h.sm, &resume, &name, &name_len, &li))
+		count++;
+	assert_int_equal(count, 2);
+
+	uint32_t shared = 0, private = 0;
+	uint64_t id;
+	struct locks_lease_info lsi;
+	cursor = 0;
+	while (locks_lease_next(&h.sm, &cursor, &id, &lsi)) {
+		if (lsi.private_lease) {
+			private++;
+		} else {
+			shared++;
+			assert_int_equal(id, lease);
+			assert_int_equal(lsi.lock_count, 1);
+		}
+	}
+	assert_int_equal(shared, 1);
+	assert_int_equal(private, 2); /* list/a and list/c carry their own TTL */
+
+	struct locks_session_info si;
+	uint32_t sessions = 0;
+	cursor = 0;
+	while (locks_session_next(&h.sm, &cursor, &id, &si)) {
+		assert_true(id == a || id == b);
+		sessions++;
+	}
+	assert_int_equal(sessions, 2);
+	harness_deinit(&h);
+}
+
 static void test_tokens_strictly_increase_per_lock(void **state)
 {
 	(void)state;
@@ -1067,6 +1141,7 @@ int main(void)
 		cmocka_unit_test(test_bad_commands_change_nothing),
 		cmocka_unit_test(test_init_refuses_bad_config_and_survives_alloc_failure),
 		cmocka_unit_test(test_tokens_strictly_increase_per_lock),
+		cmocka_unit_test(test_cursor_lists_every_live_record_once),
 	};
 
 	test_util_install_assert_handler();
