@@ -89,7 +89,11 @@ struct hasp_client {
 	uint64_t session_last_ok_send_ns;
 	uint64_t next_seq;
 	uint64_t open_count; /* SESSION_OPEN carries it as its seq */
-	bool watches_stale;  /* a new session must re-send WATCHes */
+	bool watches_stale;  /* a new session or leader must re-send WATCHes */
+	/* The node of the last final answer (valid once answered_any): another
+	 * node answering means a new leader, which has none of our watches. */
+	uint32_t answered_by;
+	bool answered_any;
 	struct prng prng;
 
 	struct pending slots[HASP_SESSION_INFLIGHT_MAX];

@@ -287,6 +287,25 @@ static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, 
 
 enum timer_kind { TIMER_SEND, TIMER_SILENCE };
 
+
+/* A new session: every watch registered in the old one must be sent again. */
+static void watches_mark_stale_locked(struct hasp_client *c)
+{
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
+		c->watches_stale |= c->watches[i].used && c->watches[i].session_id != 0;
+}
+
+/* A new leader: it has none of our watches, in this session or any. */
+static void watches_forget_registrations_locked(struct hasp_client *c)
+{
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
+		if (c->watches[i].used) {
+			c->watches[i].session_id = 0;
+			c->watches_stale = true;
+		}
+	}
+}
+
 /*
  * Runs one request to a final reply: sends it, retransmits the same bytes
  * after silence to the next node, follows NOT_LEADER, backs off on
@@ -360,7 +379,18 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 									       : backoff_max_ns;
 				continue;
 			}
-			/* A final answer: this node serves us; remember it. */
+			/* A final answer: this node serves us; remember it.
+			 * Watches are node-local and a node drops them when it
+			 * steps down, so when another node answers (a new
+			 * leader) register them again after this call (WATCH
+			 * is idempotent per session and name on a node). Any
+			 * node may answer SESSION_OPEN: it does not count. */
+			if (p != &c->open_slot) {
+				if (c->answered_any && c->answered_by != p->from_index)
+					watches_forget_registrations_locked(c);
+				c->answered_by = p->from_index;
+				c->answered_any = true;
+			}
 			c->target = p->from_index;
 			return 0;
 		}
@@ -468,8 +498,7 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	}
 	c->session_state = SESSION_OPEN;
 	c->stats.session_opens++;
-	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
-		c->watches_stale |= c->watches[i].used && c->watches[i].session_id != 0;
+	watches_mark_stale_locked(c);
 	pthread_cond_broadcast(&c->cv);
 	HASP_ASSERT(c->session_id != 0);
 	return 0;

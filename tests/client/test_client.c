@@ -981,6 +981,62 @@ static void event_collect(const struct hasp_event *ev, void *arg)
 	s->count++;
 }
 
+/* The scripted cluster's leader moves when the test says so: the others
+ * answer NOT_LEADER naming it. */
+struct moving_leader {
+	int leader;
+};
+
+static void script_moving_leader(struct responder *r, int node, const struct hasp_wire_msg *req,
+				 const struct sockaddr_in *from, void *arg)
+{
+	struct moving_leader *ml = arg;
+	struct hasp_wire_msg rep;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (node != __atomic_load_n(&ml->leader, __ATOMIC_ACQUIRE)) {
+		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER);
+		rep.body.not_leader.known = 1;
+		rep.body.not_leader.leader_id = (uint32_t)ml->leader + 1;
+		memcpy(rep.body.not_leader.ipv4, (uint8_t[]){ 127, 0, 0, 1 }, 4);
+		rep.body.not_leader.port = r->ports[ml->leader];
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* Watches live on the leader's node and are dropped when it steps down
+ * (docs/OPERATIONS.md): when another node starts answering, the client
+ * registers its watches there again, without being asked. */
+static void test_watches_are_registered_again_on_a_new_leader(void **state)
+{
+	static struct moving_leader ml = { .leader = 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1);
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 1), 0); /* same leader: nothing */
+
+	__atomic_store_n(&ml.leader, 1, __ATOMIC_RELEASE);
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, 1), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 1), 1);
+	/* Once: the next request to the same leader sends no WATCH. */
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), HASP_STATUS_OK);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 1), 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 {
 	static struct event_script s = { 0 };
@@ -1545,6 +1601,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_keepalive_thread_keeps_session_and_lease_alive, responder_teardown),
 		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
 		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
+		cmocka_unit_test_teardown(test_watches_are_registered_again_on_a_new_leader, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
 		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_request_blocks_window_until_new_session, responder_teardown),
