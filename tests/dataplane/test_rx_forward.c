@@ -7,6 +7,7 @@
  */
 #include "dataplane/rx_forward.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -133,8 +134,14 @@ static void test_rx_forward_refuses_oversized_payload_and_bad_config(void **stat
 
 int main(void)
 {
+	/* Its own prefix, so that the runtime directory the EAL creates even
+	 * with --no-shconf is ours to remove and never another process's. */
+	char prefix[64], runtime_dir[96];
+	snprintf(prefix, sizeof(prefix), "hasp-test-rxfwd-%d", (int)getpid());
+	snprintf(runtime_dir, sizeof(runtime_dir), "/var/run/dpdk/%s", prefix);
 	char *eal_argv[] = { "test_rx_forward", "-l", "0", "--no-huge", "-m", "32", "--no-pci",
-			     "--no-shconf", "--no-telemetry", "--log-level=error", NULL };
+			     "--no-shconf", "--no-telemetry", "--log-level=error", "--file-prefix",
+			     prefix, NULL };
 	test_util_install_assert_handler();
 	if (rte_eal_init((int)(sizeof(eal_argv) / sizeof(eal_argv[0])) - 1, eal_argv) < 0) {
 		if (geteuid() != 0) {
@@ -151,5 +158,6 @@ int main(void)
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	(void)rte_eal_cleanup();
+	(void)rmdir(runtime_dir);
 	return rc;
 }
