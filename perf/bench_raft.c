@@ -18,123 +18,7 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "common/prng.h"
-#include "raft/msg_codec.h"
-#include "raft/raft.h"
-
-#define NODES 3
-#define QUEUE 4096
-#define CLUSTER 0xbe7c4ull
-
-struct packet {
-	uint32_t to;
-	uint16_t size;
-	uint8_t data[1500];
-};
-
-static struct raft R[NODES];
-static struct prng P[NODES];
-static struct packet Q[QUEUE];
-static uint32_t q_head, q_len;
-static uint64_t applied[NODES];
-static uint64_t messages;
-
-static void step(uint32_t i, const struct raft_event *ev);
-
-static void handle(uint32_t i, struct raft_update *up)
-{
-	for (uint32_t k = 0; k < up->msg_count; k++) {
-		struct packet *p = &Q[(q_head + q_len) % QUEUE];
-		int n = msg_codec_encode(&up->msgs[k], p->data, sizeof(p->data));
-		if (n <= 0 || q_len == QUEUE) {
-			fprintf(stderr, "bench: queue or encode failure\n");
-			exit(1);
-		}
-		p->size = (uint16_t)n;
-		p->to = up->msgs[k].to;
-		q_len++;
-		messages++;
-	}
-	applied[i] += up->apply_count;
-	if (up->entry_count > 0) {
-		struct raft_event ev = { .type = RAFT_EVENT_PERSISTED };
-		ev.persisted.index = up->entries[up->entry_count - 1].index;
-		ev.persisted.term = up->entries[up->entry_count - 1].term;
-		step(i, &ev);
-	}
-	if (up->snapshot_wanted) {
-		static uint8_t image[64];
-		struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
-		ev.snapshot.index = R[i].applied;
-		ev.snapshot.data = image;
-		ev.snapshot.size = sizeof(image);
-		step(i, &ev);
-	}
-}
-
-static void step(uint32_t i, const struct raft_event *ev)
-{
-	struct raft_update up;
-	raft_step(&R[i], ev, &up);
-	handle(i, &up);
-}
-
-static void deliver_all(void)
-{
-	struct raft_entry entries[128];
-	struct raft_msg m;
-
-	while (q_len > 0) {
-		struct packet *p = &Q[q_head];
-		q_head = (q_head + 1) % QUEUE;
-		q_len--;
-		if (msg_codec_decode(&m, entries, 128, p->data, p->size) != 0) {
-			fprintf(stderr, "bench: decode failure\n");
-			exit(1);
-		}
-		struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
-		step(p->to - 1, &ev);
-	}
-}
-
-static void setup(uint64_t seed)
-{
-	struct raft_persisted_state ps;
-
-	memset(&ps, 0, sizeof(ps));
-	ps.snap_conf.count = NODES;
-	for (uint32_t i = 0; i < NODES; i++) {
-		ps.snap_conf.members[i].id = i + 1;
-		ps.snap_conf.members[i].role = RAFT_VOTER;
-	}
-	for (uint32_t i = 0; i < NODES; i++) {
-		struct raft_config cfg;
-		raft_config_default(&cfg, CLUSTER, i + 1);
-		prng_seed(&P[i], seed + i);
-		if (raft_init(&R[i], &cfg, &P[i]) != 0 || raft_restore(&R[i], &ps) != 0) {
-			fprintf(stderr, "bench: init failed\n");
-			exit(1);
-		}
-		applied[i] = 0;
-	}
-	q_head = q_len = 0;
-	/* Elect node 1. */
-	struct raft_event tick = { .type = RAFT_EVENT_TICK };
-	for (int t = 0; t < 100 && R[0].role != RAFT_LEADER; t++) {
-		step(0, &tick);
-		deliver_all();
-	}
-	if (R[0].role != RAFT_LEADER) {
-		fprintf(stderr, "bench: no leader\n");
-		exit(1);
-	}
-}
-
-static void teardown(void)
-{
-	for (uint32_t i = 0; i < NODES; i++)
-		raft_deinit(&R[i]);
-}
+#include "perf/raft_group.h"
 
 int main(int argc, char **argv)
 {
@@ -173,9 +57,8 @@ int main(int argc, char **argv)
 	}
 	for (int b = 0; b < 3; b++) {
 		uint32_t batch = batches[b];
-		setup(seed);
-		messages = 0;
-		uint64_t start_applied = applied[0];
+		raft_group_init(seed);
+		uint64_t start_applied = raft_group_stats.applied[0];
 		uint64_t t0 = clock_monotonic_ns(), t1 = t0;
 		uint64_t rounds = 0;
 		struct raft_event ev = { .type = RAFT_EVENT_PROPOSE };
@@ -183,21 +66,22 @@ int main(int argc, char **argv)
 		ev.propose.count = batch;
 		while ((double)(t1 - t0) < seconds * 1e9) {
 			for (int k = 0; k < 64; k++) {
-				step(0, &ev);
-				deliver_all();
+				raft_group_step(0, &ev);
+				raft_group_drain();
 				rounds++;
 			}
 			t1 = clock_monotonic_ns();
 		}
 		/* One more heartbeat round lets the followers apply the tail. */
 		struct raft_event tick = { .type = RAFT_EVENT_TICK };
-		step(0, &tick);
-		deliver_all();
-		uint64_t commands = applied[0] - start_applied;
+		raft_group_step(0, &tick);
+		raft_group_drain();
+		uint64_t commands = raft_group_stats.applied[0] - start_applied;
 		double secs = (double)(t1 - t0) / 1e9;
 		rate[b] = (double)commands / secs;
 		printf("%8u %12llu %14.0f %10.1f %10.2f\n", batch, (unsigned long long)commands, rate[b],
-		       1e9 / rate[b], (double)messages / (double)commands);
+		       1e9 / rate[b], (double)raft_group_stats.messages / (double)commands);
+		const uint64_t *applied = raft_group_stats.applied;
 		if (applied[1] < applied[0] - batch || applied[2] < applied[0] - batch) {
 			fprintf(stderr, "bench: followers did not apply (%llu %llu of %llu)\n",
 				(unsigned long long)applied[1], (unsigned long long)applied[2],
@@ -205,7 +89,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		(void)rounds;
-		teardown();
+		raft_group_deinit();
 	}
 	printf("ratios: batch16/batch1 %.1fx, batch128/batch1 %.1fx\n", rate[1] / rate[0],
 	       rate[2] / rate[0]);

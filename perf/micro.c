@@ -20,11 +20,9 @@
 #include <string.h>
 
 #include "common/crc32c.h"
-#include "common/prng.h"
 #include "hasp/wire.h"
 #include "locks/locks.h"
-#include "raft/msg_codec.h"
-#include "raft/raft.h"
+#include "perf/raft_group.h"
 #include "storage/wal_format.h"
 
 /* The sink keeps the compiler from deleting measured work. */
@@ -151,100 +149,9 @@ MEASURE static void micro_measure_locks_apply(uint64_t n)
 
 /* ---- raft core in simulation ---- */
 
-#define NODES 3
-#define QUEUE 4096
-#define CLUSTER 0xbe7c4ull
-
-struct packet {
-	uint32_t to;
-	uint16_t size;
-	uint8_t data[1500];
-};
-
-static struct raft R[NODES];
-static struct prng P[NODES];
-static struct packet Q[QUEUE];
-static uint32_t q_head, q_len;
-static uint64_t applied[NODES];
-
-static void raft_deliver(uint32_t i, const struct raft_event *ev);
-
-static void raft_handle(uint32_t i, struct raft_update *up)
-{
-	for (uint32_t k = 0; k < up->msg_count; k++) {
-		struct packet *p = &Q[(q_head + q_len) % QUEUE];
-		int n = msg_codec_encode(&up->msgs[k], p->data, sizeof(p->data));
-		if (n <= 0 || q_len == QUEUE)
-			abort();
-		p->size = (uint16_t)n;
-		p->to = up->msgs[k].to;
-		q_len++;
-	}
-	applied[i] += up->apply_count;
-	if (up->entry_count > 0) {
-		/* The in-memory disk: every write is durable at once. */
-		struct raft_event ev = { .type = RAFT_EVENT_PERSISTED };
-		ev.persisted.index = up->entries[up->entry_count - 1].index;
-		ev.persisted.term = up->entries[up->entry_count - 1].term;
-		raft_deliver(i, &ev);
-	}
-	if (up->snapshot_wanted) {
-		static uint8_t image[64];
-		struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
-		ev.snapshot.index = R[i].applied;
-		ev.snapshot.data = image;
-		ev.snapshot.size = sizeof(image);
-		raft_deliver(i, &ev);
-	}
-}
-
-static void raft_deliver(uint32_t i, const struct raft_event *ev)
-{
-	struct raft_update up;
-	raft_step(&R[i], ev, &up);
-	raft_handle(i, &up);
-}
-
-static void raft_drain(void)
-{
-	static struct raft_entry entries[128];
-	struct raft_msg m;
-
-	while (q_len > 0) {
-		struct packet *p = &Q[q_head];
-		q_head = (q_head + 1) % QUEUE;
-		q_len--;
-		if (msg_codec_decode(&m, entries, 128, p->data, p->size) != 0)
-			abort();
-		struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
-		raft_deliver(p->to - 1, &ev);
-	}
-}
-
 static void setup_raft(void)
 {
-	struct raft_persisted_state ps;
-
-	memset(&ps, 0, sizeof(ps));
-	ps.snap_conf.count = NODES;
-	for (uint32_t i = 0; i < NODES; i++) {
-		ps.snap_conf.members[i].id = i + 1;
-		ps.snap_conf.members[i].role = RAFT_VOTER;
-	}
-	for (uint32_t i = 0; i < NODES; i++) {
-		struct raft_config cfg;
-		raft_config_default(&cfg, CLUSTER, i + 1);
-		prng_seed(&P[i], 1 + i);
-		if (raft_init(&R[i], &cfg, &P[i]) != 0 || raft_restore(&R[i], &ps) != 0)
-			abort();
-	}
-	struct raft_event tick = { .type = RAFT_EVENT_TICK };
-	for (int t = 0; t < 100 && R[0].role != RAFT_LEADER; t++) {
-		raft_deliver(0, &tick);
-		raft_drain();
-	}
-	if (R[0].role != RAFT_LEADER)
-		abort();
+	raft_group_init(1);
 }
 
 /* One 32-byte command per iteration, proposed in batches of 16 and carried
@@ -262,13 +169,13 @@ MEASURE static void micro_measure_raft_commit(uint64_t n)
 	ev.propose.bufs = bufs;
 	for (uint64_t done = 0; done < n; done += 16) {
 		ev.propose.count = (uint32_t)(n - done < 16 ? n - done : 16);
-		raft_deliver(0, &ev);
-		raft_drain();
+		raft_group_step(0, &ev);
+		raft_group_drain();
 	}
 	struct raft_event tick = { .type = RAFT_EVENT_TICK };
-	raft_deliver(0, &tick);
-	raft_drain();
-	sink += applied[0];
+	raft_group_step(0, &tick);
+	raft_group_drain();
+	sink += raft_group_stats.applied[0];
 }
 
 /* ---- WAL record and crc32c ---- */
