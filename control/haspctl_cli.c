@@ -561,7 +561,7 @@ static int cmd_snapshot_save(struct ctl *c, const char *file)
 }
 
 /* The membership blob of snapshot files written by the node
- * (dataplane/node.c): count u8, then count x (id u32 little-endian, role u8),
+ * (node/node.c): count u8, then count x (id u32 little-endian, role u8),
  * role 1 = voter. */
 static size_t membership_encode(const uint32_t *ids, uint32_t count, uint8_t *buf)
 {

@@ -17,7 +17,7 @@
 #include "common/clock.h"
 #include "control/admin_client.h"
 #include "control/control.h"
-#include "control/node_metrics.h"
+#include "node/node_metrics.h"
 
 static volatile int stop;
 
@@ -72,9 +72,9 @@ int main(int argc, char **argv)
 	struct control c;
 	struct control_config cfg = { 0 };
 	snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s/admin.sock", dir);
-	struct control_node_metrics nm;
+	struct node_metrics nm;
 	struct control_command nop = { "lc.nop", "", "no-op on the lcore", CONTROL_ON_LCORE, cmd_nop, NULL };
-	if (control_init(&c, &cfg) != 0 || control_node_metrics_register(&nm, &c, 1) != 0 ||
+	if (control_init(&c, &cfg) != 0 || node_metrics_register(&nm, &c, 1) != 0 ||
 	    control_register(&c, &nop) != 0 || control_start(&c) != 0)
 		return 1;
 	pthread_t t;

@@ -11,7 +11,7 @@ fi
 failed=0 count=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for h in $(cd "$root" && find include common locks raft storage client dataplane control tools -name '*.h' 2>/dev/null | sort); do
+for h in $(cd "$root" && find include common locks raft storage client dataplane control node tools -name '*.h' 2>/dev/null | sort); do
 	count=$((count + 1))
 	printf '#include "%s"\n' "$h" > "$tmp/one.c"
 	# shellcheck disable=SC2086

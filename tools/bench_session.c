@@ -67,7 +67,7 @@ static uint16_t node_find_or_add(struct bench_engine *e, const uint8_t ipv4[4], 
 }
 
 /* A new leader drops the watches registered on the old one (they are
- * node-local, dataplane/notify.c): counting leader changes lets the burst
+ * node-local, node/notify.c): counting leader changes lets the burst
  * coordinator register its watchers again. */
 static void set_leader_hint(struct bench_engine *e, uint16_t node)
 {

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/assert.h"
-#include "dataplane/node.h"
+#include "node/node.h"
 #include "hasp/wire.h"
 #include "storage/simdisk.h"
 

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
-#include "dataplane/node.h"
+#include "node/node.h"
 #include "hasp/errors.h"
 #include "raft/msg_codec.h"
 #include "storage/simdisk.h"

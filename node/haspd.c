@@ -31,8 +31,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "dataplane/dp.h"
-#include "dataplane/node.h"
-#include "dataplane/node_admin.h"
+#include "node/node.h"
+#include "node/node_admin.h"
 #include "hasp/errors.h"
 
 #define EXIT_CONFIG 2

@@ -20,13 +20,13 @@
  * re-registers its watches when it opens a new session, and a watcher
  * re-reads on a gap in the event counter.
  */
-#include "dataplane/notify.h"
+#include "node/notify.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
-#include "dataplane/dispatch.h"
+#include "node/dispatch.h"
 #include "hasp/errors.h"
 
 int notify_init(struct node *n)

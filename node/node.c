@@ -16,7 +16,7 @@
  * completion (back-pressure), snapshot save and WAL compaction, and the
  * start-up recovery.
  */
-#include "dataplane/node.h"
+#include "node/node.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,8 +26,8 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "common/log.h"
-#include "dataplane/dispatch.h"
-#include "dataplane/notify.h"
+#include "node/dispatch.h"
+#include "node/notify.h"
 #include "hasp/errors.h"
 #include "locks/snapshot.h"
 #include "raft/msg_codec.h"

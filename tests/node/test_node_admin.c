@@ -1,5 +1,5 @@
 /*
- * The node's admin commands (dataplane/node_admin.c) on three real node
+ * The node's admin commands (node/node_admin.c) on three real node
  * cores (raft + locks + WAL on the simulated disk) wired by an in-memory
  * network and a simulated clock, so they run under ASan: the admin side
  * queues requests with control_call_start() and the simulation steps each
@@ -24,8 +24,8 @@
 #include "common/alloc.h"
 #include "control/control_impl.h"
 #include "control/json.h"
-#include "dataplane/node.h"
-#include "dataplane/node_admin.h"
+#include "node/node.h"
+#include "node/node_admin.h"
 #include "hasp/errors.h"
 #include "storage/simdisk.h"
 #include "tests/storage/forbid_io.h"

@@ -6,12 +6,12 @@
  * Who writes what: every series below is written by the node's lcore (v1
  * has one; per-lcore series carry lcore="N"), with the metric_* functions
  * of metrics.h, which never block. Gauges that mirror state (term, indexes,
- * counts of the state machine) are refreshed by control_node_metrics_sync()
+ * counts of the state machine) are refreshed by node_metrics_sync()
  * from a plain struct the node fills in its work hook, at most every few
  * milliseconds; counters are bumped where the event happens.
  */
-#ifndef HASP_CONTROL_NODE_METRICS_H
-#define HASP_CONTROL_NODE_METRICS_H
+#ifndef HASP_NODE_NODE_METRICS_H
+#define HASP_NODE_NODE_METRICS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,10 +19,10 @@
 #include "control/control.h"
 #include "control/metrics.h"
 
-#define CONTROL_LCORES_MAX 8u
+#define NODE_METRICS_LCORES_MAX 8u
 
 /* Reasons of hasp_packets_dropped_total (one label value each). */
-#define CONTROL_DROP_TABLE(X)                                                       \
+#define NODE_DROP_TABLE(X)                                                       \
 	X(MALFORMED, "malformed")             /* truncated, bad lengths, bad fields */ \
 	X(BAD_CHECKSUM, "bad_checksum")       /* IPv4/UDP/ICMP or message CRC */      \
 	X(UNKNOWN_CLUSTER, "unknown_cluster") /* another cluster id */                \
@@ -34,10 +34,10 @@
 	X(UNSUPPORTED, "unsupported")         /* IP options, fragments, other protocols */
 
 enum control_drop_reason {
-#define CONTROL_DROP_ENUM(name, text) CONTROL_DROP_##name,
-	CONTROL_DROP_TABLE(CONTROL_DROP_ENUM)
-#undef CONTROL_DROP_ENUM
-	CONTROL_DROP_COUNT
+#define NODE_DROP_ENUM(name, text) NODE_DROP_##name,
+	NODE_DROP_TABLE(NODE_DROP_ENUM)
+#undef NODE_DROP_ENUM
+	NODE_DROP_COUNT
 };
 
 const char *control_drop_reason_name(enum control_drop_reason reason);
@@ -58,7 +58,7 @@ struct control_node_state {
 	uint64_t sessions;
 };
 
-struct control_node_metrics {
+struct node_metrics {
 	struct metrics *m;
 	uint32_t lcore_count;
 	uint64_t last_leader;  /* for leader_changes_total */
@@ -71,8 +71,8 @@ struct control_node_metrics {
 	/* histograms */
 	struct metric *wal_fsync, *batch_size;
 	/* per lcore */
-	struct metric *requests[CONTROL_LCORES_MAX];
-	struct metric *dropped[CONTROL_LCORES_MAX][CONTROL_DROP_COUNT];
+	struct metric *requests[NODE_METRICS_LCORES_MAX];
+	struct metric *dropped[NODE_METRICS_LCORES_MAX][NODE_DROP_COUNT];
 	/* per peer (registered on first use) */
 	uint32_t peer_ids[CONTROL_MEMBERS_MAX];
 	struct metric *peer_rtt[CONTROL_MEMBERS_MAX];
@@ -81,32 +81,32 @@ struct control_node_metrics {
 
 /* Registers the whole set into c's registry. Returns 0 or -HASP_EFULL
  * (metrics_max too small) / -HASP_EINVAL (lcore_count 0 or too many). */
-int control_node_metrics_register(struct control_node_metrics *nm, struct control *c,
+int node_metrics_register(struct node_metrics *nm, struct control *c,
 				  uint32_t lcore_count) __attribute__((warn_unused_result));
 
 /* Mirrors the state into the gauges; counts a leader change whenever the
  * known leader id changes to another non-zero id. */
-void control_node_metrics_sync(struct control_node_metrics *nm, const struct control_node_state *st,
+void node_metrics_sync(struct node_metrics *nm, const struct control_node_state *st,
 			       uint64_t leader_id);
 
 /* The RTT gauge of a peer (hasp_peer_rtt_seconds{peer="id"}, nanoseconds
  * in, seconds out), registered on first use; NULL when the table is full. */
-struct metric *control_node_metrics_peer(struct control_node_metrics *nm, uint32_t peer_id);
+struct metric *node_metrics_peer(struct node_metrics *nm, uint32_t peer_id);
 
 /* Observations: WAL fsync duration (ns), commands per proposed batch. */
-static inline void control_node_metrics_fsync(struct control_node_metrics *nm, uint64_t ns)
+static inline void node_metrics_fsync(struct node_metrics *nm, uint64_t ns)
 {
 	metric_observe(nm->wal_fsync, ns);
 }
 
-static inline void control_node_metrics_batch(struct control_node_metrics *nm, uint64_t commands)
+static inline void node_metrics_batch(struct node_metrics *nm, uint64_t commands)
 {
 	metric_observe(nm->batch_size, commands);
 }
 
 /* Sets a drop counter to an absolute value (the node keeps its own
  * per-lcore counters and copies their sum per reason). */
-static inline void control_node_metrics_dropped_set(struct control_node_metrics *nm, uint32_t lcore,
+static inline void node_metrics_dropped_set(struct node_metrics *nm, uint32_t lcore,
 						    enum control_drop_reason reason, uint64_t total)
 {
 	metric_set(nm->dropped[lcore][reason], (int64_t)total);

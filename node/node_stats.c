@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "dataplane/node.h"
+#include "node/node.h"
 #include "hasp/errors.h"
 
 #define NODE_STATS_FIELDS(X) \

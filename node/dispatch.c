@@ -22,13 +22,13 @@
  * entry was replaced by another leader's simply finds a different
  * (session, seq) there and is dropped; the client retries.
  */
-#include "dataplane/dispatch.h"
+#include "node/dispatch.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
-#include "dataplane/notify.h"
+#include "node/notify.h"
 #include "hasp/errors.h"
 
 #define NS_PER_MS 1000000ull

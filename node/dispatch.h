@@ -4,13 +4,13 @@
  * replies built from the state machine's results. Runs on the node's lcore
  * only; the state lives in struct node (node.h).
  */
-#ifndef HASP_DATAPLANE_DISPATCH_H
-#define HASP_DATAPLANE_DISPATCH_H
+#ifndef HASP_NODE_DISPATCH_H
+#define HASP_NODE_DISPATCH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataplane/node.h"
+#include "node/node.h"
 
 int dispatch_init(struct node *n) __attribute__((warn_unused_result));
 void dispatch_deinit(struct node *n);

@@ -3,13 +3,13 @@
  * replicated), LOCK_GRANTED to new holders, and node-local watches with a
  * token-bucket rate limit and per-watch coalescing. Leader only; lcore only.
  */
-#ifndef HASP_DATAPLANE_NOTIFY_H
-#define HASP_DATAPLANE_NOTIFY_H
+#ifndef HASP_NODE_NOTIFY_H
+#define HASP_NODE_NOTIFY_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dataplane/node.h"
+#include "node/node.h"
 #include "hasp/wire.h"
 
 int notify_init(struct node *n) __attribute__((warn_unused_result));

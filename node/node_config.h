@@ -9,8 +9,8 @@
  * and haspd exits 2. Nothing here touches the network or the disk except
  * reading the file; the data directory is checked when storage opens it.
  */
-#ifndef HASP_DATAPLANE_NODE_CONFIG_H
-#define HASP_DATAPLANE_NODE_CONFIG_H
+#ifndef HASP_NODE_NODE_CONFIG_H
+#define HASP_NODE_NODE_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -9,14 +9,14 @@
  * in `deferred` and node_admin_work() completes it when the node's state
  * shows the outcome; the admin thread's timeout covers the rest.
  */
-#include "dataplane/node_admin.h"
+#include "node/node_admin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/assert.h"
-#include "dataplane/dispatch.h"
+#include "node/dispatch.h"
 #include "dataplane/ipv4.h"
 #include "hasp/errors.h"
 #include "storage/snapshot.h"
@@ -598,7 +598,7 @@ static void publish(struct node_admin *na)
 			m->client_port = nm->client_port;
 			if (n->role == RAFT_LEADER && m->id != n->cfg.node_id) {
 				m->rtt_ns = n->peer_rtt_ns[nm - n->cfg.members];
-				struct metric *rtt = control_node_metrics_peer(&na->nm, (uint32_t)m->id);
+				struct metric *rtt = node_metrics_peer(&na->nm, (uint32_t)m->id);
 				if (rtt != NULL)
 					metric_set(rtt, (int64_t)m->rtt_ns);
 			}
@@ -626,9 +626,9 @@ static void publish(struct node_admin *na)
 		.locks_held = lc.locks, .leases = lc.leases, .waiters = lc.waiters,
 		.watchers = n->watch_count, .sessions = lc.sessions,
 	};
-	control_node_metrics_sync(&na->nm, &ns, n->leader_id);
+	node_metrics_sync(&na->nm, &ns, n->leader_id);
 
-	struct control_node_metrics *m = &na->nm;
+	struct node_metrics *m = &na->nm;
 	const struct node_stats *s = &n->stats;
 	metric_set(m->proposals_committed, (int64_t)s->applied_commands);
 	metric_set(m->proposals_failed, (int64_t)(s->client_overloaded + s->client_not_leader + s->reads_dropped));
@@ -641,23 +641,23 @@ static void publish(struct node_admin *na)
 	/* Drops by reason: node counters plus the dataplane's. */
 	const struct dp_stats *d = &na->dp;
 	const uint64_t *bad = s->client_bad_reason;
-	uint64_t by[CONTROL_DROP_COUNT] = { 0 };
-	by[CONTROL_DROP_BAD_CHECKSUM] = bad[HASP_ECORRUPT] + d->rx_bad_ipv4_csum + d->rx_bad_udp_csum +
+	uint64_t by[NODE_DROP_COUNT] = { 0 };
+	by[NODE_DROP_BAD_CHECKSUM] = bad[HASP_ECORRUPT] + d->rx_bad_ipv4_csum + d->rx_bad_udp_csum +
 					d->rx_bad_icmp_csum;
-	by[CONTROL_DROP_BAD_VERSION] = bad[HASP_EVERSION];
-	by[CONTROL_DROP_UNKNOWN_CLUSTER] = bad[HASP_ECLUSTER] + s->peer_dropped_cluster;
-	by[CONTROL_DROP_MALFORMED] = s->client_bad - bad[HASP_ECORRUPT] - bad[HASP_EVERSION] -
+	by[NODE_DROP_BAD_VERSION] = bad[HASP_EVERSION];
+	by[NODE_DROP_UNKNOWN_CLUSTER] = bad[HASP_ECLUSTER] + s->peer_dropped_cluster;
+	by[NODE_DROP_MALFORMED] = s->client_bad - bad[HASP_ECORRUPT] - bad[HASP_EVERSION] -
 				     bad[HASP_ECLUSTER] + s->peer_bad + d->rx_truncated + d->rx_bad_ipv4_version +
 				     d->rx_bad_ipv4_ihl + d->rx_bad_ipv4_len + d->rx_bad_udp_len + d->rx_arp_unsupported;
-	by[CONTROL_DROP_NOT_FOR_US] = s->peer_dropped_node + d->rx_not_for_us + d->rx_ip_not_for_us +
+	by[NODE_DROP_NOT_FOR_US] = s->peer_dropped_node + d->rx_not_for_us + d->rx_ip_not_for_us +
 				      d->rx_ip_bad_src;
-	by[CONTROL_DROP_UNKNOWN_PORT] = d->rx_unknown_port;
-	by[CONTROL_DROP_STALE] = n->raft.counters.msg_dropped_stale;
-	by[CONTROL_DROP_NO_BUFFER] = d->tx_no_mbuf + d->tx_ring_full + d->tx_arp_dropped;
-	by[CONTROL_DROP_UNSUPPORTED] = d->rx_ip_options + d->rx_ip_fragment + d->rx_ip_unknown_proto +
+	by[NODE_DROP_UNKNOWN_PORT] = d->rx_unknown_port;
+	by[NODE_DROP_STALE] = n->raft.counters.msg_dropped_stale;
+	by[NODE_DROP_NO_BUFFER] = d->tx_no_mbuf + d->tx_ring_full + d->tx_arp_dropped;
+	by[NODE_DROP_UNSUPPORTED] = d->rx_ip_options + d->rx_ip_fragment + d->rx_ip_unknown_proto +
 				       d->rx_unknown_ethertype + d->rx_multiseg;
-	for (uint32_t r = 0; r < CONTROL_DROP_COUNT; r++)
-		control_node_metrics_dropped_set(m, 0, r, by[r]);
+	for (uint32_t r = 0; r < NODE_DROP_COUNT; r++)
+		node_metrics_dropped_set(m, 0, r, by[r]);
 }
 
 /* Batch sizes and WAL durability latency from the node's own counters,
@@ -668,13 +668,13 @@ static void sample(struct node_admin *na)
 	uint64_t batches = n->stats.batches - na->seen_batches;
 	uint64_t props = n->stats.proposals - na->seen_proposals;
 	for (uint64_t i = 0; i < batches && i < 64; i++)
-		control_node_metrics_batch(&na->nm, props / batches);
+		node_metrics_batch(&na->nm, props / batches);
 	na->seen_batches = n->stats.batches;
 	na->seen_proposals = n->stats.proposals;
 
 	uint64_t durable = wal_durable_index(&n->st.wal), last = wal_last_index(&n->st.wal);
 	if (na->probe_index != 0 && durable >= na->probe_index) {
-		control_node_metrics_fsync(&na->nm, n->now_ns - na->probe_start_ns);
+		node_metrics_fsync(&na->nm, n->now_ns - na->probe_start_ns);
 		na->probe_index = 0;
 	}
 	if (na->probe_index == 0 && last > durable) {
@@ -718,7 +718,7 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	int rc = control_init(&na->ctl, &cfg);
 	if (rc != 0)
 		return rc;
-	rc = control_node_metrics_register(&na->nm, &na->ctl, 1);
+	rc = node_metrics_register(&na->nm, &na->ctl, 1);
 	const struct control_command cmds[] = {
 		{ "members.add", "<id> <ip> <peer_port> <client_port>", "add a learner (leader)",
 		  CONTROL_ON_LCORE, cmd_members_add, na },
@@ -755,7 +755,7 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 #undef NODE_ADMIN_DP
 	for (uint32_t i = 0; rc == 0 && i < n->cfg.member_count; i++)
 		if (n->cfg.members[i].id != n->cfg.node_id &&
-		    control_node_metrics_peer(&na->nm, n->cfg.members[i].id) == NULL)
+		    node_metrics_peer(&na->nm, n->cfg.members[i].id) == NULL)
 			rc = -HASP_EFULL;
 	if (rc != 0)
 		control_deinit(&na->ctl);

@@ -17,8 +17,8 @@
  * The order of side effects of each raft update is written once, in
  * node_update() in node.c: persist -> send -> apply -> reply.
  */
-#ifndef HASP_DATAPLANE_NODE_H
-#define HASP_DATAPLANE_NODE_H
+#ifndef HASP_NODE_NODE_H
+#define HASP_NODE_NODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,7 +26,7 @@
 
 #include "common/limits.h"
 #include "common/prng.h"
-#include "dataplane/node_config.h"
+#include "node/node_config.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
 #include "locks/locks.h"

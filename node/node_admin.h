@@ -8,17 +8,17 @@
  * node_work(). Nothing here blocks the lcore except `snapshot.save`, which
  * takes the node's own (blocking, rare) snapshot.
  */
-#ifndef HASP_DATAPLANE_NODE_ADMIN_H
-#define HASP_DATAPLANE_NODE_ADMIN_H
+#ifndef HASP_NODE_NODE_ADMIN_H
+#define HASP_NODE_NODE_ADMIN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "control/control.h"
-#include "control/node_metrics.h"
+#include "node/node_metrics.h"
 #include "dataplane/dp_stats.h"
-#include "dataplane/node.h"
+#include "node/node.h"
 
 #define NODE_ADMIN_DEFERRED_MAX 8u
 
@@ -45,7 +45,7 @@ struct node_admin_deferred {
 struct node_admin {
 	struct node *n;
 	struct control ctl;
-	struct control_node_metrics nm;
+	struct node_metrics nm;
 	uint64_t next_publish_ns;
 	/* Metric sampling. */
 	uint64_t seen_batches, seen_proposals;

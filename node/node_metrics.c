@@ -5,7 +5,7 @@
  * the fsync buckets run from 50 us to 1 s; batches run from 1 to 1024
  * commands in powers of two.
  */
-#include "control/node_metrics.h"
+#include "node/node_metrics.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,25 +13,25 @@
 #include "common/assert.h"
 #include "hasp/errors.h"
 
-static const char *const drop_names[CONTROL_DROP_COUNT] = {
-#define CONTROL_DROP_NAME(name, text) text,
-	CONTROL_DROP_TABLE(CONTROL_DROP_NAME)
-#undef CONTROL_DROP_NAME
+static const char *const drop_names[NODE_DROP_COUNT] = {
+#define NODE_DROP_NAME(name, text) text,
+	NODE_DROP_TABLE(NODE_DROP_NAME)
+#undef NODE_DROP_NAME
 };
 
 const char *control_drop_reason_name(enum control_drop_reason reason)
 {
-	HASP_ASSERT(reason < CONTROL_DROP_COUNT);
+	HASP_ASSERT(reason < NODE_DROP_COUNT);
 	return drop_names[reason];
 }
 
 #define G(field, name, help) ok &= (nm->field = metrics_gauge(m, name, help, NULL, 0)) != NULL
 #define C(field, name, help) ok &= (nm->field = metrics_counter(m, name, help, NULL, 0)) != NULL
 
-int control_node_metrics_register(struct control_node_metrics *nm, struct control *c,
+int node_metrics_register(struct node_metrics *nm, struct control *c,
 				  uint32_t lcore_count)
 {
-	if (lcore_count == 0 || lcore_count > CONTROL_LCORES_MAX)
+	if (lcore_count == 0 || lcore_count > NODE_METRICS_LCORES_MAX)
 		return -HASP_EINVAL;
 	memset(nm, 0, sizeof(*nm));
 	struct metrics *m = control_metrics(c);
@@ -78,7 +78,7 @@ int control_node_metrics_register(struct control_node_metrics *nm, struct contro
 		nm->requests[l] = metrics_counter(m, "hasp_requests_total",
 						  "Client datagrams received, per lcore.", one, 1);
 		ok &= nm->requests[l] != NULL;
-		for (uint32_t r = 0; r < CONTROL_DROP_COUNT && ok; r++) {
+		for (uint32_t r = 0; r < NODE_DROP_COUNT && ok; r++) {
 			struct metrics_label two[] = { { "lcore", lc }, { "reason", drop_names[r] } };
 			nm->dropped[l][r] = metrics_counter(m, "hasp_packets_dropped_total",
 							    "Packets dropped, per lcore and reason.", two, 2);
@@ -91,7 +91,7 @@ int control_node_metrics_register(struct control_node_metrics *nm, struct contro
 #undef G
 #undef C
 
-void control_node_metrics_sync(struct control_node_metrics *nm, const struct control_node_state *st,
+void node_metrics_sync(struct node_metrics *nm, const struct control_node_state *st,
 			       uint64_t leader_id)
 {
 	metric_set(nm->has_leader, st->has_leader);
@@ -115,7 +115,7 @@ void control_node_metrics_sync(struct control_node_metrics *nm, const struct con
 	}
 }
 
-struct metric *control_node_metrics_peer(struct control_node_metrics *nm, uint32_t peer_id)
+struct metric *node_metrics_peer(struct node_metrics *nm, uint32_t peer_id)
 {
 	HASP_ASSERT(peer_id != 0);
 	for (uint32_t i = 0; i < nm->peer_count; i++)

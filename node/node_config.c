@@ -6,7 +6,7 @@
  * strictly (the whole text, in range); an error message always starts with
  * the key it is about, so an operator sees which line to fix.
  */
-#include "dataplane/node_config.h"
+#include "node/node_config.h"
 
 #include <errno.h>
 #include <stdarg.h>
