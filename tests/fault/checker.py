@@ -143,9 +143,11 @@ def grants(ops):
 
 def holds(ops):
     """Each acknowledged grant becomes a hold from its acknowledgement to the
-    end of the validity the client library reported, extended by renewals
-    that succeeded, and cut short when its holder starts a release (from then
-    on the holder no longer acts on the lock)."""
+    end of the validity the client library reported. A renewal that
+    succeeded replaces that end with the validity it reported (a renew may
+    shrink the lease as well as grow it); one the cluster refused ends the
+    hold when the refusal arrives; a hold is cut short when its holder
+    starts a release (from then on it no longer acts on the lock)."""
     by_lock = {}
     for lock, gs in grants(ops).items():
         for g in gs:
@@ -166,7 +168,9 @@ def holds(ops):
         if h is None:
             continue
         if f == "renew" and op.type == "ok" and op.get("valid_until") is not None:
-            h["end"] = max(h["end"], op.get("valid_until"))
+            h["end"] = op.get("valid_until")
+        elif f == "renew" and op.type == "fail":
+            h["end"] = min(h["end"], op.end)
         elif f == "release":
             h["end"] = min(h["end"], op.start)
     return by_lock

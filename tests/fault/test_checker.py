@@ -113,6 +113,20 @@ class CheckerSelfTest(unittest.TestCase):
         verdicts, _ = h.run()
         self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
 
+    def test_a_shrinking_renew_ends_the_hold_at_its_new_validity(self):
+        h = clean()
+        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=3000)
+        h.op("c", "renew", 1100, 1101, lock="Q", token=40, ttl_ms=200, valid_until=1300)
+        h.op("d", "acquire", 1400, 1401, lock="Q", token=41, valid_until=1600)
+        verdicts, _ = h.run()
+        self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
+        # Without the renew, the same grants overlap.
+        h = clean()
+        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=3000)
+        h.op("d", "acquire", 1400, 1401, lock="Q", token=41, valid_until=1600)
+        verdicts, _ = h.run()
+        self.assertOnlyFails(verdicts, "mutual_exclusion", "lock Q")
+
     def test_token_reuse_fails_fencing(self):
         h = clean()
         h.op("c", "acquire", 2000, 2001, lock="N", token=30, valid_until=2002)
