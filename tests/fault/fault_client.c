@@ -11,6 +11,10 @@
  *       while libhasp says the lock is safe, writes to the fenced resource;
  *       renews (growing and shrinking), releases, or overstays (lets the
  *       lease run out); lock reads; KV put and get on a few keys.
+ *   fault_client cycler  <cluster> <history> <resource-sock> <seed> <seconds> <lock>
+ *       WAIT acquires of one lock in a loop, a short use while safe, then
+ *       release: with several cyclers the lock always has waiters, so
+ *       nearly every grant is a hand-off pushed to the new holder.
  *   fault_client watcher <cluster> <history> <seconds> <lock,...>
  *       watches each lock and records every event it is told of.
  *   fault_client reader  <cluster> <history> <lock,...>
@@ -291,6 +295,23 @@ static int run_worker(struct hasp_client *c, uint64_t seed, uint64_t seconds, ch
 	return 0;
 }
 
+static int run_cycler(struct hasp_client *c, uint64_t seed, uint64_t seconds, const char *lock)
+{
+	struct prng rng;
+	prng_seed(&rng, seed);
+	uint64_t end = clock_monotonic_ns() + seconds * 1000000000ull;
+	while (clock_monotonic_ns() < end) {
+		struct hasp_lock l;
+		if (do_acquire(c, lock, 2000, true, 3000, &l) != HASP_STATUS_GRANTED)
+			continue;
+		if (hasp_client_lock_safe(c, &l, 20) && resource_write(lock, l.token, false) < 0)
+			return 1;
+		sleep_ms(5 + prng_below(&rng, 20));
+		do_release(c, &l);
+	}
+	return 0;
+}
+
 static int run_watcher(struct hasp_client *c, uint64_t seconds, char **locks, int lock_count)
 {
 	for (int i = 0; i < lock_count; i++) {
@@ -410,6 +431,7 @@ static int run_rewait(struct hasp_client *c, const char *lock, uint32_t ttl1, ui
 static int usage(void)
 {
 	fprintf(stderr, "usage: fault_client worker <cluster> <history> <resource-sock> <seed> <seconds> <locks>\n"
+			"       fault_client cycler <cluster> <history> <resource-sock> <seed> <seconds> <lock>\n"
 			"       fault_client watcher <cluster> <history> <seconds> <locks>\n"
 			"       fault_client reader <cluster> <history> <locks>\n"
 			"       fault_client hold <cluster> <history> <resource-sock> <lock> <ttl-ms>\n"
@@ -425,11 +447,12 @@ int main(int argc, char **argv)
 	const char *role = argv[1], *cluster = argv[2], *path = argv[3];
 	bool worker = strcmp(role, "worker") == 0 && argc == 8;
 	bool watcher = strcmp(role, "watcher") == 0 && argc == 6;
+	bool cycler = strcmp(role, "cycler") == 0 && argc == 8;
 	bool reader = strcmp(role, "reader") == 0 && argc == 5;
 	bool pause = strcmp(role, "pause") == 0 && argc == 7;
 	bool hold = strcmp(role, "hold") == 0 && argc == 7;
 	bool rewait = strcmp(role, "rewait") == 0 && argc == 10;
-	if (!worker && !watcher && !reader && !pause && !hold && !rewait)
+	if (!worker && !cycler && !watcher && !reader && !pause && !hold && !rewait)
 		return usage();
 	history = fopen(path, "a");
 	if (history == NULL) {
@@ -441,7 +464,7 @@ int main(int argc, char **argv)
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	snprintf(name, sizeof(name), "%.*s", (int)strcspn(base, "."), base);
 	proc_name = name;
-	if (worker || pause || hold || rewait) {
+	if (worker || cycler || pause || hold || rewait) {
 		char dir[256];
 		snprintf(dir, sizeof(dir), "%.*s", (int)(base - path > 1 ? base - path - 1 : 1),
 			 base == path ? "." : path);
@@ -461,6 +484,8 @@ int main(int argc, char **argv)
 		int n = split_locks(argv[7], locks);
 		rc = n > 0 ? run_worker(c, strtoull(argv[5], NULL, 10), strtoull(argv[6], NULL, 10), locks, n)
 			   : usage();
+	} else if (cycler) {
+		rc = run_cycler(c, strtoull(argv[5], NULL, 10), strtoull(argv[6], NULL, 10), argv[7]);
 	} else if (reader) {
 		int n = split_locks(argv[4], locks);
 		rc = n > 0 ? run_reader(c, locks, n) : usage();
