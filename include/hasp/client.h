@@ -41,7 +41,7 @@
  * handed to callbacks are valid only during the call.
  *
  * Time: all deadlines and validity instants are CLOCK_MONOTONIC nanoseconds
- * (as clock_monotonic_ns() in common/clock.h reads it).
+ * (clock_gettime(CLOCK_MONOTONIC), as the application reads it too).
  */
 #ifndef HASP_CLIENT_H
 #define HASP_CLIENT_H

@@ -1,0 +1,63 @@
+#!/bin/sh
+# libhasp as an application sees it (issue: a library that installs like
+# one): `meson install` into a staging directory, then
+#   - the shared library has the soname libhasp.so.0 and exports only the
+#     public hasp_* API;
+#   - the installed headers compile on their own (no internal header);
+#   - examples/lock-fence builds with `pkg-config --cflags --libs hasp`
+#     alone, against the shared and against the static library, and runs:
+#     with no node answering it exits 3 after its deadline ("no answer").
+#   install_test.sh <build dir> <source dir>
+set -eu
+build=$1 src=$2
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+meson install -C "$build" --destdir "$stage" --no-rebuild --quiet >/dev/null ||
+	fail "meson install"
+pc=$(find "$stage" -name hasp.pc | head -1)
+[ -n "$pc" ] || fail "no hasp.pc installed"
+export PKG_CONFIG_PATH=$(dirname "$pc")
+export PKG_CONFIG_SYSROOT_DIR=$stage
+cflags=$(pkg-config --cflags hasp) || fail "pkg-config --cflags hasp"
+libs=$(pkg-config --libs hasp) || fail "pkg-config --libs hasp"
+echo "install: pkg-config hasp: $cflags $libs"
+
+so=$(find "$stage" -name 'libhasp.so.0' | head -1)
+[ -n "$so" ] || fail "no libhasp.so.0"
+soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
+[ "$soname" = libhasp.so.0 ] || fail "soname is '$soname'"
+extra=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' |
+	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_fence_|HASP_0$)' || true)
+[ -z "$extra" ] || fail "libhasp.so exports internal symbols: $extra"
+[ -n "$(find "$stage" -name libhasp.a)" ] || fail "no static libhasp.a"
+
+for h in client.h errors.h fence.h types.h; do
+	printf '#include <hasp/%s>\nint main(void) { return 0; }\n' "$h" > "$stage/h.c"
+	# shellcheck disable=SC2086
+	cc -std=c11 -Wall -Wextra -Werror $cflags -c "$stage/h.c" -o "$stage/h.o" ||
+		fail "installed <hasp/$h> does not compile on its own"
+done
+
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Wextra -Werror "$src/examples/lock-fence/lock-fence.c" $cflags $libs \
+	-o "$stage/lock-fence" || fail "the example does not build with pkg-config"
+libdir=$(dirname "$so")
+rc=0
+# An address where nothing listens: the call must end at its deadline.
+LD_LIBRARY_PATH=$libdir HASP_CLUSTER=127.0.0.1:9 "$stage/lock-fence" example/lock 1000 \
+	> "$stage/out" 2>&1 || rc=$?
+[ $rc -eq 3 ] || { cat "$stage/out"; fail "lock-fence exited $rc, expected 3 (no answer)"; }
+LD_LIBRARY_PATH=$libdir ldd "$stage/lock-fence" | grep -q "libhasp.so.0 => $libdir" || fail "not linked to the installed libhasp.so.0"
+
+# The static library, as `pkg-config --static` describes it.
+slibs=$(pkg-config --static --libs hasp)
+# shellcheck disable=SC2086
+cc -std=c11 "$src/examples/lock-fence/lock-fence.c" $cflags -Wl,-Bstatic $slibs -Wl,-Bdynamic \
+	-o "$stage/lock-fence-static" 2>"$stage/err" || { cat "$stage/err"; fail "static build"; }
+if ldd "$stage/lock-fence-static" | grep -q libhasp; then fail "static build links libhasp.so"; fi
+rc=0
+HASP_CLUSTER=127.0.0.1:9 "$stage/lock-fence-static" example/lock 1000 >/dev/null 2>&1 || rc=$?
+[ $rc -eq 3 ] || fail "static lock-fence exited $rc, expected 3"
+echo "install: PASS (shared and static, $(echo "$libs" | wc -w) link words)"
