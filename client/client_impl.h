@@ -50,6 +50,8 @@ struct waiter {
 	size_t name_size;
 	bool granted;  /* a LOCK_GRANTED event for `name` was ours */
 	uint64_t token;
+	uint64_t lease_id; /* of that grant: its shared lease, 0 for its own TTL */
+	uint32_t ttl_ms;   /* of that grant's lease, from the event */
 	bool recheck;  /* an event may have been lost: LOCK_READ now */
 };
 

@@ -167,6 +167,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 			else {
 				w->granted = true;
 				w->token = e->revision;
+				w->lease_id = e->lease_id;
+				w->ttl_ms = e->ttl_ms;
 			}
 			taken = true;
 		}

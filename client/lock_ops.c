@@ -73,7 +73,11 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 		uint64_t now = clock_monotonic_ns();
 
 		if (w->granted) {
+			/* The grant's own TTL, from the event: the queue entry
+			 * may be older than this request (a re-issued WAIT). */
 			lock->token = w->token;
+			lock->lease_id = w->lease_id;
+			lock->ttl_ms = w->ttl_ms;
 			pthread_mutex_unlock(&c->mu);
 			lock->valid_until_ns = client_valid_until(c, granted_after_ns, lock->ttl_ms);
 			return HASP_STATUS_GRANTED;

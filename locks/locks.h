@@ -85,6 +85,7 @@ enum locks_reason {
 	LOCKS_REASON_SESSION_LOCKS_FULL = 17, /* locks_per_session_max */
 	LOCKS_REASON_BAD_FIELDS = 18,     /* fields inconsistent with the opcode */
 	LOCKS_REASON_STALE_TERM = 19,     /* command from a term older than one applied */
+	LOCKS_REASON_QUEUED_OTHER_LEASE = 20, /* re-issued WAIT names another lease than its entry */
 };
 
 /* One command. Fields an opcode does not use must be zero (the codec
@@ -141,11 +142,11 @@ struct locks_event {
 	uint8_t cause;        /* enum locks_release_cause (RELEASED), else 0 */
 	uint8_t name_len;
 	uint8_t reserved;
-	uint32_t reserved2;
+	uint32_t ttl_ms;      /* GRANTED: the TTL of the new grant's lease */
 	uint64_t session_id;  /* RELEASED: session that acquired it (may have ended);
 			       * GRANTED: new holder */
 	uint64_t token;       /* RELEASED: the ended grant's token; GRANTED: the new one */
-	uint64_t lease_id;    /* GRANTED: lease of the new grant */
+	uint64_t lease_id;    /* GRANTED: the shared lease of the new grant, 0 for its own TTL */
 	uint64_t revision;    /* revision of the command (KV: the key's mod revision) */
 	uint64_t deadline_ms; /* GRANTED: lease deadline in log time */
 	uint8_t name[HASP_NAME_SIZE_MAX];

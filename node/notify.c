@@ -121,8 +121,11 @@ void notify_session_end(struct node *n, uint64_t id)
 		}
 }
 
+/* Sends one EVENT to the session's address. A waiter's LOCK_GRANTED carries
+ * its lease and TTL (the client bounds the lock's validity with them);
+ * watchers' events carry 0. */
 static void push_event(struct node *n, uint64_t session_id, uint8_t type, uint64_t revision,
-		       const uint8_t *name, uint8_t name_len)
+		       const uint8_t *name, uint8_t name_len, uint64_t lease_id, uint32_t ttl_ms)
 {
 	struct node_session *s = session_find(n, session_id);
 	if (s == NULL) {
@@ -138,6 +141,8 @@ static void push_event(struct node *n, uint64_t session_id, uint8_t type, uint64
 	msg.hdr.seq = ++s->event_seq;
 	msg.body.event.type = type;
 	msg.body.event.revision = revision;
+	msg.body.event.lease_id = lease_id;
+	msg.body.event.ttl_ms = ttl_ms;
 	msg.body.event.name = (struct hasp_wire_bytes){ name, name_len };
 	struct locks_kv_info kv;
 	if (type == HASP_EVENT_KV_PUT && locks_kv_get(&n->sm, name, name_len, &kv) &&
@@ -172,7 +177,7 @@ static void watch_event(struct node *n, struct node_watch *w, uint8_t type, uint
 {
 	if (!w->held && n->watch_tokens >= 1.0) {
 		n->watch_tokens -= 1.0;
-		push_event(n, w->session_id, type, revision, name, len);
+		push_event(n, w->session_id, type, revision, name, len, 0, 0);
 		return;
 	}
 	n->stats.watch_rate_limited++;
@@ -195,7 +200,8 @@ void notify_events(struct node *n, const struct locks_event *ev, uint32_t count)
 				       ? ev[i].token : ev[i].revision;
 		/* The waiter learns of its grant at once (not rate-limited). */
 		if (ev[i].type == HASP_EVENT_LOCK_GRANTED)
-			push_event(n, ev[i].session_id, ev[i].type, rev, ev[i].name, ev[i].name_len);
+			push_event(n, ev[i].session_id, ev[i].type, rev, ev[i].name, ev[i].name_len,
+				   ev[i].lease_id, ev[i].ttl_ms);
 		if (n->watch_count == 0)
 			continue;
 		for (uint32_t w = 0; w < n->cfg.watches_max; w++)
@@ -261,7 +267,7 @@ bool notify_flush(struct node *n, uint64_t *deadline_ns)
 		n->watch_tokens -= 1.0;
 		w->held = false;
 		push_event(n, w->session_id, w->held_type, w->held_revision, w->held_name,
-			   w->held_name_len);
+			   w->held_name_len, 0, 0);
 		did = true;
 	}
 	if (held) {

@@ -231,6 +231,8 @@ struct hasp_wire_event { /* opcode EVENT, REPLY flag, status OK */
 	struct hasp_wire_bytes name;
 	struct hasp_wire_bytes value; /* KV_PUT events only; else empty */
 	uint64_t revision;            /* the fencing token for lock events */
+	uint64_t lease_id;            /* LOCK_GRANTED: the grant's lease; else 0 */
+	uint32_t ttl_ms;              /* LOCK_GRANTED: that lease's TTL; else 0 */
 	uint8_t type;                 /* enum hasp_event_type */
 };
 

@@ -297,3 +297,26 @@ void responder_push_event(struct responder *r, int node, uint8_t type, const cha
 	ev.body.event.revision = revision;
 	responder_send(r, node, &to, &ev);
 }
+
+void responder_push_grant(struct responder *r, int node, const char *name, uint64_t token,
+			  uint32_t ttl_ms)
+{
+	struct hasp_wire_msg ev;
+	struct sockaddr_in to;
+
+	memset(&ev, 0, sizeof(ev));
+	pthread_mutex_lock(&r->mu);
+	to = r->client;
+	ev.hdr.session_id = r->last_session_id;
+	ev.hdr.seq = ++r->event_seq;
+	pthread_mutex_unlock(&r->mu);
+	ev.hdr.opcode = HASP_OP_EVENT;
+	ev.hdr.flags = HASP_WIRE_F_REPLY;
+	ev.hdr.status = HASP_STATUS_OK;
+	ev.body.event.type = HASP_EVENT_LOCK_GRANTED;
+	ev.body.event.name.data = (const uint8_t *)name;
+	ev.body.event.name.size = strlen(name);
+	ev.body.event.revision = token;
+	ev.body.event.ttl_ms = ttl_ms;
+	responder_send(r, node, &to, &ev);
+}

@@ -364,6 +364,7 @@ struct wait_script {
 	int reads_until_ours; /* LOCK_READ answers "another holder" this often */
 	bool gap_events;      /* push events 1 and 3 right after QUEUED */
 	bool reads_silent;    /* LOCK_READ goes unanswered */
+	uint32_t grant_ttl_ms; /* the TTL the planned LOCK_GRANTED carries */
 };
 
 static void script_wait(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -378,8 +379,7 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 		responder_unlock(r);
 		if (grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= grant_at_ns) {
 			s->event_sent = true;
-			responder_push_event(r, node < 0 ? 0 : node, HASP_EVENT_LOCK_GRANTED, "job",
-					     77, NULL, 0);
+			responder_push_grant(r, node < 0 ? 0 : node, "job", 77, s->grant_ttl_ms);
 		}
 		return;
 	}
@@ -418,7 +418,7 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 
 static void test_wait_mode_completes_via_pushed_event(void **state)
 {
-	static struct wait_script s = { 0 };
+	static struct wait_script s = { .grant_ttl_ms = 5000 };
 	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
@@ -451,6 +451,36 @@ static void test_wait_mode_completes_via_pushed_event(void **state)
 	/* The grant was ours, not a watched event: nothing to poll. */
 	struct hasp_event ev;
 	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* The grant's TTL is the event's, not the request's: a re-issued WAIT may
+ * be granted on an older queue entry (correctness issue, item 1: libhasp
+ * counted 6 s of validity for a 1 s lease). */
+static void test_wait_grant_validity_follows_the_event_ttl(void **state)
+{
+	static struct wait_script s = { .grant_ttl_ms = 1000 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 10000; /* the event, not a re-read, grants */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	uint64_t t0 = clock_monotonic_ns();
+	responder_lock(&r);
+	s.grant_at_ns = t0 + 50 * MS;
+	responder_unlock(&r);
+	struct hasp_acquire_opts opts = { .ttl_ms = 6000, .wait = true, .wait_timeout_ms = 3000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	assert_int_equal(lock.ttl_ms, 1000);
+	assert_true(lock.valid_until_ns <= t0 + 1000 * MS);
+	assert_true(lock.valid_until_ns >= t0 + 900 * MS);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1590,6 +1620,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unknown_leader_moves_to_next_node, responder_teardown),
 		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_grant_validity_follows_the_event_ttl, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),
