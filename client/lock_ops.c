@@ -126,6 +126,38 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 	}
 }
 
+/* The caller gives up a WAIT (its deadline passed): drop our queue entry on
+ * the cluster with CANCEL, so that the lock is never handed to a session
+ * that no longer waits. NOT_FOUND means there is no entry: none was queued,
+ * or it was granted meanwhile; if the lock is now ours, release that grant,
+ * which nobody will use. Best effort within the configured deadline: if
+ * the cluster does not answer, the entry stays until the session ends. */
+static void wait_give_up(struct hasp_client *c, const struct hasp_wire_bytes *name)
+{
+	struct client_call call;
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_CANCEL;
+	call.req.body.cancel.name = *name;
+	int rc = client_call(c, &call);
+	pthread_mutex_lock(&c->mu);
+	c->stats.wait_cancels++;
+	pthread_mutex_unlock(&c->mu);
+	if (rc != HASP_STATUS_NOT_FOUND)
+		return;
+	rc = lock_read_raw(c, name, 0, &call);
+	if (rc != HASP_STATUS_OK || call.reply.body.lock_info.holder_session_id != call.session_id)
+		return;
+	uint64_t token = call.reply.body.lock_info.token;
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_RELEASE;
+	call.req.body.release.name = *name;
+	call.req.body.release.token = token;
+	rc = client_call(c, &call);
+	pthread_mutex_lock(&c->mu);
+	c->stats.wait_grants_released += rc == HASP_STATUS_OK;
+	pthread_mutex_unlock(&c->mu);
+}
+
 int hasp_client_acquire(struct hasp_client *c, const char *name,
 			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
 {
@@ -203,6 +235,8 @@ int hasp_client_acquire(struct hasp_client *c, const char *name,
 		pthread_mutex_lock(&c->mu);
 		waiter_unlink_locked(c, &w);
 		pthread_mutex_unlock(&c->mu);
+		if (rc == -HASP_ETIMEDOUT)
+			wait_give_up(c, &n);
 	}
 	if (rc == HASP_STATUS_GRANTED)
 		HASP_ASSERT(lock->token != 0 || lock->valid_until_ns != 0);

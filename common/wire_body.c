@@ -160,9 +160,11 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
 		return 0;
 	}
 	case HASP_OP_LOCK_READ:
+	case HASP_OP_CANCEL:
 	case HASP_OP_KV_GET:
 	case HASP_OP_KV_DELETE: {
 		struct hasp_wire_name_only *b = opcode == HASP_OP_LOCK_READ ? &m->body.lock_read
+					      : opcode == HASP_OP_CANCEL    ? &m->body.cancel
 					      : opcode == HASP_OP_KV_GET    ? &m->body.kv_get
 									    : &m->body.kv_delete;
 		c_size8(c, &b->name);
@@ -428,6 +430,8 @@ static int request_check(uint8_t opcode, const struct hasp_wire_msg *m)
 		return ttl_ok(m->body.renew.ttl_ms) ? 0 : -HASP_ERANGE;
 	case HASP_OP_LOCK_READ:
 		return wire_body_name_ok(&m->body.lock_read.name) ? 0 : -HASP_ENAME;
+	case HASP_OP_CANCEL:
+		return wire_body_name_ok(&m->body.cancel.name) ? 0 : -HASP_ENAME;
 	case HASP_OP_KV_GET:
 		return wire_body_name_ok(&m->body.kv_get.name) ? 0 : -HASP_ENAME;
 	case HASP_OP_KV_DELETE:

@@ -322,6 +322,25 @@ void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd)
 	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
 }
 
+void lock_table_cmd_cancel(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
+{
+	if (!lock_table_name_ok(sm, cmd))
+		return;
+	uint32_t lk = lock_table_find(sm, cmd->name, cmd->name_len);
+	uint32_t position;
+	uint32_t w = lk == LOCKS_NONE ? LOCKS_NONE : waiters_find(sm, lk, s, &position);
+	if (w == LOCKS_NONE) {
+		locks_reply_set(sm, HASP_STATUS_NOT_FOUND, LOCKS_REASON_NONE);
+		return;
+	}
+	uint32_t waiting = sm->locks[lk].waiter_count;
+	locks_bump(sm);
+	waiters_drop(sm, w);
+	HASP_ASSERT(sm->locks[lk].waiter_count == waiting - 1);
+	HASP_ASSERT(waiters_find(sm, lk, s, &position) == LOCKS_NONE);
+	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
+}
+
 void lock_table_cmd_renew(struct locks *sm, const struct locks_cmd *cmd)
 {
 	struct locks_reply *r = &sm->res->reply;

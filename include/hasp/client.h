@@ -173,6 +173,8 @@ struct hasp_client_stats {
 	uint64_t events_dropped;    /* event buffer full */
 	uint64_t events_gaps;       /* jumps in the event counter (lost events) */
 	uint64_t wait_rechecks;     /* LOCK_READs sent while queued */
+	uint64_t wait_cancels;      /* CANCELs sent for WAITs given up */
+	uint64_t wait_grants_released; /* grants that came as a WAIT was given up, released */
 };
 
 /* Fills `cfg` with the defaults above and no cluster. */
@@ -206,8 +208,9 @@ void hasp_client_stats_get(struct hasp_client *client, struct hasp_client_stats 
 /* Returns GRANTED (lock filled), BUSY (TRY mode; lock->token is the holder's
  * token), or another status; in WAIT mode the call returns GRANTED when the
  * grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ) or
- * -HASP_ETIMEDOUT after wait_timeout_ms (the request may stay queued on the
- * cluster; see docs/CLIENT.md). */
+ * -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
+ * cluster (CANCEL; a grant that arrived meanwhile is released) before the
+ * call returns, within one more deadline (docs/CLIENT.md). */
 int hasp_client_acquire(struct hasp_client *client, const char *name,
 			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
 	__attribute__((warn_unused_result));

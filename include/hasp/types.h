@@ -24,6 +24,7 @@ enum hasp_op {
 	HASP_OP_RENEW = 18,
 	HASP_OP_CHECK = 19,
 	HASP_OP_LOCK_READ = 20,
+	HASP_OP_CANCEL = 21, /* drop this session's WAIT entry on a lock */
 
 	HASP_OP_WATCH = 24,
 	HASP_OP_UNWATCH = 25,

@@ -257,6 +257,7 @@ struct hasp_wire_msg {
 		struct hasp_wire_renew renew;
 		struct hasp_wire_name_token check;
 		struct hasp_wire_name_only lock_read;
+		struct hasp_wire_name_only cancel;
 		struct hasp_wire_watch watch;
 		struct hasp_wire_watch unwatch;
 		struct hasp_wire_kv_put kv_put;

@@ -365,6 +365,8 @@ struct wait_script {
 	bool gap_events;      /* push events 1 and 3 right after QUEUED */
 	bool reads_silent;    /* LOCK_READ goes unanswered */
 	uint32_t grant_ttl_ms; /* the TTL the planned LOCK_GRANTED carries */
+	bool granted_at_cancel; /* CANCEL finds the entry granted: NOT_FOUND, then reads say ours */
+	bool cancelled;
 };
 
 static void script_wait(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -395,11 +397,16 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 			responder_push_event_seq(r, node, 3, HASP_EVENT_KV_PUT, "other", 6);
 		}
 		return;
+	case HASP_OP_CANCEL:
+		s->cancelled = true;
+		reply_status(r, node, req, from,
+			     s->granted_at_cancel ? HASP_STATUS_NOT_FOUND : HASP_STATUS_OK);
+		return;
 	case HASP_OP_LOCK_READ:
 		if (s->reads_silent)
 			return;
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
-		if (++s->lock_reads <= s->reads_until_ours) {
+		if (++s->lock_reads <= s->reads_until_ours && !(s->granted_at_cancel && s->cancelled)) {
 			rep.body.lock_info.holder_session_id = 999;
 			rep.body.lock_info.token = 5;
 			rep.body.lock_info.ttl_remaining_ms = 100;
@@ -483,6 +490,39 @@ static void test_wait_grant_validity_follows_the_event_ttl(void **state)
 	assert_true(lock.valid_until_ns >= t0 + 900 * MS);
 	hasp_client_close(c);
 	responder_stop(&r);
+}
+
+/* A WAIT given up is cancelled on the cluster, so that no orphaned queue
+ * entry is granted later to a session that no longer waits (correctness
+ * issue, item 1); an entry granted just before the CANCEL is released. */
+static void test_wait_given_up_is_cancelled_on_the_cluster(void **state)
+{
+	static struct wait_script s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	for (int granted = 0; granted < 2; granted++) {
+		memset(&s, 0, sizeof(s));
+		s.reads_until_ours = 1000; /* another session holds the lock throughout */
+		s.granted_at_cancel = granted;
+		assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+		test_config(&cfg, NULL);
+		cfg.wait_recheck_ms = 50;
+		struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+		struct hasp_acquire_opts opts = { .ttl_ms = 1000, .wait = true, .wait_timeout_ms = 200 };
+		assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
+		assert_int_equal(responder_count(&r, HASP_OP_CANCEL, -1), 1);
+		assert_int_equal(responder_count(&r, HASP_OP_RELEASE, -1), granted);
+		hasp_client_stats_get(c, &st);
+		assert_int_equal(st.wait_cancels, 1);
+		assert_int_equal(st.wait_grants_released, (uint64_t)granted);
+		hasp_client_close(c);
+		responder_stop(&r);
+	}
 }
 
 static void test_wait_mode_falls_back_to_lock_read_when_event_lost(void **state)
@@ -1621,6 +1661,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_grant_validity_follows_the_event_ttl, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_given_up_is_cancelled_on_the_cluster, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),

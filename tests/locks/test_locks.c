@@ -234,6 +234,48 @@ static void test_reissued_wait_is_granted_with_its_new_ttl(void **state)
 	harness_deinit(&h);
 }
 
+/* CANCEL drops the session's WAIT entry: the lock is never handed to a
+ * session that gave up waiting (correctness issue, item 1: an orphaned
+ * entry was granted and blocked the lock for its TTL). */
+static void test_cancel_drops_the_wait_entry(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_lock_info info;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	uint64_t c = harness_session(&h, 60000);
+	const struct locks_reply *r = harness_acquire(&h, a, 1, "q", WAIT, 5000, 0);
+	uint64_t token_a = r->token;
+	assert_int_equal(harness_acquire(&h, b, 1, "q", WAIT, 1000, 0)->status, HASP_STATUS_QUEUED);
+	assert_int_equal(harness_acquire(&h, c, 1, "q", WAIT, 1000, 0)->status, HASP_STATUS_QUEUED);
+	uint64_t revision = h.sm.revision;
+
+	struct locks_cmd cmd = harness_cmd(LOCKS_OP_CANCEL, b, 2, "q");
+	r = harness_apply(&h, &cmd);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(h.sm.revision, revision + 1);
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"q", 1, &info));
+	assert_int_equal(info.waiter_count, 1);
+	/* Again, or by the holder, or on a lock nobody holds: nothing to drop. */
+	cmd = harness_cmd(LOCKS_OP_CANCEL, b, 3, "q");
+	assert_int_equal(harness_apply(&h, &cmd)->status, HASP_STATUS_NOT_FOUND);
+	cmd = harness_cmd(LOCKS_OP_CANCEL, a, 2, "q");
+	assert_int_equal(harness_apply(&h, &cmd)->status, HASP_STATUS_NOT_FOUND);
+	cmd = harness_cmd(LOCKS_OP_CANCEL, a, 3, "nobody");
+	assert_int_equal(harness_apply(&h, &cmd)->status, HASP_STATUS_NOT_FOUND);
+	assert_int_equal(h.sm.revision, revision + 1);
+
+	/* The release hands the lock to c, not to b who gave up. */
+	r = harness_release(&h, a, 4, "q", token_a);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 1);
+	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0)->session_id, c);
+	harness_deinit(&h);
+}
+
 /* Expiry hands the lock to the oldest waiter: exactly one GRANTED event
  * (no herd), and the rest of the queue moves up. */
 static void test_expiry_hands_lock_to_oldest_waiter(void **state)
@@ -1167,6 +1209,7 @@ int main(void)
 		cmocka_unit_test(test_release_by_token_from_another_session_succeeds),
 		cmocka_unit_test(test_renew_by_token_from_another_session_succeeds),
 		cmocka_unit_test(test_reissued_wait_is_granted_with_its_new_ttl),
+		cmocka_unit_test(test_cancel_drops_the_wait_entry),
 		cmocka_unit_test(test_expiry_hands_lock_to_oldest_waiter),
 		cmocka_unit_test(test_revoke_shared_lease_releases_all_locks),
 		cmocka_unit_test(test_duplicate_request_returns_identical_reply),
