@@ -138,6 +138,7 @@ void lock_table_release(struct locks *sm, uint32_t lk, uint8_t cause)
 	lock_table_grant(sm, lk, s, ls);
 	sm->stats.handoffs++;
 	ev = locks_event_push(sm, HASP_EVENT_LOCK_GRANTED, name, l->name_len);
+	ev->cause = LOCKS_GRANT_HANDOFF;
 	ev->session_id = sm->sessions[s].id;
 	ev->token = l->token;
 	/* As the GRANTED reply: the shared lease the lock lives on, 0 for a
@@ -233,6 +234,15 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 		sm->lock_name_bytes += cmd->name_len;
 		hindex_insert(&sm->lock_index, hash, lk);
 		lock_table_grant(sm, lk, s, ls);
+		/* Watchers see a free lock being taken as well as a hand-off. */
+		struct locks_event *ev = locks_event_push(sm, HASP_EVENT_LOCK_GRANTED, cmd->name,
+							  cmd->name_len);
+		ev->cause = LOCKS_GRANT_DIRECT;
+		ev->session_id = sm->sessions[s].id;
+		ev->token = l->token;
+		ev->lease_id = shared != LOCKS_NONE ? sm->leases[ls].id : 0;
+		ev->ttl_ms = sm->leases[ls].ttl_ms;
+		ev->deadline_ms = sm->leases[ls].deadline_ms;
 		locks_reply_set(sm, HASP_STATUS_GRANTED, LOCKS_REASON_NONE);
 		r->token = l->token;
 		r->id = sm->leases[ls].id;

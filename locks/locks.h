@@ -136,11 +136,17 @@ enum locks_release_cause {
 	LOCKS_CAUSE_SESSION_END = 5,
 };
 
+/* How a lock was granted (the cause of a GRANTED event). */
+enum locks_grant_cause {
+	LOCKS_GRANT_DIRECT = 1,  /* an ACQUIRE of a free lock: the reply tells the acquirer */
+	LOCKS_GRANT_HANDOFF = 2, /* to the head waiter: only this event tells it */
+};
+
 /* One event for the watch layer. The name is copied in, so events stay valid
  * after the state machine moves on. */
 struct locks_event {
 	uint8_t type;         /* enum hasp_event_type */
-	uint8_t cause;        /* enum locks_release_cause (RELEASED), else 0 */
+	uint8_t cause;        /* enum locks_release_cause (RELEASED), locks_grant_cause (GRANTED), else 0 */
 	uint8_t name_len;
 	uint8_t reserved;
 	uint32_t ttl_ms;      /* GRANTED: the TTL of the new grant's lease */

@@ -63,9 +63,10 @@
 struct hasp_client; /* opaque */
 
 struct hasp_event {
-	uint8_t type;      /* enum hasp_event_type */
+	uint8_t type;      /* enum hasp_event_type; RESYNC: events may be lost, re-read */
 	uint64_t revision; /* of the change; the fencing token for lock events */
-	uint64_t seq;      /* the session's event counter (gaps mean lost events) */
+	uint64_t seq;      /* identity: the Raft index of the change ... */
+	uint32_t sub;      /* ... and its ordinal in that command (RESYNC: 0, 0) */
 	char name[HASP_CLIENT_NAME_BUF];
 	size_t value_size; /* KV_PUT only */
 	uint8_t value[HASP_CLIENT_VALUE_MAX];

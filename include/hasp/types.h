@@ -72,6 +72,10 @@ enum hasp_event_type {
 	HASP_EVENT_LOCK_GRANTED = 2,  /* to a waiter, or observed by a watcher */
 	HASP_EVENT_KV_PUT = 3,
 	HASP_EVENT_KV_DELETED = 4,
+	/* Never on the wire: libhasp's notice that events may have been lost
+	 * (a gap in the event chain, e.g. across a leader change, or its own
+	 * buffer overflowed). Re-read what you watch. */
+	HASP_EVENT_RESYNC = 5,
 };
 
 /* The name of a status ("GRANTED"); "?" for unknown values. */

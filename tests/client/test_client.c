@@ -1131,14 +1131,16 @@ static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 	assert_int_equal(ev.seq, 1);
 	/* The rest through the callback, on this thread. */
 	int got = 0;
-	for (int i = 0; i < 20 && got < 2; i++) {
+	for (int i = 0; i < 20 && got < 3; i++) {
 		int n = hasp_client_poll(c, 100);
 		assert_true(n >= 0);
 		got += n;
 	}
-	assert_int_equal(got, 2);
+	assert_int_equal(got, 3);
 	assert_int_equal(sink.types[0], HASP_EVENT_KV_PUT);
-	assert_int_equal(sink.types[1], HASP_EVENT_KV_DELETED);
+	/* 3 and 4 never came: the application is told before event 5. */
+	assert_int_equal(sink.types[1], HASP_EVENT_RESYNC);
+	assert_int_equal(sink.types[2], HASP_EVENT_KV_DELETED);
 	/* The repeated event 5 may still be in the socket: read on. */
 	hasp_client_stats_get(c, &st);
 	for (int i = 0; i < 20 && st.rx_duplicates == 0; i++) {
@@ -1148,6 +1150,63 @@ static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 	assert_int_equal(st.events_gaps, 1);   /* 2 -> 5 */
 	assert_int_equal(st.rx_duplicates, 1); /* 5 twice */
 	assert_int_equal(hasp_client_unwatch(c, "svc/", true), HASP_STATUS_OK);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* Events across a leader change (correctness issue, item 2: per-node
+ * counters made the client drop the new leader's first events as
+ * duplicates, silently). Identities are Raft indexes, the same on every
+ * node; the new leader's first event names no predecessor, so the client
+ * reports a gap (RESYNC) and keeps every new event; a copy of an event it
+ * has is dropped whichever node sends it. */
+static void script_event_failover(struct responder *r, int node, const struct hasp_wire_msg *req,
+				  const struct sockaddr_in *from, void *arg)
+{
+	(void)arg;
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+	if (req->hdr.opcode == HASP_OP_WATCH) {
+		responder_push_event_chain(r, 0, 40, 0, HASP_EVENT_KV_PUT, "svc/a", 40);
+		responder_push_event_chain(r, 0, 41, 40, HASP_EVENT_KV_PUT, "svc/b", 41);
+		/* Node 1 leads now: what it sends first names no predecessor. */
+		responder_push_event_chain(r, 1, 44, 0, HASP_EVENT_KV_PUT, "svc/c", 44);
+		responder_push_event_chain(r, 1, 45, 44, HASP_EVENT_KV_PUT, "svc/d", 45);
+		responder_push_event_chain(r, 1, 41, 0, HASP_EVENT_KV_PUT, "svc/b", 41); /* a copy */
+	}
+}
+
+static void test_events_across_a_leader_change_report_a_gap_not_drop(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_event_failover, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), HASP_STATUS_OK);
+	static const struct {
+		uint8_t type;
+		uint64_t seq;
+	} want[] = { { HASP_EVENT_KV_PUT, 40 }, { HASP_EVENT_KV_PUT, 41 }, { HASP_EVENT_RESYNC, 0 },
+		     { HASP_EVENT_KV_PUT, 44 }, { HASP_EVENT_KV_PUT, 45 } };
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		assert_int_equal(hasp_client_next_event(c, &ev, 2000), 0);
+		assert_int_equal(ev.type, want[i].type);
+		assert_int_equal(ev.seq, want[i].seq);
+	}
+	hasp_client_stats_get(c, &st);
+	for (int i = 0; i < 40 && st.rx_duplicates == 0; i++) {
+		assert_int_equal(hasp_client_next_event(c, &ev, 50), -HASP_ETIMEDOUT);
+		hasp_client_stats_get(c, &st);
+	}
+	assert_int_equal(st.rx_duplicates, 1);
+	assert_int_equal(st.events_gaps, 1);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1662,6 +1721,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_grant_validity_follows_the_event_ttl, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_given_up_is_cancelled_on_the_cluster, responder_teardown),
+		cmocka_unit_test_teardown(test_events_across_a_leader_change_report_a_gap_not_drop,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),

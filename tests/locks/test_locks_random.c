@@ -328,6 +328,8 @@ static struct expect m_acquire(struct model *m, int s, int n, uint8_t mode, uint
 		lk->token = m->revision;
 		assert_true(lk->token > lk->last_token);
 		lk->last_token = lk->token;
+		/* Watchers see a free lock being taken. */
+		m_event(m, HASP_EVENT_LOCK_GRANTED, lock_names[n], ss->id, lk->token);
 		ss->held++;
 		m->leases[l].locks++;
 		m->grants++;
