@@ -12,8 +12,8 @@
  * WAIT mode: ACQUIRE(wait) answers QUEUED and the grant arrives later as a
  * pushed LOCK_GRANTED event. Events can be lost, and resending the same
  * ACQUIRE would only return the cached QUEUED reply, so while queued the
- * client re-reads the lock (LOCK_READ) on a timer and at once after a gap
- * in the event counter; when the holder is our session, the token comes
+ * client re-reads the lock (LOCK_READ) on a timer and at once after a break
+ * in the event chain; when the holder is our session, the token comes
  * from that read.
  */
 #include <string.h>

@@ -2,8 +2,8 @@
  * Pushed events: waiters told of their grant, watchers told of changes.
  *
  * The node remembers, per session, the address of its most recent request
- * and an event counter (PROTOCOL.md: "Events for a session go to the
- * address and port of that session's most recent request"). This is not
+ * and the identity of the last event it sent there (PROTOCOL.md "Event
+ * identity and gaps": each event names that one as its prev). This is not
  * replicated: a new leader learns addresses as requests arrive, and a
  * client that misses an event re-reads (LOCK_READ), which the client
  * library does on a timer while it waits. Only the leader pushes.
@@ -13,12 +13,13 @@
  * events pass a token bucket (watch_rate per second, watch_burst deep); an
  * event that finds no token is held in its watch, and a newer event for the
  * same watch replaces it (coalescing: a burst of releases becomes the last
- * state). Held events go out from node_work() as tokens refill.
+ * state), marked so that the client reports the gap. Held events go out
+ * from node_work() as tokens refill.
  *
  * Watches are a node-local table scanned per event (O(watches)); v1 sizes
  * it with watches_max. A leader change drops them: the client library
- * re-registers its watches when it opens a new session, and a watcher
- * re-reads on a gap in the event counter.
+ * re-registers its watches when it opens a new session or a new leader
+ * answers, and a watcher re-reads on a gap (libhasp's RESYNC event).
  */
 #include "node/notify.h"
 
