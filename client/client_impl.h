@@ -43,6 +43,9 @@ struct pending {
 	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
 };
 
+/* Event identities remembered for duplicate detection. */
+#define CLIENT_EVENTS_RECENT 16u
+
 /* A thread blocked in a WAIT-mode acquire, linked on the caller's stack. */
 struct waiter {
 	struct waiter *next;
@@ -50,6 +53,8 @@ struct waiter {
 	size_t name_size;
 	bool granted;  /* a LOCK_GRANTED event for `name` was ours */
 	uint64_t token;
+	uint64_t lease_id; /* of that grant: its shared lease, 0 for its own TTL */
+	uint32_t ttl_ms;   /* of that grant's lease, from the event */
 	bool recheck;  /* an event may have been lost: LOCK_READ now */
 };
 
@@ -99,7 +104,15 @@ struct hasp_client {
 	struct pending slots[HASP_SESSION_INFLIGHT_MAX];
 	struct pending open_slot;
 
-	uint64_t event_seq_last;
+	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
+	 * the last event received, and the last few for telling a duplicate
+	 * from a gap when events arrive out of order. */
+	uint64_t event_last_index;
+	uint32_t event_last_sub;
+	uint64_t event_recent_index[CLIENT_EVENTS_RECENT];
+	uint32_t event_recent_sub[CLIENT_EVENTS_RECENT];
+	uint32_t event_recent_next;
+	bool event_resync_owed; /* a RESYNC could not be queued yet (buffer full) */
 	struct hasp_event *events; /* ring of HASP_CLIENT_EVENTS_MAX */
 	uint32_t event_head;
 	uint32_t event_count;

@@ -108,12 +108,35 @@ static bool name_matches_watch(const struct hasp_client *c, const char *name, si
 	return false;
 }
 
+/* Queues a RESYNC for the application: events may have been lost, re-read
+ * what you watch. Owed until the buffer has room. */
+static void event_resync_locked(struct hasp_client *c)
+{
+	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
+		c->event_resync_owed = true;
+		return;
+	}
+	struct hasp_event *ev = &c->events[(c->event_head + c->event_count) % HASP_CLIENT_EVENTS_MAX];
+	c->event_count++;
+	ev->type = HASP_EVENT_RESYNC;
+	ev->revision = 0;
+	ev->seq = 0;
+	ev->sub = 0;
+	ev->name[0] = '\0';
+	ev->value_size = 0;
+	c->event_resync_owed = false;
+}
+
 static void event_push_locked(struct hasp_client *c, const struct hasp_wire_msg *m)
 {
 	struct hasp_event *ev;
 
+	if (c->event_resync_owed)
+		event_resync_locked(c);
 	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
+		/* Dropping an event is a gap the application must hear of. */
 		c->stats.events_dropped++;
+		c->event_resync_owed = true;
 		return;
 	}
 	ev = &c->events[(c->event_head + c->event_count) % HASP_CLIENT_EVENTS_MAX];
@@ -121,6 +144,7 @@ static void event_push_locked(struct hasp_client *c, const struct hasp_wire_msg 
 	ev->type = m->body.event.type;
 	ev->revision = m->body.event.revision;
 	ev->seq = m->hdr.seq;
+	ev->sub = m->body.event.sub;
 	HASP_ASSERT(m->body.event.name.size < sizeof(ev->name));
 	memcpy(ev->name, m->body.event.name.data, m->body.event.name.size);
 	ev->name[m->body.event.name.size] = '\0';
@@ -141,18 +165,30 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 		return;
 	}
 	c->stats.events++;
-	if (c->event_seq_last != 0 && m->hdr.seq <= c->event_seq_last) {
-		c->stats.rx_duplicates++;
-		return;
-	}
-	if (c->event_seq_last != 0 && m->hdr.seq > c->event_seq_last + 1) {
-		/* Events are not acknowledged: a gap means one was lost, maybe
-		 * a grant. Every waiter re-reads its lock now. */
+	/* A duplicate: an event we received recently (the network doubled
+	 * it). Its identity is its Raft index and ordinal, the same from any
+	 * node, so this also holds across leader changes. */
+	for (uint32_t i = 0; i < CLIENT_EVENTS_RECENT; i++)
+		if (c->event_recent_index[i] == m->hdr.seq && c->event_recent_sub[i] == e->sub) {
+			c->stats.rx_duplicates++;
+			return;
+		}
+	bool after_gap = e->prev_index == 0 && e->prev_sub == HASP_WIRE_EVENT_PREV_GAP;
+	if (after_gap || e->prev_index != c->event_last_index || e->prev_sub != c->event_last_sub) {
+		/* The node sent something in between that we did not get, or
+		 * another node sends now (a new leader does not know what the
+		 * old one sent): events may be lost, maybe a grant. Tell the
+		 * application (RESYNC), and every waiter re-reads its lock. */
 		c->stats.events_gaps++;
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next)
 			w->recheck = true;
+		event_resync_locked(c);
 	}
-	c->event_seq_last = m->hdr.seq;
+	c->event_last_index = m->hdr.seq;
+	c->event_last_sub = e->sub;
+	c->event_recent_index[c->event_recent_next] = m->hdr.seq;
+	c->event_recent_sub[c->event_recent_next] = e->sub;
+	c->event_recent_next = (c->event_recent_next + 1) % CLIENT_EVENTS_RECENT;
 
 	if (e->type == HASP_EVENT_LOCK_GRANTED) {
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next) {
@@ -167,6 +203,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 			else {
 				w->granted = true;
 				w->token = e->revision;
+				w->lease_id = e->lease_id;
+				w->ttl_ms = e->ttl_ms;
 			}
 			taken = true;
 		}
@@ -488,7 +526,11 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	c->session_ttl_ms = rep.body.session_opened.ttl_ms;
 	c->session_last_ok_send_ns = first_send_ns;
 	c->next_seq = 1; /* PROTOCOL.md: the first request after SESSION_OPEN */
-	c->event_seq_last = 0;
+	/* A new session's chain starts empty (its events name prev (0, 0)). */
+	c->event_last_index = 0;
+	c->event_last_sub = 0;
+	memset(c->event_recent_index, 0, sizeof(c->event_recent_index));
+	memset(c->event_recent_sub, 0, sizeof(c->event_recent_sub));
 	/* Abandoned slots of the old session can never be answered now.
 	 * Waiting ones belong to threads that will notice the new session
 	 * and free them (exchange_locked); slot_take waits for those. */

@@ -12,8 +12,8 @@
  * WAIT mode: ACQUIRE(wait) answers QUEUED and the grant arrives later as a
  * pushed LOCK_GRANTED event. Events can be lost, and resending the same
  * ACQUIRE would only return the cached QUEUED reply, so while queued the
- * client re-reads the lock (LOCK_READ) on a timer and at once after a gap
- * in the event counter; when the holder is our session, the token comes
+ * client re-reads the lock (LOCK_READ) on a timer and at once after a break
+ * in the event chain; when the holder is our session, the token comes
  * from that read.
  */
 #include <string.h>
@@ -73,7 +73,11 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 		uint64_t now = clock_monotonic_ns();
 
 		if (w->granted) {
+			/* The grant's own TTL, from the event: the queue entry
+			 * may be older than this request (a re-issued WAIT). */
 			lock->token = w->token;
+			lock->lease_id = w->lease_id;
+			lock->ttl_ms = w->ttl_ms;
 			pthread_mutex_unlock(&c->mu);
 			lock->valid_until_ns = client_valid_until(c, granted_after_ns, lock->ttl_ms);
 			return HASP_STATUS_GRANTED;
@@ -120,6 +124,38 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 		client_wait_io_locked(c, next_check_ns < wait_deadline_ns ? next_check_ns
 									  : wait_deadline_ns);
 	}
+}
+
+/* The caller gives up a WAIT (its deadline passed): drop our queue entry on
+ * the cluster with CANCEL, so that the lock is never handed to a session
+ * that no longer waits. NOT_FOUND means there is no entry: none was queued,
+ * or it was granted meanwhile; if the lock is now ours, release that grant,
+ * which nobody will use. Best effort within the configured deadline: if
+ * the cluster does not answer, the entry stays until the session ends. */
+static void wait_give_up(struct hasp_client *c, const struct hasp_wire_bytes *name)
+{
+	struct client_call call;
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_CANCEL;
+	call.req.body.cancel.name = *name;
+	int rc = client_call(c, &call);
+	pthread_mutex_lock(&c->mu);
+	c->stats.wait_cancels++;
+	pthread_mutex_unlock(&c->mu);
+	if (rc != HASP_STATUS_NOT_FOUND)
+		return;
+	rc = lock_read_raw(c, name, 0, &call);
+	if (rc != HASP_STATUS_OK || call.reply.body.lock_info.holder_session_id != call.session_id)
+		return;
+	uint64_t token = call.reply.body.lock_info.token;
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_RELEASE;
+	call.req.body.release.name = *name;
+	call.req.body.release.token = token;
+	rc = client_call(c, &call);
+	pthread_mutex_lock(&c->mu);
+	c->stats.wait_grants_released += rc == HASP_STATUS_OK;
+	pthread_mutex_unlock(&c->mu);
 }
 
 int hasp_client_acquire(struct hasp_client *c, const char *name,
@@ -199,6 +235,8 @@ int hasp_client_acquire(struct hasp_client *c, const char *name,
 		pthread_mutex_lock(&c->mu);
 		waiter_unlink_locked(c, &w);
 		pthread_mutex_unlock(&c->mu);
+		if (rc == -HASP_ETIMEDOUT)
+			wait_give_up(c, &n);
 	}
 	if (rc == HASP_STATUS_GRANTED)
 		HASP_ASSERT(lock->token != 0 || lock->valid_until_ns != 0);

@@ -82,6 +82,7 @@ static bool opcode_known(uint8_t opcode)
 	case HASP_OP_RENEW:
 	case HASP_OP_CHECK:
 	case HASP_OP_LOCK_READ:
+	case HASP_OP_CANCEL:
 	case HASP_OP_WATCH:
 	case HASP_OP_UNWATCH:
 	case HASP_OP_EVENT:

@@ -160,9 +160,11 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
 		return 0;
 	}
 	case HASP_OP_LOCK_READ:
+	case HASP_OP_CANCEL:
 	case HASP_OP_KV_GET:
 	case HASP_OP_KV_DELETE: {
 		struct hasp_wire_name_only *b = opcode == HASP_OP_LOCK_READ ? &m->body.lock_read
+					      : opcode == HASP_OP_CANCEL    ? &m->body.cancel
 					      : opcode == HASP_OP_KV_GET    ? &m->body.kv_get
 									    : &m->body.kv_delete;
 		c_size8(c, &b->name);
@@ -237,8 +239,10 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
  * OK to KV_RANGE (3+entries)       0 u16 entry count, 2 u8 flags, 3 entries;
  *                                  entry: 0 u64 revision, 8 u8 k, 9 u16 v,
  *                                  11 key, value
- * EVENT (12+n+v)                   0 u64 revision or token, 8 u8 event type,
- *                                  9 u8 n, 10 u16 v, 12 name, value
+ * EVENT (40+n+v)                   0 u64 revision or token, 8 u8 event type,
+ *                                  9 u8 n, 10 u16 v, 12 u64 lease id,
+ *                                  20 u32 ttl_ms, 24 u32 sub, 28 u32 prev sub,
+ *                                  32 u64 prev index, 40 name, value
  * Every other status: empty body.
  */
 static int codec_reply(struct wire_codec *c, uint8_t opcode, uint16_t status,
@@ -319,6 +323,11 @@ static int codec_reply(struct wire_codec *c, uint8_t opcode, uint16_t status,
 		c_u8(c, &b->type);
 		c_size8(c, &b->name);
 		c_size16(c, &b->value);
+		c_u64(c, &b->lease_id);
+		c_u32(c, &b->ttl_ms);
+		c_u32(c, &b->sub);
+		c_u32(c, &b->prev_sub);
+		c_u64(c, &b->prev_index);
 		c_data(c, &b->name);
 		c_data(c, &b->value);
 		return 0;
@@ -425,6 +434,8 @@ static int request_check(uint8_t opcode, const struct hasp_wire_msg *m)
 		return ttl_ok(m->body.renew.ttl_ms) ? 0 : -HASP_ERANGE;
 	case HASP_OP_LOCK_READ:
 		return wire_body_name_ok(&m->body.lock_read.name) ? 0 : -HASP_ENAME;
+	case HASP_OP_CANCEL:
+		return wire_body_name_ok(&m->body.cancel.name) ? 0 : -HASP_ENAME;
 	case HASP_OP_KV_GET:
 		return wire_body_name_ok(&m->body.kv_get.name) ? 0 : -HASP_ENAME;
 	case HASP_OP_KV_DELETE:
@@ -535,6 +546,14 @@ static int reply_check(uint8_t opcode, uint16_t status, const struct hasp_wire_m
 			return -HASP_ENAME;
 		if ((rc = wire_body_value_check(&b->value)) != 0)
 			return rc;
+		/* Only a grant has a lease: a waiter bounds its validity by it. */
+		/* The chain runs forward: prev is older than the event. */
+		if (b->prev_index > m->hdr.seq ||
+		    (b->prev_index == m->hdr.seq && b->prev_index != 0 && b->prev_sub >= b->sub))
+			return -HASP_EINVAL;
+		if (b->type == HASP_EVENT_LOCK_GRANTED ? b->ttl_ms > HASP_TTL_MS_MAX
+						       : b->lease_id != 0 || b->ttl_ms != 0)
+			return -HASP_EINVAL;
 		return b->type == HASP_EVENT_KV_PUT || b->value.size == 0 ? 0 : -HASP_EINVAL;
 	}
 	default:

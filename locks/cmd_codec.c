@@ -48,6 +48,8 @@ uint32_t locks_cmd_fields(uint8_t op)
 		return client | LOCKS_FIELD_MODE | LOCKS_FIELD_TTL | LOCKS_FIELD_LEASE | LOCKS_FIELD_NAME;
 	case LOCKS_OP_RELEASE:
 		return client | LOCKS_FIELD_TOKEN | LOCKS_FIELD_NAME;
+	case LOCKS_OP_CANCEL:
+		return client | LOCKS_FIELD_NAME;
 	case LOCKS_OP_RENEW:
 		return client | LOCKS_FIELD_TOKEN | LOCKS_FIELD_TTL | LOCKS_FIELD_NAME;
 	case LOCKS_OP_KV_PUT:

@@ -138,9 +138,13 @@ void lock_table_release(struct locks *sm, uint32_t lk, uint8_t cause)
 	lock_table_grant(sm, lk, s, ls);
 	sm->stats.handoffs++;
 	ev = locks_event_push(sm, HASP_EVENT_LOCK_GRANTED, name, l->name_len);
+	ev->cause = LOCKS_GRANT_HANDOFF;
 	ev->session_id = sm->sessions[s].id;
 	ev->token = l->token;
-	ev->lease_id = sm->leases[ls].id;
+	/* As the GRANTED reply: the shared lease the lock lives on, 0 for a
+	 * lock's own TTL. */
+	ev->lease_id = (sm->leases[ls].flags & LEASE_FLAG_PRIVATE) ? 0 : sm->leases[ls].id;
+	ev->ttl_ms = sm->leases[ls].ttl_ms;
 	ev->deadline_ms = sm->leases[ls].deadline_ms;
 }
 
@@ -230,6 +234,15 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 		sm->lock_name_bytes += cmd->name_len;
 		hindex_insert(&sm->lock_index, hash, lk);
 		lock_table_grant(sm, lk, s, ls);
+		/* Watchers see a free lock being taken as well as a hand-off. */
+		struct locks_event *ev = locks_event_push(sm, HASP_EVENT_LOCK_GRANTED, cmd->name,
+							  cmd->name_len);
+		ev->cause = LOCKS_GRANT_DIRECT;
+		ev->session_id = sm->sessions[s].id;
+		ev->token = l->token;
+		ev->lease_id = shared != LOCKS_NONE ? sm->leases[ls].id : 0;
+		ev->ttl_ms = sm->leases[ls].ttl_ms;
+		ev->deadline_ms = sm->leases[ls].deadline_ms;
 		locks_reply_set(sm, HASP_STATUS_GRANTED, LOCKS_REASON_NONE);
 		r->token = l->token;
 		r->id = sm->leases[ls].id;
@@ -249,9 +262,26 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 		return;
 	}
 	uint32_t position;
-	if (waiters_find(sm, lk, s, &position) != LOCKS_NONE) {
+	uint32_t w = waiters_find(sm, lk, s, &position);
+	if (w != LOCKS_NONE) {
+		/* A re-issued WAIT (the client gave up locally and asks again)
+		 * updates its entry's TTL, so that the grant carries the TTL of
+		 * the request the client still waits on. Another lease than the
+		 * entry's is refused: cancel the entry first. */
+		uint32_t wl = sm->waiters[w].lease;
+		bool entry_private = (sm->leases[wl].flags & LEASE_FLAG_PRIVATE) != 0;
+		if (entry_private ? shared != LOCKS_NONE : shared != wl) {
+			locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_QUEUED_OTHER_LEASE);
+			return;
+		}
+		if (entry_private && sm->leases[wl].ttl_ms != cmd->ttl_ms) {
+			HASP_ASSERT(sm->leases[wl].deadline_ms == LOCKS_DEADLINE_NONE); /* armed at grant */
+			locks_bump(sm);
+			sm->leases[wl].ttl_ms = cmd->ttl_ms;
+		}
 		locks_reply_set(sm, HASP_STATUS_QUEUED, LOCKS_REASON_ALREADY_QUEUED);
 		r->position = position;
+		r->id = sm->leases[wl].id;
 		return;
 	}
 	if (!lock_table_room(sm, s, shared, false, 0))
@@ -299,6 +329,25 @@ void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd)
 	locks_bump(sm);
 	sm->res->reply.token = sm->locks[lk].token;
 	lock_table_release(sm, lk, LOCKS_CAUSE_RELEASE);
+	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
+}
+
+void lock_table_cmd_cancel(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
+{
+	if (!lock_table_name_ok(sm, cmd))
+		return;
+	uint32_t lk = lock_table_find(sm, cmd->name, cmd->name_len);
+	uint32_t position;
+	uint32_t w = lk == LOCKS_NONE ? LOCKS_NONE : waiters_find(sm, lk, s, &position);
+	if (w == LOCKS_NONE) {
+		locks_reply_set(sm, HASP_STATUS_NOT_FOUND, LOCKS_REASON_NONE);
+		return;
+	}
+	uint32_t waiting = sm->locks[lk].waiter_count;
+	locks_bump(sm);
+	waiters_drop(sm, w);
+	HASP_ASSERT(sm->locks[lk].waiter_count == waiting - 1);
+	HASP_ASSERT(waiters_find(sm, lk, s, &position) == LOCKS_NONE);
 	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
 }
 

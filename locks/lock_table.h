@@ -53,6 +53,12 @@ void lock_table_release(struct locks *sm, uint32_t lk, uint8_t cause);
 /* Command handlers (the caller's session is live and its seq checked).
  * Release and renew check only the token: any session may present it. */
 void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
+
+/* CANCEL: drops session `s`'s WAIT entry on the named lock (the client gave
+ * up waiting), so that the lock is never handed to a session that no
+ * longer waits. OK, or NOT_FOUND when there is no such entry (none was
+ * queued, or it was granted already: the client then reads the lock). */
+void lock_table_cmd_cancel(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
 void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd);
 void lock_table_cmd_renew(struct locks *sm, const struct locks_cmd *cmd);
 void lock_table_cmd_force_release(struct locks *sm, const struct locks_cmd *cmd);

@@ -314,6 +314,9 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 	case LOCKS_OP_RENEW:
 		lock_table_cmd_renew(sm, cmd);
 		break;
+	case LOCKS_OP_CANCEL:
+		lock_table_cmd_cancel(sm, s, cmd);
+		break;
 	case LOCKS_OP_KV_PUT:
 		kv_cmd_put(sm, cmd);
 		break;

@@ -54,6 +54,7 @@ enum locks_op {
 	LOCKS_OP_ACQUIRE = HASP_OP_ACQUIRE,
 	LOCKS_OP_RELEASE = HASP_OP_RELEASE,
 	LOCKS_OP_RENEW = HASP_OP_RENEW,
+	LOCKS_OP_CANCEL = HASP_OP_CANCEL,
 	LOCKS_OP_KV_PUT = HASP_OP_KV_PUT,
 	LOCKS_OP_KV_DELETE = HASP_OP_KV_DELETE,
 	LOCKS_OP_KV_CAS = HASP_OP_KV_CAS,
@@ -85,6 +86,7 @@ enum locks_reason {
 	LOCKS_REASON_SESSION_LOCKS_FULL = 17, /* locks_per_session_max */
 	LOCKS_REASON_BAD_FIELDS = 18,     /* fields inconsistent with the opcode */
 	LOCKS_REASON_STALE_TERM = 19,     /* command from a term older than one applied */
+	LOCKS_REASON_QUEUED_OTHER_LEASE = 20, /* re-issued WAIT names another lease than its entry */
 };
 
 /* One command. Fields an opcode does not use must be zero (the codec
@@ -134,18 +136,24 @@ enum locks_release_cause {
 	LOCKS_CAUSE_SESSION_END = 5,
 };
 
+/* How a lock was granted (the cause of a GRANTED event). */
+enum locks_grant_cause {
+	LOCKS_GRANT_DIRECT = 1,  /* an ACQUIRE of a free lock: the reply tells the acquirer */
+	LOCKS_GRANT_HANDOFF = 2, /* to the head waiter: only this event tells it */
+};
+
 /* One event for the watch layer. The name is copied in, so events stay valid
  * after the state machine moves on. */
 struct locks_event {
 	uint8_t type;         /* enum hasp_event_type */
-	uint8_t cause;        /* enum locks_release_cause (RELEASED), else 0 */
+	uint8_t cause;        /* enum locks_release_cause (RELEASED), locks_grant_cause (GRANTED), else 0 */
 	uint8_t name_len;
 	uint8_t reserved;
-	uint32_t reserved2;
+	uint32_t ttl_ms;      /* GRANTED: the TTL of the new grant's lease */
 	uint64_t session_id;  /* RELEASED: session that acquired it (may have ended);
 			       * GRANTED: new holder */
 	uint64_t token;       /* RELEASED: the ended grant's token; GRANTED: the new one */
-	uint64_t lease_id;    /* GRANTED: lease of the new grant */
+	uint64_t lease_id;    /* GRANTED: the shared lease of the new grant, 0 for its own TTL */
 	uint64_t revision;    /* revision of the command (KV: the key's mod revision) */
 	uint64_t deadline_ms; /* GRANTED: lease deadline in log time */
 	uint8_t name[HASP_NAME_SIZE_MAX];

@@ -550,6 +550,10 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 		c->name_len = (uint16_t)m->body.release.name.size;
 		c->token = m->body.release.token;
 		break;
+	case HASP_OP_CANCEL:
+		c->name = m->body.cancel.name.data;
+		c->name_len = (uint16_t)m->body.cancel.name.size;
+		break;
 	case HASP_OP_RENEW:
 		c->name = m->body.renew.name.data;
 		c->name_len = (uint16_t)m->body.renew.name.size;

@@ -47,13 +47,16 @@ static struct node_config haspd_cfg;
 static struct dp_lcore *haspd_lcore; /* the lcore in whose handler or hook we are */
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t dump_requested;
+static volatile sig_atomic_t dp_running; /* dp_init done: dp_stop may be called */
 
 static void on_stop(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
-	/* Ends dp_run() (waking an idle lcore); main() then drains. */
-	dp_stop(&haspd_dp);
+	/* Ends dp_run() (waking an idle lcore); main() then drains. Before the
+	 * dataplane exists, main() sees stop_requested instead. */
+	if (dp_running)
+		dp_stop(&haspd_dp);
 }
 
 static void on_usr1(int sig)
@@ -154,6 +157,12 @@ static bool work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, vo
 int main(int argc, char **argv)
 {
 	char err[1024];
+	/* Handlers first: a SIGUSR1 (stats) or SIGTERM during start-up must
+	 * not kill the process with the default action. A stats request is
+	 * served once the node runs; a stop request ends the start-up. */
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	signal(SIGUSR1, on_usr1);
 	int rc = node_config_load(&haspd_cfg, argc, argv, err, sizeof(err));
 
 	if (rc == 1) {
@@ -198,6 +207,8 @@ int main(int argc, char **argv)
 	};
 	memcpy(dcfg.mac.bytes, haspd_cfg.mac, 6);
 	rc = dp_init(&haspd_dp, &dcfg);
+	if (rc == 0)
+		dp_running = 1;
 	if (rc != 0) {
 		fprintf(stderr, "haspd: dataplane init failed (eal/port): %s\n", hasp_strerror(rc));
 		node_admin_deinit(&haspd_admin);
@@ -230,11 +241,12 @@ int main(int argc, char **argv)
 		node_deinit(&haspd_node);
 		return EXIT_CONFIG;
 	}
-	signal(SIGINT, on_stop);
-	signal(SIGTERM, on_stop);
-	signal(SIGUSR1, on_usr1);
-	fprintf(stderr, "haspd: ready node=%u cluster=%llu client_port=%u peer_port=%u data_dir=%s admin=%s\n",
-		haspd_cfg.node_id, (unsigned long long)haspd_cfg.cluster_id, self->client_port,
+	/* A stop requested during start-up, before dp_running was set, has
+	 * no dp_stop() to end dp_run(): do it now. */
+	if (stop_requested)
+		dp_stop(&haspd_dp);
+	fprintf(stderr, "haspd: ready node=%u pid=%d cluster=%llu client_port=%u peer_port=%u data_dir=%s admin=%s\n",
+		haspd_cfg.node_id, (int)getpid(), (unsigned long long)haspd_cfg.cluster_id, self->client_port,
 		self->peer_port, haspd_cfg.data_dir, admin_path);
 
 	int run_rc = dp_run(&haspd_dp);

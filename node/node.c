@@ -251,7 +251,7 @@ static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t c
 		locks_apply(&n->sm, e[i].index, &cmd, &res);
 		n->stats.applied_commands++;
 		dispatch_applied(n, e[i].index, &cmd, &res);
-		notify_events(n, res.events, res.event_count);
+		notify_events(n, e[i].index, res.events, res.event_count);
 		if ((cmd.op == LOCKS_OP_SESSION_CLOSE || cmd.op == LOCKS_OP_SESSION_EXPIRE) &&
 		    res.reply.status == HASP_STATUS_OK && res.reply.reason != LOCKS_REASON_NOT_DUE)
 			notify_session_end(n, cmd.session_id);

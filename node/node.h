@@ -68,6 +68,7 @@ struct node_stats {
 	uint64_t peer_tx_errors;       /* encode failures (must stay 0) */
 	uint64_t events_pushed;        /* EVENT datagrams sent (grants and watches) */
 	uint64_t events_no_address;    /* no known address for the session */
+	uint64_t events_deduplicated;  /* the same event again for one session (waiter and watcher) */
 	uint64_t watch_rate_limited;   /* watch events held back by the token bucket */
 	uint64_t watch_coalesced;      /* held-back events replaced by a newer one */
 	uint64_t watch_full;           /* WATCH refused: table full (FULL) */
@@ -122,10 +123,12 @@ struct node_read {
 };
 
 /* What the node remembers of a session (not replicated): where to push its
- * events and its event counter. Open addressing on the session id. */
+ * events and the identity of the last event it sent there (the next one
+ * names it as prev). Open addressing on the session id. */
 struct node_session {
 	uint64_t id; /* 0: free */
-	uint64_t event_seq;
+	uint64_t last_event_index;
+	uint32_t last_event_sub;
 	uint32_t ip;
 	uint16_t port;
 };
@@ -139,6 +142,9 @@ struct node_watch {
 	uint8_t held_type;
 	uint8_t held_name_len;
 	uint64_t held_revision;
+	uint64_t held_index; /* the held event's identity */
+	uint32_t held_sub;
+	bool held_gap;       /* the held event replaced another: the watcher missed one */
 	uint8_t name[HASP_NAME_SIZE_MAX];
 	uint8_t held_name[HASP_NAME_SIZE_MAX];
 };

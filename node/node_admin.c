@@ -225,8 +225,12 @@ static bool cmd_leader_transfer(struct control_request *req, void *arg)
 	uint64_t id;
 	if (!require_leader(na, req))
 		return true;
-	if (req->argc != 1 || !control_arg_u64(req, 0, "id", &id) || id == 0 || id > UINT32_MAX)
+	if (req->argc != 1 || !control_arg_u64(req, 0, "id", &id) || id == 0 || id > UINT32_MAX) {
+		if (req->error == 0)
+			control_request_fail(req, -HASP_EINVAL, "usage: %s <id> (a voter's node id, 1..%u)",
+					     req->name, UINT32_MAX);
 		return true;
+	}
 	if (id == n->cfg.node_id) {
 		json_object_begin(&req->out);
 		json_kv_u64(&req->out, "leader_id", id);
@@ -315,7 +319,12 @@ static void list_page(struct control_request *req, struct node_admin *na, const 
 static bool list_next_lock(struct node_admin *na, uint32_t *cursor, struct json_writer *w,
 			   const char *prefix)
 {
-	size_t plen = prefix != NULL ? strlen(prefix) : 0;
+	/* No prefix lists every lock. NULL must not reach memcmp even with a
+	 * zero length: its nonnull attribute lets the optimizer drop the NULL
+	 * test above it (the -O3 build crashed on `locks.list` without one). */
+	if (prefix == NULL)
+		prefix = "";
+	size_t plen = strlen(prefix);
 	const uint8_t *name;
 	uint32_t name_len;
 	struct locks_lock_info li;

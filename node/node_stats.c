@@ -35,6 +35,7 @@
 	X(peer_tx_errors) \
 	X(events_pushed) \
 	X(events_no_address) \
+	X(events_deduplicated) \
 	X(watch_rate_limited) \
 	X(watch_coalesced) \
 	X(watch_full) \

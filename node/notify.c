@@ -2,8 +2,8 @@
  * Pushed events: waiters told of their grant, watchers told of changes.
  *
  * The node remembers, per session, the address of its most recent request
- * and an event counter (PROTOCOL.md: "Events for a session go to the
- * address and port of that session's most recent request"). This is not
+ * and the identity of the last event it sent there (PROTOCOL.md "Event
+ * identity and gaps": each event names that one as its prev). This is not
  * replicated: a new leader learns addresses as requests arrive, and a
  * client that misses an event re-reads (LOCK_READ), which the client
  * library does on a timer while it waits. Only the leader pushes.
@@ -13,12 +13,13 @@
  * events pass a token bucket (watch_rate per second, watch_burst deep); an
  * event that finds no token is held in its watch, and a newer event for the
  * same watch replaces it (coalescing: a burst of releases becomes the last
- * state). Held events go out from node_work() as tokens refill.
+ * state), marked so that the client reports the gap. Held events go out
+ * from node_work() as tokens refill.
  *
  * Watches are a node-local table scanned per event (O(watches)); v1 sizes
  * it with watches_max. A leader change drops them: the client library
- * re-registers its watches when it opens a new session, and a watcher
- * re-reads on a gap in the event counter.
+ * re-registers its watches when it opens a new session or a new leader
+ * answers, and a watcher re-reads on a gap (libhasp's RESYNC event).
  */
 #include "node/notify.h"
 
@@ -89,7 +90,8 @@ void notify_session_seen(struct node *n, uint64_t id, uint32_t ip, uint16_t port
 		}
 		s = &n->sessions[i];
 		s->id = id;
-		s->event_seq = 0;
+		s->last_event_index = 0;
+		s->last_event_sub = 0;
 	}
 	s->ip = ip;
 	s->port = port;
@@ -121,23 +123,51 @@ void notify_session_end(struct node *n, uint64_t id)
 		}
 }
 
-static void push_event(struct node *n, uint64_t session_id, uint8_t type, uint64_t revision,
-		       const uint8_t *name, uint8_t name_len)
+/* The identity and content of one event to push. */
+struct push {
+	uint64_t index; /* Raft index of the command that caused it */
+	uint32_t sub;   /* its ordinal among that command's events */
+	bool after_gap; /* events for this session were dropped before it */
+	uint8_t type;
+	uint8_t name_len;
+	uint64_t revision;
+	const uint8_t *name;
+	uint64_t lease_id; /* a waiter's LOCK_GRANTED: its lease and TTL */
+	uint32_t ttl_ms;
+};
+
+/* Sends one EVENT to the session's address, chained to the last event sent
+ * there (docs/PROTOCOL.md "Event identity"). The same event is sent to a
+ * session once even when several of its waits and watches match it. */
+static void push_event(struct node *n, uint64_t session_id, const struct push *e)
 {
 	struct node_session *s = session_find(n, session_id);
 	if (s == NULL) {
 		n->stats.events_no_address++;
 		return;
 	}
+	if (s->last_event_index == e->index && s->last_event_sub == e->sub) {
+		n->stats.events_deduplicated++;
+		return;
+	}
+	uint8_t type = e->type;
+	uint64_t revision = e->revision;
+	const uint8_t *name = e->name;
+	uint8_t name_len = e->name_len;
 	struct hasp_wire_msg msg;
 	memset(&msg, 0, sizeof(msg));
 	msg.hdr.opcode = HASP_OP_EVENT;
 	msg.hdr.flags = HASP_WIRE_F_REPLY;
 	msg.hdr.status = HASP_STATUS_OK;
 	msg.hdr.session_id = session_id;
-	msg.hdr.seq = ++s->event_seq;
+	msg.hdr.seq = e->index;
+	msg.body.event.sub = e->sub;
+	msg.body.event.prev_index = e->after_gap ? 0 : s->last_event_index;
+	msg.body.event.prev_sub = e->after_gap ? HASP_WIRE_EVENT_PREV_GAP : s->last_event_sub;
 	msg.body.event.type = type;
 	msg.body.event.revision = revision;
+	msg.body.event.lease_id = e->lease_id;
+	msg.body.event.ttl_ms = e->ttl_ms;
 	msg.body.event.name = (struct hasp_wire_bytes){ name, name_len };
 	struct locks_kv_info kv;
 	if (type == HASP_EVENT_KV_PUT && locks_kv_get(&n->sm, name, name_len, &kv) &&
@@ -148,6 +178,8 @@ static void push_event(struct node *n, uint64_t session_id, uint8_t type, uint64
 	if (size <= 0)
 		return;
 	node_send(n, s->ip, s->port, n->self->client_port, buf, (size_t)size);
+	s->last_event_index = e->index;
+	s->last_event_sub = e->sub;
 	n->stats.events_pushed++;
 }
 
@@ -167,41 +199,59 @@ static void refill(struct node *n)
 		n->watch_tokens = n->cfg.watch_burst;
 }
 
-static void watch_event(struct node *n, struct node_watch *w, uint8_t type, uint64_t revision,
-			const uint8_t *name, uint8_t len)
+static void watch_event(struct node *n, struct node_watch *w, const struct push *e)
 {
 	if (!w->held && n->watch_tokens >= 1.0) {
 		n->watch_tokens -= 1.0;
-		push_event(n, w->session_id, type, revision, name, len);
+		push_event(n, w->session_id, e);
 		return;
 	}
 	n->stats.watch_rate_limited++;
-	if (w->held)
+	if (w->held) {
+		/* One slot per watch: the newer event replaces the held one,
+		 * and the watcher is told it missed something (a RESYNC in
+		 * libhasp) rather than losing it silently. */
 		n->stats.watch_coalesced++;
+		w->held_gap = true;
+	}
 	w->held = true;
-	w->held_type = type;
-	w->held_revision = revision;
-	w->held_name_len = len;
-	memcpy(w->held_name, name, len);
+	w->held_type = e->type;
+	w->held_revision = e->revision;
+	w->held_index = e->index;
+	w->held_sub = e->sub;
+	w->held_name_len = e->name_len;
+	memcpy(w->held_name, e->name, e->name_len);
 }
 
-void notify_events(struct node *n, const struct locks_event *ev, uint32_t count)
+void notify_events(struct node *n, uint64_t index, const struct locks_event *ev, uint32_t count)
 {
+	HASP_ASSERT(index != 0);
 	if (!node_is_leader(n) || count == 0)
 		return;
 	refill(n);
 	for (uint32_t i = 0; i < count; i++) {
-		uint64_t rev = ev[i].type == HASP_EVENT_LOCK_GRANTED || ev[i].type == HASP_EVENT_LOCK_RELEASED
-				       ? ev[i].token : ev[i].revision;
-		/* The waiter learns of its grant at once (not rate-limited). */
-		if (ev[i].type == HASP_EVENT_LOCK_GRANTED)
-			push_event(n, ev[i].session_id, ev[i].type, rev, ev[i].name, ev[i].name_len);
+		struct push e = {
+			.index = index, .sub = i, .type = ev[i].type, .name_len = ev[i].name_len,
+			.name = ev[i].name,
+			.revision = ev[i].type == HASP_EVENT_LOCK_GRANTED ||
+						    ev[i].type == HASP_EVENT_LOCK_RELEASED
+					    ? ev[i].token : ev[i].revision,
+		};
+		/* A waiter learns of its grant at once (not rate-limited),
+		 * with the grant's lease and TTL; a direct acquirer has its
+		 * reply. */
+		if (ev[i].type == HASP_EVENT_LOCK_GRANTED && ev[i].cause == LOCKS_GRANT_HANDOFF) {
+			struct push g = e;
+			g.lease_id = ev[i].lease_id;
+			g.ttl_ms = ev[i].ttl_ms;
+			push_event(n, ev[i].session_id, &g);
+		}
 		if (n->watch_count == 0)
 			continue;
 		for (uint32_t w = 0; w < n->cfg.watches_max; w++)
 			if (n->watches[w].session_id != 0 &&
 			    watch_matches(&n->watches[w], ev[i].name, ev[i].name_len))
-				watch_event(n, &n->watches[w], ev[i].type, rev, ev[i].name, ev[i].name_len);
+				watch_event(n, &n->watches[w], &e);
 	}
 }
 
@@ -260,8 +310,11 @@ bool notify_flush(struct node *n, uint64_t *deadline_ns)
 		}
 		n->watch_tokens -= 1.0;
 		w->held = false;
-		push_event(n, w->session_id, w->held_type, w->held_revision, w->held_name,
-			   w->held_name_len);
+		struct push e = { .index = w->held_index, .sub = w->held_sub, .type = w->held_type,
+				  .name_len = w->held_name_len, .revision = w->held_revision,
+				  .name = w->held_name, .after_gap = w->held_gap };
+		w->held_gap = false;
+		push_event(n, w->session_id, &e);
 		did = true;
 	}
 	if (held) {

@@ -17,7 +17,10 @@ void notify_deinit(struct node *n);
 void notify_session_seen(struct node *n, uint64_t session_id, uint32_t ip, uint16_t port);
 void notify_session_end(struct node *n, uint64_t session_id);
 /* Events of one applied command (the leader pushes; followers only track). */
-void notify_events(struct node *n, const struct locks_event *events, uint32_t count);
+/* Pushes the events of the command applied at Raft index `index` (leader
+ * only): a waiter's grant at once, watchers' events through the rate
+ * limit. Each event's identity is (index, its position in `events`). */
+void notify_events(struct node *n, uint64_t index, const struct locks_event *events, uint32_t count);
 /* WATCH / UNWATCH: a status. */
 enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
 			      bool add);

@@ -63,9 +63,10 @@
 struct hasp_client; /* opaque */
 
 struct hasp_event {
-	uint8_t type;      /* enum hasp_event_type */
+	uint8_t type;      /* enum hasp_event_type; RESYNC: events may be lost, re-read */
 	uint64_t revision; /* of the change; the fencing token for lock events */
-	uint64_t seq;      /* the session's event counter (gaps mean lost events) */
+	uint64_t seq;      /* identity: the Raft index of the change ... */
+	uint32_t sub;      /* ... and its ordinal in that command (RESYNC: 0, 0) */
 	char name[HASP_CLIENT_NAME_BUF];
 	size_t value_size; /* KV_PUT only */
 	uint8_t value[HASP_CLIENT_VALUE_MAX];
@@ -171,8 +172,10 @@ struct hasp_client_stats {
 	uint64_t session_opens;     /* sessions opened (1 + reopens) */
 	uint64_t events;            /* events received */
 	uint64_t events_dropped;    /* event buffer full */
-	uint64_t events_gaps;       /* jumps in the event counter (lost events) */
+	uint64_t events_gaps;       /* breaks in the event chain (lost events): RESYNCs */
 	uint64_t wait_rechecks;     /* LOCK_READs sent while queued */
+	uint64_t wait_cancels;      /* CANCELs sent for WAITs given up */
+	uint64_t wait_grants_released; /* grants that came as a WAIT was given up, released */
 };
 
 /* Fills `cfg` with the defaults above and no cluster. */
@@ -206,8 +209,9 @@ void hasp_client_stats_get(struct hasp_client *client, struct hasp_client_stats 
 /* Returns GRANTED (lock filled), BUSY (TRY mode; lock->token is the holder's
  * token), or another status; in WAIT mode the call returns GRANTED when the
  * grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ) or
- * -HASP_ETIMEDOUT after wait_timeout_ms (the request may stay queued on the
- * cluster; see docs/CLIENT.md). */
+ * -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
+ * cluster (CANCEL; a grant that arrived meanwhile is released) before the
+ * call returns, within one more deadline (docs/CLIENT.md). */
 int hasp_client_acquire(struct hasp_client *client, const char *name,
 			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
 	__attribute__((warn_unused_result));

@@ -24,6 +24,7 @@ enum hasp_op {
 	HASP_OP_RENEW = 18,
 	HASP_OP_CHECK = 19,
 	HASP_OP_LOCK_READ = 20,
+	HASP_OP_CANCEL = 21, /* drop this session's WAIT entry on a lock */
 
 	HASP_OP_WATCH = 24,
 	HASP_OP_UNWATCH = 25,
@@ -71,6 +72,10 @@ enum hasp_event_type {
 	HASP_EVENT_LOCK_GRANTED = 2,  /* to a waiter, or observed by a watcher */
 	HASP_EVENT_KV_PUT = 3,
 	HASP_EVENT_KV_DELETED = 4,
+	/* Never on the wire: libhasp's notice that events may have been lost
+	 * (a gap in the event chain, e.g. across a leader change, or its own
+	 * buffer overflowed). Re-read what you watch. */
+	HASP_EVENT_RESYNC = 5,
 };
 
 /* The name of a status ("GRANTED"); "?" for unknown values. */

@@ -16,7 +16,7 @@
  *   5      1    opcode (enum hasp_op)
  *   6      2    flags (HASP_WIRE_F_*; unknown bits refused)
  *   8      8    session id (0 in SESSION_OPEN requests)
- *   16     8    sequence number (echoed in the reply; event counter in EVENT)
+ *   16     8    sequence number (echoed in the reply; in EVENT the Raft index)
  *   24     2    body size (must equal the datagram size - 44)
  *   26     2    status (enum hasp_status; 0 in requests)
  *   28     16   authentication tag (reserved: all zero in v1)
@@ -63,6 +63,10 @@
 #define HASP_WIRE_HEADER_SIZE 44u
 
 /* Header flags. */
+/* An EVENT whose prev is (0, HASP_WIRE_EVENT_PREV_GAP) follows events the
+ * node dropped for this session (the watch rate limit coalesced them): the
+ * client reports a gap. No real event has index 0. */
+#define HASP_WIRE_EVENT_PREV_GAP 1u
 #define HASP_WIRE_F_REPLY 0x0001u /* sent by a server: a reply or an EVENT */
 #define HASP_WIRE_F_KNOWN HASP_WIRE_F_REPLY
 
@@ -231,6 +235,15 @@ struct hasp_wire_event { /* opcode EVENT, REPLY flag, status OK */
 	struct hasp_wire_bytes name;
 	struct hasp_wire_bytes value; /* KV_PUT events only; else empty */
 	uint64_t revision;            /* the fencing token for lock events */
+	uint64_t lease_id;            /* LOCK_GRANTED: the grant's lease; else 0 */
+	uint32_t ttl_ms;              /* LOCK_GRANTED: that lease's TTL; else 0 */
+	/* The event's identity is (header seq = the Raft index of the command
+	 * that caused it, sub = its ordinal among that command's events); prev
+	 * names the event this node sent to the session before it ((0, 0):
+	 * none). A client that did not receive prev last missed something. */
+	uint32_t sub;
+	uint32_t prev_sub;
+	uint64_t prev_index; /* (0, HASP_WIRE_EVENT_PREV_GAP): events were dropped before this one */
 	uint8_t type;                 /* enum hasp_event_type */
 };
 
@@ -255,6 +268,7 @@ struct hasp_wire_msg {
 		struct hasp_wire_renew renew;
 		struct hasp_wire_name_token check;
 		struct hasp_wire_name_only lock_read;
+		struct hasp_wire_name_only cancel;
 		struct hasp_wire_watch watch;
 		struct hasp_wire_watch unwatch;
 		struct hasp_wire_kv_put kv_put;

@@ -267,6 +267,7 @@ void responder_push_event_seq(struct responder *r, int node, uint64_t seq, uint8
 	ev.hdr.flags = HASP_WIRE_F_REPLY;
 	ev.hdr.status = HASP_STATUS_OK;
 	ev.hdr.seq = seq;
+	ev.body.event.prev_index = seq - 1; /* as if every index before was sent */
 	ev.body.event.type = type;
 	ev.body.event.name.data = (const uint8_t *)name;
 	ev.body.event.name.size = strlen(name);
@@ -286,6 +287,7 @@ void responder_push_event(struct responder *r, int node, uint8_t type, const cha
 	ev.hdr.session_id = r->last_session_id;
 	ev.hdr.seq = ++r->event_seq;
 	pthread_mutex_unlock(&r->mu);
+	ev.body.event.prev_index = ev.hdr.seq - 1;
 	ev.hdr.opcode = HASP_OP_EVENT;
 	ev.hdr.flags = HASP_WIRE_F_REPLY;
 	ev.hdr.status = HASP_STATUS_OK;
@@ -294,6 +296,53 @@ void responder_push_event(struct responder *r, int node, uint8_t type, const cha
 	ev.body.event.name.size = strlen(name);
 	ev.body.event.value.data = value;
 	ev.body.event.value.size = value_size;
+	ev.body.event.revision = revision;
+	responder_send(r, node, &to, &ev);
+}
+
+void responder_push_grant(struct responder *r, int node, const char *name, uint64_t token,
+			  uint32_t ttl_ms)
+{
+	struct hasp_wire_msg ev;
+	struct sockaddr_in to;
+
+	memset(&ev, 0, sizeof(ev));
+	pthread_mutex_lock(&r->mu);
+	to = r->client;
+	ev.hdr.session_id = r->last_session_id;
+	ev.hdr.seq = ++r->event_seq;
+	pthread_mutex_unlock(&r->mu);
+	ev.body.event.prev_index = ev.hdr.seq - 1;
+	ev.hdr.opcode = HASP_OP_EVENT;
+	ev.hdr.flags = HASP_WIRE_F_REPLY;
+	ev.hdr.status = HASP_STATUS_OK;
+	ev.body.event.type = HASP_EVENT_LOCK_GRANTED;
+	ev.body.event.name.data = (const uint8_t *)name;
+	ev.body.event.name.size = strlen(name);
+	ev.body.event.revision = token;
+	ev.body.event.ttl_ms = ttl_ms;
+	responder_send(r, node, &to, &ev);
+}
+
+void responder_push_event_chain(struct responder *r, int node, uint64_t index, uint64_t prev_index,
+				uint8_t type, const char *name, uint64_t revision)
+{
+	struct hasp_wire_msg ev;
+	struct sockaddr_in to;
+
+	memset(&ev, 0, sizeof(ev));
+	pthread_mutex_lock(&r->mu);
+	to = r->client;
+	ev.hdr.session_id = r->last_session_id;
+	pthread_mutex_unlock(&r->mu);
+	ev.hdr.opcode = HASP_OP_EVENT;
+	ev.hdr.flags = HASP_WIRE_F_REPLY;
+	ev.hdr.status = HASP_STATUS_OK;
+	ev.hdr.seq = index;
+	ev.body.event.prev_index = prev_index;
+	ev.body.event.type = type;
+	ev.body.event.name.data = (const uint8_t *)name;
+	ev.body.event.name.size = strlen(name);
 	ev.body.event.revision = revision;
 	responder_send(r, node, &to, &ev);
 }

@@ -110,6 +110,14 @@ bool responder_answer_session(struct responder *r, int node, const struct hasp_w
 void responder_push_event(struct responder *r, int node, uint8_t type, const char *name,
 			  uint64_t revision, const void *value, size_t value_size);
 /* Pushes an event with an explicit event counter (to make gaps). */
+/* Pushes a waiter's LOCK_GRANTED for `name` with the grant's token and TTL
+ * (next event seq), as a node hands a lock to the head of its queue. */
+void responder_push_grant(struct responder *r, int node, const char *name, uint64_t token,
+			  uint32_t ttl_ms);
+/* Pushes an event with identity (index, 0) chained to (prev_index, 0), from
+ * node `node`: a new leader names prev 0, the old one its last event. */
+void responder_push_event_chain(struct responder *r, int node, uint64_t index, uint64_t prev_index,
+				uint8_t type, const char *name, uint64_t revision);
 void responder_push_event_seq(struct responder *r, int node, uint64_t seq, uint8_t type,
 			      const char *name, uint64_t revision);
 

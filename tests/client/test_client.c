@@ -364,6 +364,9 @@ struct wait_script {
 	int reads_until_ours; /* LOCK_READ answers "another holder" this often */
 	bool gap_events;      /* push events 1 and 3 right after QUEUED */
 	bool reads_silent;    /* LOCK_READ goes unanswered */
+	uint32_t grant_ttl_ms; /* the TTL the planned LOCK_GRANTED carries */
+	bool granted_at_cancel; /* CANCEL finds the entry granted: NOT_FOUND, then reads say ours */
+	bool cancelled;
 };
 
 static void script_wait(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -378,8 +381,7 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 		responder_unlock(r);
 		if (grant_at_ns != 0 && !s->event_sent && clock_monotonic_ns() >= grant_at_ns) {
 			s->event_sent = true;
-			responder_push_event(r, node < 0 ? 0 : node, HASP_EVENT_LOCK_GRANTED, "job",
-					     77, NULL, 0);
+			responder_push_grant(r, node < 0 ? 0 : node, "job", 77, s->grant_ttl_ms);
 		}
 		return;
 	}
@@ -395,11 +397,16 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 			responder_push_event_seq(r, node, 3, HASP_EVENT_KV_PUT, "other", 6);
 		}
 		return;
+	case HASP_OP_CANCEL:
+		s->cancelled = true;
+		reply_status(r, node, req, from,
+			     s->granted_at_cancel ? HASP_STATUS_NOT_FOUND : HASP_STATUS_OK);
+		return;
 	case HASP_OP_LOCK_READ:
 		if (s->reads_silent)
 			return;
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
-		if (++s->lock_reads <= s->reads_until_ours) {
+		if (++s->lock_reads <= s->reads_until_ours && !(s->granted_at_cancel && s->cancelled)) {
 			rep.body.lock_info.holder_session_id = 999;
 			rep.body.lock_info.token = 5;
 			rep.body.lock_info.ttl_remaining_ms = 100;
@@ -418,7 +425,7 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 
 static void test_wait_mode_completes_via_pushed_event(void **state)
 {
-	static struct wait_script s = { 0 };
+	static struct wait_script s = { .grant_ttl_ms = 5000 };
 	static struct responder r;
 	struct hasp_client_config cfg;
 	struct hasp_client_stats st;
@@ -453,6 +460,69 @@ static void test_wait_mode_completes_via_pushed_event(void **state)
 	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
 	hasp_client_close(c);
 	responder_stop(&r);
+}
+
+/* The grant's TTL is the event's, not the request's: a re-issued WAIT may
+ * be granted on an older queue entry (correctness issue, item 1: libhasp
+ * counted 6 s of validity for a 1 s lease). */
+static void test_wait_grant_validity_follows_the_event_ttl(void **state)
+{
+	static struct wait_script s = { .grant_ttl_ms = 1000 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 10000; /* the event, not a re-read, grants */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	uint64_t t0 = clock_monotonic_ns();
+	responder_lock(&r);
+	s.grant_at_ns = t0 + 50 * MS;
+	responder_unlock(&r);
+	struct hasp_acquire_opts opts = { .ttl_ms = 6000, .wait = true, .wait_timeout_ms = 3000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
+	assert_int_equal(lock.ttl_ms, 1000);
+	assert_true(lock.valid_until_ns <= t0 + 1000 * MS);
+	assert_true(lock.valid_until_ns >= t0 + 900 * MS);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* A WAIT given up is cancelled on the cluster, so that no orphaned queue
+ * entry is granted later to a session that no longer waits (correctness
+ * issue, item 1); an entry granted just before the CANCEL is released. */
+static void test_wait_given_up_is_cancelled_on_the_cluster(void **state)
+{
+	static struct wait_script s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	for (int granted = 0; granted < 2; granted++) {
+		memset(&s, 0, sizeof(s));
+		s.reads_until_ours = 1000; /* another session holds the lock throughout */
+		s.granted_at_cancel = granted;
+		assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
+		test_config(&cfg, NULL);
+		cfg.wait_recheck_ms = 50;
+		struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+		struct hasp_acquire_opts opts = { .ttl_ms = 1000, .wait = true, .wait_timeout_ms = 200 };
+		assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
+		assert_int_equal(responder_count(&r, HASP_OP_CANCEL, -1), 1);
+		assert_int_equal(responder_count(&r, HASP_OP_RELEASE, -1), granted);
+		hasp_client_stats_get(c, &st);
+		assert_int_equal(st.wait_cancels, 1);
+		assert_int_equal(st.wait_grants_released, (uint64_t)granted);
+		hasp_client_close(c);
+		responder_stop(&r);
+	}
 }
 
 static void test_wait_mode_falls_back_to_lock_read_when_event_lost(void **state)
@@ -1061,14 +1131,16 @@ static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 	assert_int_equal(ev.seq, 1);
 	/* The rest through the callback, on this thread. */
 	int got = 0;
-	for (int i = 0; i < 20 && got < 2; i++) {
+	for (int i = 0; i < 20 && got < 3; i++) {
 		int n = hasp_client_poll(c, 100);
 		assert_true(n >= 0);
 		got += n;
 	}
-	assert_int_equal(got, 2);
+	assert_int_equal(got, 3);
 	assert_int_equal(sink.types[0], HASP_EVENT_KV_PUT);
-	assert_int_equal(sink.types[1], HASP_EVENT_KV_DELETED);
+	/* 3 and 4 never came: the application is told before event 5. */
+	assert_int_equal(sink.types[1], HASP_EVENT_RESYNC);
+	assert_int_equal(sink.types[2], HASP_EVENT_KV_DELETED);
 	/* The repeated event 5 may still be in the socket: read on. */
 	hasp_client_stats_get(c, &st);
 	for (int i = 0; i < 20 && st.rx_duplicates == 0; i++) {
@@ -1078,6 +1150,63 @@ static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 	assert_int_equal(st.events_gaps, 1);   /* 2 -> 5 */
 	assert_int_equal(st.rx_duplicates, 1); /* 5 twice */
 	assert_int_equal(hasp_client_unwatch(c, "svc/", true), HASP_STATUS_OK);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* Events across a leader change (correctness issue, item 2: per-node
+ * counters made the client drop the new leader's first events as
+ * duplicates, silently). Identities are Raft indexes, the same on every
+ * node; the new leader's first event names no predecessor, so the client
+ * reports a gap (RESYNC) and keeps every new event; a copy of an event it
+ * has is dropped whichever node sends it. */
+static void script_event_failover(struct responder *r, int node, const struct hasp_wire_msg *req,
+				  const struct sockaddr_in *from, void *arg)
+{
+	(void)arg;
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+	if (req->hdr.opcode == HASP_OP_WATCH) {
+		responder_push_event_chain(r, 0, 40, 0, HASP_EVENT_KV_PUT, "svc/a", 40);
+		responder_push_event_chain(r, 0, 41, 40, HASP_EVENT_KV_PUT, "svc/b", 41);
+		/* Node 1 leads now: what it sends first names no predecessor. */
+		responder_push_event_chain(r, 1, 44, 0, HASP_EVENT_KV_PUT, "svc/c", 44);
+		responder_push_event_chain(r, 1, 45, 44, HASP_EVENT_KV_PUT, "svc/d", 45);
+		responder_push_event_chain(r, 1, 41, 0, HASP_EVENT_KV_PUT, "svc/b", 41); /* a copy */
+	}
+}
+
+static void test_events_across_a_leader_change_report_a_gap_not_drop(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_event_failover, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), HASP_STATUS_OK);
+	static const struct {
+		uint8_t type;
+		uint64_t seq;
+	} want[] = { { HASP_EVENT_KV_PUT, 40 }, { HASP_EVENT_KV_PUT, 41 }, { HASP_EVENT_RESYNC, 0 },
+		     { HASP_EVENT_KV_PUT, 44 }, { HASP_EVENT_KV_PUT, 45 } };
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		assert_int_equal(hasp_client_next_event(c, &ev, 2000), 0);
+		assert_int_equal(ev.type, want[i].type);
+		assert_int_equal(ev.seq, want[i].seq);
+	}
+	hasp_client_stats_get(c, &st);
+	for (int i = 0; i < 40 && st.rx_duplicates == 0; i++) {
+		assert_int_equal(hasp_client_next_event(c, &ev, 50), -HASP_ETIMEDOUT);
+		hasp_client_stats_get(c, &st);
+	}
+	assert_int_equal(st.rx_duplicates, 1);
+	assert_int_equal(st.events_gaps, 1);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1590,6 +1719,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_unknown_leader_moves_to_next_node, responder_teardown),
 		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_grant_validity_follows_the_event_ttl, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_given_up_is_cancelled_on_the_cluster, responder_teardown),
+		cmocka_unit_test_teardown(test_events_across_a_leader_change_report_a_gap_not_drop,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_falls_back_to_lock_read_when_event_lost, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_rereads_at_once_after_event_gap, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),

@@ -236,6 +236,13 @@ static struct hasp_client *client_open(const char *cluster, uint32_t wait_rechec
 		fprintf(stderr, "fault_client: cannot open a client for %s\n", cluster);
 		return NULL;
 	}
+	/* As a service runs it: the keepalive thread keeps the session (and
+	 * with it the watches, re-registered on a new leader) alive. */
+	if (hasp_client_keepalive_start(c) != 0) {
+		fprintf(stderr, "fault_client: cannot start the keepalive thread\n");
+		hasp_client_close(c);
+		return NULL;
+	}
 	return c;
 }
 
@@ -334,6 +341,12 @@ static int run_watcher(struct hasp_client *c, uint64_t seconds, char **locks, in
 		}
 		if (rc != 0)
 			continue;
+		if (ev.type == HASP_EVENT_RESYNC) {
+			fprintf(history, "{\"t\":%" PRIu64 ",\"proc\":\"%s\",\"f\":\"event\",\"kind\":\"resync\","
+				"\"id\":\"resync-%" PRIu64 "\"}\n", clock_monotonic_ns(), proc_name, gaps);
+			fflush(history);
+			continue;
+		}
 		const char *kind = ev.type == HASP_EVENT_LOCK_GRANTED ? "granted" :
 				   ev.type == HASP_EVENT_LOCK_RELEASED ? "released" :
 				   ev.type == HASP_EVENT_KV_PUT ? "put" : "delete";

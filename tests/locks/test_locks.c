@@ -192,6 +192,119 @@ static void test_renew_by_token_from_another_session_succeeds(void **state)
 	harness_deinit(&h);
 }
 
+/* A WAIT re-issued by the same session (the client gave up locally and asks
+ * again with another TTL) updates its queue entry: the grant it later gets
+ * carries the TTL of the request the client still waits on, in the event
+ * and in the lease (correctness issue, item 1: it carried the first TTL
+ * while the client counted with the second). Another lease is refused. */
+static void test_reissued_wait_is_granted_with_its_new_ttl(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	const struct locks_reply *r = harness_acquire(&h, a, 1, "q", WAIT, 5000, 0);
+	assert_int_equal(r->status, HASP_STATUS_GRANTED);
+	uint64_t token_a = r->token;
+	r = harness_acquire(&h, b, 1, "q", WAIT, 1000, 0);
+	assert_int_equal(r->status, HASP_STATUS_QUEUED);
+	uint64_t entry_lease = r->id;
+	r = harness_acquire(&h, b, 2, "q", WAIT, 6000, 0);
+	assert_int_equal(r->status, HASP_STATUS_QUEUED);
+	assert_int_equal(r->reason, LOCKS_REASON_ALREADY_QUEUED);
+	assert_int_equal(r->position, 1);
+	assert_int_equal(r->id, entry_lease);
+	/* On another lease: refused, and the entry is unchanged. */
+	r = harness_lease_op(&h, LOCKS_OP_LEASE_GRANT, b, 3, 0, 30000);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	r = harness_acquire(&h, b, 4, "q", WAIT, 0, r->id);
+	assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
+	assert_int_equal(r->reason, LOCKS_REASON_QUEUED_OTHER_LEASE);
+
+	r = harness_release(&h, a, 2, "q", token_a);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 1);
+	const struct locks_event *g = harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0);
+	assert_int_equal(g->session_id, b);
+	assert_int_equal(g->lease_id, 0); /* its own TTL, not a shared lease */
+	assert_int_equal(g->ttl_ms, 6000);
+	assert_int_equal(g->deadline_ms, h.sm.log_time_ms + 6000);
+	harness_deinit(&h);
+}
+
+/* Taking a free lock is an event too, so watchers see every grant
+ * (correctness issue, item 3: only hand-offs were). Its cause tells the node
+ * not to push it to the acquirer, who has its reply. */
+static void test_grant_of_a_free_lock_is_an_event(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	const struct locks_reply *r = harness_acquire(&h, a, 1, "free", TRY, 700, 0);
+	assert_int_equal(r->status, HASP_STATUS_GRANTED);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 1);
+	const struct locks_event *g = harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0);
+	assert_int_equal(g->cause, LOCKS_GRANT_DIRECT);
+	assert_int_equal(g->session_id, a);
+	assert_int_equal(g->token, r->token);
+	assert_int_equal(g->ttl_ms, 700);
+	uint64_t token = r->token;
+	assert_int_equal(harness_acquire(&h, b, 1, "free", WAIT, 900, 0)->status, HASP_STATUS_QUEUED);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 0);
+	assert_int_equal(harness_release(&h, a, 2, "free", token)->status, HASP_STATUS_OK);
+	g = harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0);
+	assert_int_equal(g->cause, LOCKS_GRANT_HANDOFF);
+	assert_int_equal(g->session_id, b);
+	harness_deinit(&h);
+}
+
+/* CANCEL drops the session's WAIT entry: the lock is never handed to a
+ * session that gave up waiting (correctness issue, item 1: an orphaned
+ * entry was granted and blocked the lock for its TTL). */
+static void test_cancel_drops_the_wait_entry(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_lock_info info;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t b = harness_session(&h, 60000);
+	uint64_t c = harness_session(&h, 60000);
+	const struct locks_reply *r = harness_acquire(&h, a, 1, "q", WAIT, 5000, 0);
+	uint64_t token_a = r->token;
+	assert_int_equal(harness_acquire(&h, b, 1, "q", WAIT, 1000, 0)->status, HASP_STATUS_QUEUED);
+	assert_int_equal(harness_acquire(&h, c, 1, "q", WAIT, 1000, 0)->status, HASP_STATUS_QUEUED);
+	uint64_t revision = h.sm.revision;
+
+	struct locks_cmd cmd = harness_cmd(LOCKS_OP_CANCEL, b, 2, "q");
+	r = harness_apply(&h, &cmd);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(h.sm.revision, revision + 1);
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"q", 1, &info));
+	assert_int_equal(info.waiter_count, 1);
+	/* Again, or by the holder, or on a lock nobody holds: nothing to drop. */
+	cmd = harness_cmd(LOCKS_OP_CANCEL, b, 3, "q");
+	assert_int_equal(harness_apply(&h, &cmd)->status, HASP_STATUS_NOT_FOUND);
+	cmd = harness_cmd(LOCKS_OP_CANCEL, a, 2, "q");
+	assert_int_equal(harness_apply(&h, &cmd)->status, HASP_STATUS_NOT_FOUND);
+	cmd = harness_cmd(LOCKS_OP_CANCEL, a, 3, "nobody");
+	assert_int_equal(harness_apply(&h, &cmd)->status, HASP_STATUS_NOT_FOUND);
+	assert_int_equal(h.sm.revision, revision + 1);
+
+	/* The release hands the lock to c, not to b who gave up. */
+	r = harness_release(&h, a, 4, "q", token_a);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_int_equal(harness_event_count(&h, HASP_EVENT_LOCK_GRANTED), 1);
+	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0)->session_id, c);
+	harness_deinit(&h);
+}
+
 /* Expiry hands the lock to the oldest waiter: exactly one GRANTED event
  * (no herd), and the rest of the queue moves up. */
 static void test_expiry_hands_lock_to_oldest_waiter(void **state)
@@ -1124,6 +1237,9 @@ int main(void)
 		cmocka_unit_test(test_wrong_token_is_not_holder_from_any_session),
 		cmocka_unit_test(test_release_by_token_from_another_session_succeeds),
 		cmocka_unit_test(test_renew_by_token_from_another_session_succeeds),
+		cmocka_unit_test(test_reissued_wait_is_granted_with_its_new_ttl),
+		cmocka_unit_test(test_cancel_drops_the_wait_entry),
+		cmocka_unit_test(test_grant_of_a_free_lock_is_an_event),
 		cmocka_unit_test(test_expiry_hands_lock_to_oldest_waiter),
 		cmocka_unit_test(test_revoke_shared_lease_releases_all_locks),
 		cmocka_unit_test(test_duplicate_request_returns_identical_reply),

@@ -328,6 +328,8 @@ static struct expect m_acquire(struct model *m, int s, int n, uint8_t mode, uint
 		lk->token = m->revision;
 		assert_true(lk->token > lk->last_token);
 		lk->last_token = lk->token;
+		/* Watchers see a free lock being taken. */
+		m_event(m, HASP_EVENT_LOCK_GRANTED, lock_names[n], ss->id, lk->token);
 		ss->held++;
 		m->leases[l].locks++;
 		m->grants++;
@@ -339,7 +341,16 @@ static struct expect m_acquire(struct model *m, int s, int n, uint8_t mode, uint
 		return (struct expect){ HASP_STATUS_BUSY, 0 };
 	for (int k = 0; k < lk->qlen; k++)
 		if (lk->q[k].sess == s) {
+			/* A re-issued WAIT updates its entry's own TTL; another
+			 * lease than the entry's is refused. */
+			struct m_lease *el = &m->leases[lk->q[k].lease];
+			if (el->priv ? !private_ttl : lk->q[k].lease != shared)
+				return (struct expect){ HASP_STATUS_BAD_REQUEST, LOCKS_REASON_QUEUED_OTHER_LEASE };
 			assert_int_equal(r->position, k + 1);
+			if (el->priv && el->ttl != ttl) {
+				m_bump(m);
+				el->ttl = ttl;
+			}
 			return (struct expect){ HASP_STATUS_QUEUED, LOCKS_REASON_ALREADY_QUEUED };
 		}
 	if (ss->held + ss->waiting >= (int)c->locks_per_session_max)

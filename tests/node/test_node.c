@@ -462,15 +462,17 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 	assert_int_equal(reply.hdr.status, HASP_STATUS_SESSION_EXPIRED);
 
 	const char *keys[] = { "w/1", "w/2", "w/3", "w/4", "w/5", "other" };
+	uint64_t put_index[6];
 	for (uint64_t i = 0; i < 6; i++) {
 		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = i + 1 } };
 		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)keys[i], strlen(keys[i]) },
 							     .value = { (const uint8_t *)"v", 1 } };
 		assert_true(sim_call(s, l, &put, &reply, keep));
 		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+		put_index[i] = n->applied; /* applied before the reply went out */
 	}
-	/* Two sent at once, the third held, the fourth and fifth replace it;
-	 * "other" does not match the prefix. */
+	/* Two sent at once, the third held, the fourth and fifth replace it
+	 * (and mark the gap); "other" does not match the prefix. */
 	assert_int_equal(n->stats.events_pushed, 2);
 	assert_int_equal(n->stats.watch_rate_limited, 3);
 	assert_int_equal(n->stats.watch_coalesced, 2);
@@ -487,7 +489,13 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 			assert_int_equal(reply.body.event.type, HASP_EVENT_KV_PUT);
 			assert_int_equal(reply.body.event.name.size, 3);
 			assert_memory_equal(reply.body.event.name.data, "w/5", 3);
-			assert_int_equal(reply.hdr.seq, 3); /* the session's event counter */
+			/* Its identity is the Raft index of the put of w/5; the
+			 * events it replaced are reported as a gap, not lost
+			 * silently (they were other keys). */
+			assert_int_equal(reply.hdr.seq, put_index[4]);
+			assert_int_equal(reply.body.event.sub, 0);
+			assert_int_equal(reply.body.event.prev_index, 0);
+			assert_int_equal(reply.body.event.prev_sub, HASP_WIRE_EVENT_PREV_GAP);
 			seen = true;
 		}
 	}

@@ -301,6 +301,14 @@ static void test_node_admin_force_release_makes_the_token_stale(void **state)
 	assert_int_equal(r->t[json_get(r->line, r->t, r->res, "locks")].size, 1);
 	r = admin(s, f, "locks.list prefix=zz");
 	assert_int_equal(r->t[json_get(r->line, r->t, r->res, "locks")].size, 0);
+	/* Without a prefix, on a follower and on the leader, while a lock is
+	 * held: every lock (this once crashed the node: a NULL prefix reached
+	 * memcmp). */
+	for (int n = 0; n < 2; n++) {
+		r = admin(s, n == 0 ? f : l, "locks.list");
+		expect_ok(r);
+		assert_int_equal(r->t[json_get(r->line, r->t, r->res, "locks")].size, 1);
+	}
 	r = admin(s, f, "sessions.list");
 	expect_ok(r);
 	assert_true(r->t[json_get(r->line, r->t, r->res, "sessions")].size >= 1);
@@ -366,6 +374,16 @@ static void test_node_admin_transfer_moves_leadership(void **state)
 	int l = sim_wait_leader(s);
 	int t = (l + 2) % NODES;
 	char line[64];
+	/* Bad arguments are refused with a reason (they once answered ok with
+	 * an invalid result): no id, two ids, id 0, past 32 bits. */
+	static const char *const bad[] = { "leader.transfer", "leader.transfer 1 2", "leader.transfer 0",
+					   "leader.transfer 4294967296" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct reply *b = admin(s, l, bad[i]);
+		expect_error(b, "EINVAL");
+		assert_non_null(strstr(b->line, "usage: leader.transfer <id>"));
+	}
+	assert_int_equal(s->nodes[l].role, RAFT_LEADER);
 	snprintf(line, sizeof(line), "leader.transfer %u", s->nodes[t].cfg.node_id);
 	struct reply *r = admin(s, l, line);
 	expect_ok(r);

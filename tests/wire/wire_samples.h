@@ -86,6 +86,8 @@ static inline size_t wire_samples(struct wire_sample *s)
 	x->msg.body.check.token = 5;
 	x = wire_sample_add(s, &n, "req_lock_read", HASP_OP_LOCK_READ, 0, 0);
 	x->msg.body.lock_read.name = wire_str("jobs/leader");
+	x = wire_sample_add(s, &n, "req_cancel", HASP_OP_CANCEL, 0, 0);
+	x->msg.body.cancel.name = wire_str("jobs/leader");
 	x = wire_sample_add(s, &n, "req_watch_prefix", HASP_OP_WATCH, 0, 0);
 	x->msg.body.watch.name = wire_str("svc/");
 	x->msg.body.watch.flags = HASP_WIRE_WATCH_PREFIX;
@@ -191,6 +193,8 @@ static inline size_t wire_samples(struct wire_sample *s)
 	x->msg.body.event.type = HASP_EVENT_LOCK_GRANTED;
 	x->msg.body.event.name = wire_str("q");
 	x->msg.body.event.revision = 1002;
+	x->msg.body.event.lease_id = 0;
+	x->msg.body.event.ttl_ms = 6000; /* a waiter's own TTL */
 	x = wire_sample_add(s, &n, "evt_kv_put", HASP_OP_EVENT, R, HASP_STATUS_OK);
 	x->msg.body.event.type = HASP_EVENT_KV_PUT;
 	x->msg.body.event.name = wire_str("cfg/x");
