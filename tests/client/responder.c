@@ -250,8 +250,11 @@ bool responder_answer_session(struct responder *r, int node, const struct hasp_w
 	}
 }
 
-void responder_push_event_seq(struct responder *r, int node, uint64_t seq, uint8_t type,
-			      const char *name, uint64_t revision)
+/* Sends one EVENT to the client of the last session. index 0: the next of
+ * the responder's own counter. prev_index UINT64_MAX: index - 1, as if every
+ * index before was sent (an unbroken chain). */
+static void push(struct responder *r, int node, uint64_t index, uint64_t prev_index,
+		 const struct hasp_wire_event *body)
 {
 	struct hasp_wire_msg ev;
 	struct sockaddr_in to;
@@ -260,89 +263,55 @@ void responder_push_event_seq(struct responder *r, int node, uint64_t seq, uint8
 	pthread_mutex_lock(&r->mu);
 	to = r->client;
 	ev.hdr.session_id = r->last_session_id;
-	if (seq > r->event_seq)
-		r->event_seq = seq;
-	pthread_mutex_unlock(&r->mu);
-	ev.hdr.opcode = HASP_OP_EVENT;
-	ev.hdr.flags = HASP_WIRE_F_REPLY;
-	ev.hdr.status = HASP_STATUS_OK;
-	ev.hdr.seq = seq;
-	ev.body.event.prev_index = seq - 1; /* as if every index before was sent */
-	ev.body.event.type = type;
-	ev.body.event.name.data = (const uint8_t *)name;
-	ev.body.event.name.size = strlen(name);
-	ev.body.event.revision = revision;
-	responder_send(r, node, &to, &ev);
-}
-
-void responder_push_event(struct responder *r, int node, uint8_t type, const char *name,
-			  uint64_t revision, const void *value, size_t value_size)
-{
-	struct hasp_wire_msg ev;
-	struct sockaddr_in to;
-
-	memset(&ev, 0, sizeof(ev));
-	pthread_mutex_lock(&r->mu);
-	to = r->client;
-	ev.hdr.session_id = r->last_session_id;
-	ev.hdr.seq = ++r->event_seq;
-	pthread_mutex_unlock(&r->mu);
-	ev.body.event.prev_index = ev.hdr.seq - 1;
-	ev.hdr.opcode = HASP_OP_EVENT;
-	ev.hdr.flags = HASP_WIRE_F_REPLY;
-	ev.hdr.status = HASP_STATUS_OK;
-	ev.body.event.type = type;
-	ev.body.event.name.data = (const uint8_t *)name;
-	ev.body.event.name.size = strlen(name);
-	ev.body.event.value.data = value;
-	ev.body.event.value.size = value_size;
-	ev.body.event.revision = revision;
-	responder_send(r, node, &to, &ev);
-}
-
-void responder_push_grant(struct responder *r, int node, const char *name, uint64_t token,
-			  uint32_t ttl_ms)
-{
-	struct hasp_wire_msg ev;
-	struct sockaddr_in to;
-
-	memset(&ev, 0, sizeof(ev));
-	pthread_mutex_lock(&r->mu);
-	to = r->client;
-	ev.hdr.session_id = r->last_session_id;
-	ev.hdr.seq = ++r->event_seq;
-	pthread_mutex_unlock(&r->mu);
-	ev.body.event.prev_index = ev.hdr.seq - 1;
-	ev.hdr.opcode = HASP_OP_EVENT;
-	ev.hdr.flags = HASP_WIRE_F_REPLY;
-	ev.hdr.status = HASP_STATUS_OK;
-	ev.body.event.type = HASP_EVENT_LOCK_GRANTED;
-	ev.body.event.name.data = (const uint8_t *)name;
-	ev.body.event.name.size = strlen(name);
-	ev.body.event.revision = token;
-	ev.body.event.ttl_ms = ttl_ms;
-	responder_send(r, node, &to, &ev);
-}
-
-void responder_push_event_chain(struct responder *r, int node, uint64_t index, uint64_t prev_index,
-				uint8_t type, const char *name, uint64_t revision)
-{
-	struct hasp_wire_msg ev;
-	struct sockaddr_in to;
-
-	memset(&ev, 0, sizeof(ev));
-	pthread_mutex_lock(&r->mu);
-	to = r->client;
-	ev.hdr.session_id = r->last_session_id;
+	if (index == 0)
+		index = ++r->event_seq;
+	else if (index > r->event_seq)
+		r->event_seq = index;
 	pthread_mutex_unlock(&r->mu);
 	ev.hdr.opcode = HASP_OP_EVENT;
 	ev.hdr.flags = HASP_WIRE_F_REPLY;
 	ev.hdr.status = HASP_STATUS_OK;
 	ev.hdr.seq = index;
-	ev.body.event.prev_index = prev_index;
-	ev.body.event.type = type;
-	ev.body.event.name.data = (const uint8_t *)name;
-	ev.body.event.name.size = strlen(name);
-	ev.body.event.revision = revision;
+	ev.body.event = *body;
+	ev.body.event.prev_index = prev_index == UINT64_MAX ? index - 1 : prev_index;
 	responder_send(r, node, &to, &ev);
+}
+
+static struct hasp_wire_event event_body(uint8_t type, const char *name, uint64_t revision)
+{
+	return (struct hasp_wire_event){
+		.type = type,
+		.name = { (const uint8_t *)name, strlen(name) },
+		.revision = revision,
+	};
+}
+
+void responder_push_event_seq(struct responder *r, int node, uint64_t seq, uint8_t type,
+			      const char *name, uint64_t revision)
+{
+	struct hasp_wire_event b = event_body(type, name, revision);
+	push(r, node, seq, UINT64_MAX, &b);
+}
+
+void responder_push_event(struct responder *r, int node, uint8_t type, const char *name,
+			  uint64_t revision, const void *value, size_t value_size)
+{
+	struct hasp_wire_event b = event_body(type, name, revision);
+	b.value = (struct hasp_wire_bytes){ value, value_size };
+	push(r, node, 0, UINT64_MAX, &b);
+}
+
+void responder_push_grant(struct responder *r, int node, const char *name, uint64_t token,
+			  uint32_t ttl_ms)
+{
+	struct hasp_wire_event b = event_body(HASP_EVENT_LOCK_GRANTED, name, token);
+	b.ttl_ms = ttl_ms;
+	push(r, node, 0, UINT64_MAX, &b);
+}
+
+void responder_push_event_chain(struct responder *r, int node, uint64_t index, uint64_t prev_index,
+				uint8_t type, const char *name, uint64_t revision)
+{
+	struct hasp_wire_event b = event_body(type, name, revision);
+	push(r, node, index, prev_index, &b);
 }

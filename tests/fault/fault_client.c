@@ -34,6 +34,9 @@
  *       writes the line); then writes again WITHOUT re-checking, marked
  *       late. The resource must refuse it.
  *
+ * Loops also end early when the file named by $FAULT_STOP_FILE exists (the
+ * runner's way to end a run when its nemeses are done).
+ *
  * Exit: 0 when the run completed (whatever the cluster answered: judging
  * is the checker's job), 1 on a local failure (bad arguments, no history
  * file, no resource). Every loop is bounded by <seconds>.
@@ -59,6 +62,13 @@
 
 static FILE *history;
 static const char *proc_name;
+static const char *stop_file;
+
+/* True while the run goes on: before `end` and no stop file. */
+static bool running(uint64_t end)
+{
+	return clock_monotonic_ns() < end && (stop_file == NULL || access(stop_file, F_OK) != 0);
+}
 
 /* Appends one record: {"t":..,"proc":..,"f":..,"type":.., <fields>}. */
 static void record(const char *f, const char *type, const char *fmt, ...)
@@ -262,7 +272,7 @@ static int run_worker(struct hasp_client *c, uint64_t seed, uint64_t seconds, ch
 	struct prng rng;
 	prng_seed(&rng, seed);
 	uint64_t end = clock_monotonic_ns() + seconds * 1000000000ull;
-	for (uint64_t n = 0; clock_monotonic_ns() < end; n++) {
+	for (uint64_t n = 0; running(end); n++) {
 		const char *lock = locks[prng_below(&rng, (uint64_t)lock_count)];
 		uint32_t choice = (uint32_t)prng_below(&rng, 10);
 		if (choice == 0) {
@@ -307,7 +317,7 @@ static int run_cycler(struct hasp_client *c, uint64_t seed, uint64_t seconds, co
 	struct prng rng;
 	prng_seed(&rng, seed);
 	uint64_t end = clock_monotonic_ns() + seconds * 1000000000ull;
-	while (clock_monotonic_ns() < end) {
+	while (running(end)) {
 		struct hasp_lock l;
 		if (do_acquire(c, lock, 2000, true, 3000, &l) != HASP_STATUS_GRANTED)
 			continue;
@@ -331,7 +341,7 @@ static int run_watcher(struct hasp_client *c, uint64_t seconds, char **locks, in
 	hasp_client_stats_get(c, &st);
 	uint64_t gaps = st.events_gaps;
 	static struct hasp_event ev;
-	while (clock_monotonic_ns() < end) {
+	while (running(end)) {
 		int rc = hasp_client_next_event(c, &ev, 200);
 		hasp_client_stats_get(c, &st);
 		if (st.events_gaps != gaps) {
@@ -467,6 +477,7 @@ int main(int argc, char **argv)
 	bool rewait = strcmp(role, "rewait") == 0 && argc == 10;
 	if (!worker && !cycler && !watcher && !reader && !pause && !hold && !rewait)
 		return usage();
+	stop_file = getenv("FAULT_STOP_FILE");
 	history = fopen(path, "a");
 	if (history == NULL) {
 		perror(path);
