@@ -52,6 +52,7 @@ void node_config_default(struct node_config *cfg)
 	cfg->snapshot_trailing = 512;
 	cfg->snapshots_kept = 2;
 	cfg->watches_max = 1024;
+	cfg->watches_per_session_max = 64;
 	cfg->watch_rate = 100000;
 	cfg->watch_burst = 1000;
 	cfg->segment_size = 64ull << 20;
@@ -198,6 +199,7 @@ static const struct u32_key u32_keys[] = {
 	U32_KEY("snapshots_kept", snapshots_kept, 1, SNAPSHOT_KEEP_MAX),
 	U32_KEY("wal_writes_inflight", wal_writes_inflight, 1, 64),
 	U32_KEY("watches_max", watches_max, 1, 1u << 20),
+	U32_KEY("watches_per_session_max", watches_per_session_max, 1, 1u << 20),
 	U32_KEY("watch_rate", watch_rate, 1, 100000000),
 	U32_KEY("watch_burst", watch_burst, 1, 1000000),
 	U32_KEY("idle_spin", idle_spin, 0, 1000000),
@@ -427,7 +429,8 @@ static const char usage_text[] =
 	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
-	"  snapshots_kept, segment_size, wal_writes_inflight, wal_sync, watches_max, watch_rate, watch_burst,\n"
+	"  snapshots_kept, segment_size, wal_writes_inflight, wal_sync, watches_max,\n"
+	"  watches_per_session_max, watch_rate, watch_burst,\n"
 	"  locks_max, leases_max, sessions_max, waiters_max, kv_entries_max,\n"
 	"  kv_bytes_max, lock_name_bytes_max, locks_per_lease_max,\n"
 	"  keys_per_lease_max, locks_per_session_max, session_window.\n"

@@ -84,6 +84,7 @@ struct node_config {
 
 	/* Watches and pushed events. */
 	uint32_t watches_max;
+	uint32_t watches_per_session_max; /* one session cannot take the whole table */
 	uint32_t watch_rate;  /* events per second (token bucket refill) */
 	uint32_t watch_burst; /* bucket size */
 

@@ -260,6 +260,7 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 {
 	bool prefix = (w->flags & HASP_WIRE_WATCH_PREFIX) != 0;
 	struct node_watch *free_slot = NULL;
+	uint32_t session_watches = 0;
 
 	if (session_id == 0)
 		return HASP_STATUS_SESSION_EXPIRED;
@@ -270,6 +271,7 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 				free_slot = x;
 			continue;
 		}
+		session_watches += x->session_id == session_id;
 		if (x->session_id == session_id && x->prefix == prefix && x->name_len == w->name.size &&
 		    memcmp(x->name, w->name.data, w->name.size) == 0) {
 			if (!add) {
@@ -281,7 +283,9 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 	}
 	if (!add)
 		return HASP_STATUS_NOT_FOUND;
-	if (free_slot == NULL) {
+	/* Bounded per session too, so that one client cannot take every
+	 * watch of the node. */
+	if (free_slot == NULL || session_watches >= n->cfg.watches_per_session_max) {
 		n->stats.watch_full++;
 		return HASP_STATUS_FULL;
 	}

@@ -437,6 +437,36 @@ static void test_node_bad_datagrams_are_counted_not_applied(void **state)
 	sim_destroy(s);
 }
 
+/* One session cannot take every watch of the node (correctness issue,
+ * item 3): past watches_per_session_max it gets FULL, others still watch. */
+static void test_node_watches_are_bounded_per_session(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(16));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	n->cfg.watches_per_session_max = 3;
+	uint64_t greedy = sim_open(s, l, 51), other = sim_open(s, l, 52);
+	char name[16];
+	for (uint64_t i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "g/%u", (unsigned)i);
+		struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = greedy,
+						      .seq = i + 1 } };
+		req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)name, strlen(name) } };
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, i < 3 ? HASP_STATUS_OK : HASP_STATUS_FULL);
+	}
+	assert_int_equal(n->stats.watch_full, 2);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = other, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"g/0", 3 } };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	sim_destroy(s);
+}
+
 static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 {
 	(void)state;
@@ -643,6 +673,7 @@ int main(void)
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
+		cmocka_unit_test(test_node_watches_are_bounded_per_session),
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
