@@ -112,4 +112,11 @@ for i in 1 2 3; do "$cluster" start "$i"; done
 "$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
 "$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
 check_no_lcore_alloc "after the restart"
+# The holder renewed every lock throughout: a renew refused (NOT_HOLDER)
+# means a lock was lost, even if a later verify could not see it.
+if grep -q "^FAIL" "$HASP_CLUSTER_DIR/hold.out"; then
+	cat "$HASP_CLUSTER_DIR/hold.out"
+	echo "FAIL: the holder lost a lock"
+	exit 1
+fi
 echo "itest: PASS (cluster)"
