@@ -106,11 +106,12 @@ void node_metrics_sync(struct node_metrics *nm, const struct control_node_state 
 	metric_set(nm->waiters, (int64_t)st->waiters);
 	metric_set(nm->watchers, (int64_t)st->watchers);
 	metric_set(nm->sessions, (int64_t)st->sessions);
-	/* A change is a new non-zero leader; losing the leader (0) is not,
-	 * has_leader shows that. */
+	/* A change is a new non-zero leader, the first one this process sees
+	 * included (as etcd's leader_changes_seen counts it), so a restarted
+	 * node that finds a leader counts it; losing the leader (0) is not a
+	 * change, has_leader shows that. */
 	if (leader_id != 0 && leader_id != nm->last_leader) {
-		if (nm->last_leader != 0)
-			metric_inc(nm->leader_changes);
+		metric_inc(nm->leader_changes);
 		nm->last_leader = leader_id;
 	}
 }
