@@ -25,6 +25,7 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "node/dispatch.h"
 #include "node/notify.h"
@@ -218,12 +219,17 @@ static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t coun
 		const struct node_member *m = node_config_member(&n->cfg, msgs[i].to);
 		if (m == NULL)
 			continue;
-		int size = msg_codec_encode(&msgs[i], n->tx, sizeof(n->tx));
+		int size = msg_codec_encode(&msgs[i], n->tx, sizeof(n->tx) - PEER_AUTH_TRAILER_SIZE);
 		if (size <= 0) {
 			n->stats.peer_tx_errors++;
 			continue;
 		}
-		node_send(n, m->ip, m->peer_port, n->self->peer_port, n->tx, (size_t)size);
+		size_t sealed = (size_t)size;
+		if (n->cfg.peer_auth)
+			sealed = peer_auth_seal(&n->cfg.peer_key, &n->peer_auth_tx, n->tx, (size_t)size,
+						sizeof(n->tx));
+		HASP_ASSERT(sealed >= (size_t)size);
+		node_send(n, m->ip, m->peer_port, n->self->peer_port, n->tx, sealed);
 		n->stats.peer_tx++;
 		uint32_t k = (uint32_t)(m - n->cfg.members);
 		if (msgs[i].type == RAFT_MSG_APPEND && msgs[i].entry_count == 0 && n->peer_probe_ns[k] == 0)
@@ -458,6 +464,17 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	if (rc != 0)
 		return rc;
 	n->self = node_config_self(&n->cfg);
+	if (n->cfg.peer_auth) {
+		if (auth_init() != 0) {
+			snprintf(err, err_size, "peer_key_file: libsodium failed to initialise");
+			return -HASP_ESYS;
+		}
+		/* The epoch orders this process's datagrams after those of every
+		 * earlier start of this node (docs/SECURITY.md: restarts). */
+		n->peer_auth_tx.epoch = clock_realtime_ns();
+		HASP_ASSERT(n->peer_auth_tx.epoch != 0);
+		n->peer_auth_tx.counter = 0;
+	}
 
 	raft_config_default(&rcfg, cfg->cluster_id, cfg->node_id);
 	rcfg.peers_max = NODE_MEMBERS_MAX;
@@ -466,6 +483,10 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	rcfg.log_window = cfg->log_window;
 	rcfg.snapshot_threshold = cfg->snapshot_threshold;
 	rcfg.snapshot_trailing = cfg->snapshot_trailing;
+	/* Raft fills datagrams up to its MTU; the peer trailer (MAC, epoch,
+	 * counter) must fit in the same frame, so raft gets the rest. Taken
+	 * off with peer_auth = off too, so both modes send the same sizes. */
+	rcfg.mtu -= PEER_AUTH_TRAILER_SIZE;
 	prng_seed(&n->prng, now_ns ^ ((uint64_t)cfg->node_id << 32));
 	rc = raft_init(&n->raft, &rcfg, &n->prng);
 	if (rc != 0) {
@@ -585,6 +606,7 @@ void node_deinit(struct node *n)
 	if (n->sm.locks != NULL || n->sm.sessions != NULL)
 		locks_deinit(&n->sm);
 	raft_deinit(&n->raft);
+	auth_key_wipe(&n->cfg.peer_key);
 }
 
 /* ---- datagrams ---- */
@@ -611,6 +633,18 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	n->stats.peer_rx++;
 	if (n->stopping || n->failed)
 		return;
+	/* The MAC first (docs/SECURITY.md): the source address and the
+	 * cluster id are no proof of anything, and nothing unauthenticated
+	 * may reach the decoder, the RTT probe or raft. */
+	struct peer_auth_tag tag = { 0 };
+	if (n->cfg.peer_auth) {
+		long msg_size = peer_auth_open(&n->cfg.peer_key, payload, size, &tag);
+		if (msg_size < 0) {
+			n->stats.peer_auth_bad++;
+			return;
+		}
+		size = (size_t)msg_size;
+	}
 	if (msg_codec_decode(&m, n->rx_entries, n->rx_entries_max, payload, size) != 0) {
 		n->stats.peer_bad++;
 		return;
@@ -627,6 +661,12 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 		return;
 	}
 	uint32_t k = (uint32_t)(from - n->cfg.members);
+	/* Replays last: only a datagram that is authentic and from a member
+	 * may move that member's window. */
+	if (n->cfg.peer_auth && !peer_auth_window_accept(&n->peer_auth_rx[k], m.from, &tag)) {
+		n->stats.peer_auth_replayed++;
+		return;
+	}
 	if (m.type == RAFT_MSG_APPEND_RESP && n->peer_probe_ns[k] != 0) {
 		n->peer_rtt_ns[k] = now_ns - n->peer_probe_ns[k];
 		n->peer_probe_ns[k] = 0;

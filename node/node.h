@@ -27,6 +27,7 @@
 #include "common/limits.h"
 #include "common/prng.h"
 #include "node/node_config.h"
+#include "node/peer_auth.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
 #include "locks/locks.h"
@@ -61,6 +62,8 @@ struct node_stats {
 	uint64_t ticks_proposed;
 	uint64_t expiries_proposed;    /* LEASE_EXPIRE + SESSION_EXPIRE */
 	uint64_t peer_rx;
+	uint64_t peer_auth_bad;        /* no valid MAC under the cluster key (forged, damaged, short) */
+	uint64_t peer_auth_replayed;   /* valid MAC, (epoch, counter) already seen or too old */
 	uint64_t peer_bad;             /* refused by the raft message decoder */
 	uint64_t peer_dropped_cluster; /* another cluster id */
 	uint64_t peer_dropped_node;    /* not addressed to us, or from a non-member / wrong address */
@@ -223,6 +226,13 @@ struct node {
 	struct raft_entry *rx_entries;
 	uint32_t rx_entries_max;
 	uint8_t tx[HASP_MTU_JUMBO];
+
+	/* Peer authentication (node/peer_auth.h): this node's epoch and
+	 * counter, and a replay window per sender, by index in cfg.members
+	 * (each window names its sender and resets when the slot changes
+	 * hands). */
+	struct peer_auth_tx peer_auth_tx;
+	struct peer_auth_window peer_auth_rx[NODE_MEMBERS_MAX];
 
 	/* Peer round trips (control plane: hasp_peer_rtt_seconds), by index
 	 * in cfg.members: an empty AppendEntries (heartbeat) starts a probe

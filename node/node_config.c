@@ -36,6 +36,7 @@ void node_config_default(struct node_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->prefix_len = 24;
 	cfg->idle = IDLE_HYBRID;
+	cfg->peer_auth = true; /* insecure only by explicit `peer_auth = off` */
 	cfg->batch_max = 64;
 	cfg->batch_delay_us = 50;
 	/* 20 ms ticks: heartbeats every 40 ms, elections after 200..400 ms,
@@ -314,6 +315,14 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 		cfg->join = value[0] == '1' || value[0] == 't';
 		return 0;
 	}
+	if (strcmp(k, "peer_auth") == 0) {
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return fail(err, err_size, "peer_auth: '%s' is not on or off", value);
+		cfg->peer_auth = value[1] == 'n';
+		return 0;
+	}
+	if (strcmp(k, "peer_key_file") == 0)
+		return set_path(k, value, cfg->peer_key_file, err, err_size);
 	if (strcmp(k, "eal") == 0)
 		return set_eal(cfg, value, err, err_size);
 	if (strcmp(k, "segment_size") == 0) {
@@ -401,6 +410,10 @@ int node_config_check(const struct node_config *cfg, char *err, size_t err_size)
 		return fail(err, err_size, "data_dir: missing");
 	if (cfg->eal_argc < 2)
 		return fail(err, err_size, "eal: missing (the DPDK EAL arguments, or give them after --)");
+	if (cfg->peer_auth && !cfg->peer_key_loaded)
+		return fail(err, err_size,
+			    "peer_key_file: missing (the cluster key, made by hasp-keygen; "
+			    "or peer_auth = off for an insecure test cluster)");
 	for (uint32_t i = 0; i < cfg->member_count; i++)
 		for (uint32_t j = i + 1; j < cfg->member_count; j++)
 			if (cfg->members[i].ip == cfg->members[j].ip)
@@ -426,6 +439,7 @@ static const char usage_text[] =
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
 	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
 	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join,\n"
+	"  peer_auth (on|off), peer_key_file,\n"
 	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
@@ -497,6 +511,22 @@ int node_config_load(struct node_config *cfg, int argc, char **argv, char *err, 
 			cfg->eal_argv[cfg->eal_argc++] = argv[i];
 		}
 		cfg->eal_argv[cfg->eal_argc] = NULL;
+	}
+	if (cfg->peer_auth && cfg->peer_key_file[0] != '\0') {
+		if ((rc = auth_init()) != 0)
+			return fail(err, err_size, "peer_key_file: libsodium failed to initialise");
+		rc = auth_key_load(cfg->peer_key_file, &cfg->peer_key);
+		if (rc == -HASP_ECONFIG)
+			return fail(err, err_size,
+				    "peer_key_file: %s must be a regular file owned by this user, mode 0600 or 0400",
+				    cfg->peer_key_file);
+		if (rc == -HASP_ESYS)
+			return fail(err, err_size, "peer_key_file: cannot read '%s': %s", cfg->peer_key_file,
+				    strerror(errno));
+		if (rc != 0)
+			return fail(err, err_size, "peer_key_file: %s: %s (want 64 hex digits and a newline)",
+				    cfg->peer_key_file, hasp_strerror(rc));
+		cfg->peer_key_loaded = true;
 	}
 	return node_config_check(cfg, err, err_size);
 }

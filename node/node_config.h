@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "dataplane/idle.h"
 #include "locks/locks.h"
 
@@ -56,6 +57,15 @@ struct node_config {
 	 * wait for the leader's `members add` (instead of bootstrapping every
 	 * member line as an initial voter). */
 	bool join;
+
+	/* Peer authentication (docs/SECURITY.md): on unless the operator
+	 * writes `peer_auth = off`. The cluster key is read from
+	 * peer_key_file by node_config_load() (owner-only file, never
+	 * logged); tests may fill peer_key and set peer_key_loaded. */
+	bool peer_auth;
+	char peer_key_file[NODE_PATH_SIZE];
+	struct auth_key peer_key;
+	bool peer_key_loaded;
 
 	/* EAL arguments: the file's `eal` line, split on spaces, or the
 	 * arguments after `--`. eal_argv[0] is the program name. */

@@ -28,6 +28,8 @@
 	X(ticks_proposed) \
 	X(expiries_proposed) \
 	X(peer_rx) \
+	X(peer_auth_bad) \
+	X(peer_auth_replayed) \
 	X(peer_bad) \
 	X(peer_dropped_cluster) \
 	X(peer_dropped_node) \

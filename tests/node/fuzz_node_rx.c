@@ -9,6 +9,11 @@
  * node must not crash, leak, read out of bounds or stop leading; replies go
  * to a sink that decodes every one as a valid wire reply (the node never
  * sends what a client would refuse).
+ *
+ * Peer authentication is on: raft-port bytes of a record whose kind has
+ * bit 1 set (3, 7, ...) are first sealed with the cluster key (a fresh
+ * counter each), so the fuzzer reaches the raft decoder and raft; the
+ * other raft-port records test the MAC check itself.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +30,8 @@ static struct node fuzz_node;
 static struct simdisk *fuzz_disk;
 static uint64_t fuzz_now = 1000000000ull;
 static bool fuzz_ready;
+static struct auth_key fuzz_key;
+static struct peer_auth_tx fuzz_tx = { .epoch = 1 };
 
 static void fuzz_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
 		      size_t size)
@@ -68,6 +75,9 @@ static void fuzz_setup(void)
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
 		HASP_ASSERT(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)) == 0);
+	memset(c.peer_key.bytes, 0x40, sizeof(c.peer_key.bytes));
+	c.peer_key_loaded = true;
+	fuzz_key = c.peer_key;
 	struct simdisk_config dc;
 	simdisk_config_default(&dc, 1);
 	fuzz_disk = simdisk_create(&dc);
@@ -93,8 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len > size - pos)
 			len = size - pos;
 		/* Exact-size heap copy so ASan sees any read past the datagram. */
-		uint8_t *dg = malloc(len ? len : 1);
+		bool seal = (kind & 3) == 3 && len > 0;
+		size_t dg_size = seal ? len + PEER_AUTH_TRAILER_SIZE : len;
+		uint8_t *dg = malloc(dg_size ? dg_size : 1);
+		HASP_ASSERT(dg != NULL);
 		memcpy(dg, data + pos, len);
+		if (seal)
+			len = peer_auth_seal(&fuzz_key, &fuzz_tx, dg, len, dg_size);
 		if (kind & 1)
 			node_peer_rx(&fuzz_node, fuzz_now, 0x0a000002u, 7001, dg, len);
 		else

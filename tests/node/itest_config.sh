@@ -2,18 +2,21 @@
 # haspd refuses bad configurations with a message naming the field and exit
 # code 2, and an unusable data directory with a message naming the path and
 # exit code 3, before any interface is created (docs/OPERATIONS.md).
-#   itest_config.sh <haspd> <source dir>
+#   itest_config.sh <haspd> <source dir> <hasp-keygen>
 set -u
 haspd=$1
+keygen=$3
 tmp=$(mktemp -d /tmp/hasp-itest-config.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
+"$keygen" "$tmp/cluster.key" || { echo "FAIL: hasp-keygen"; exit 1; }
 
 base() { # a valid configuration, minus the keys named in $@
 	local skip=" $* "
 	for kv in "node_id=1" "cluster_id=9" "member=1,10.77.250.11,7001,7000" \
 		"member=2,10.77.250.12,7001,7000" "ip=10.77.250.11/24" "mac=02:77:00:00:00:01" \
-		"data_dir=$tmp/data" "eal=-l 0 --no-huge --no-pci --file-prefix hasp-itest-config"; do
+		"data_dir=$tmp/data" "eal=-l 0 --no-huge --no-pci --file-prefix hasp-itest-config" \
+		"peer_key_file=$tmp/cluster.key"; do
 		k=${kv%%=*}
 		case $skip in *" $k "*) continue ;; esac
 		echo "$k = ${kv#*=}"
@@ -34,7 +37,7 @@ expect() { # code field description -- haspd arguments...
 	fi
 }
 
-for key in node_id cluster_id member ip mac data_dir eal; do
+for key in node_id cluster_id member ip mac data_dir eal peer_key_file; do
 	base "$key" > "$tmp/c.conf"
 	expect 2 "$key" "missing $key" -- --config "$tmp/c.conf"
 done
@@ -54,6 +57,20 @@ expect 2 snapshot_threshold "snapshot window" -- --config "$tmp/ok.conf" --log-w
 expect 2 bogus "unknown key" -- --config "$tmp/ok.conf" --bogus 1
 expect 2 "config" "missing file" -- --config "$tmp/none.conf"
 printf 'node_id 1\n' > "$tmp/syntax.conf"
+# Peer authentication (docs/SECURITY.md): the key file must be owner-only
+# and exactly one key; turning it off takes an explicit line.
+expect 2 peer_auth "bad peer_auth" -- --config "$tmp/ok.conf" --peer-auth maybe
+cp "$tmp/cluster.key" "$tmp/open.key"
+chmod 0644 "$tmp/open.key"
+expect 2 peer_key_file "key readable by others" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/open.key"
+printf 'abcd\n' > "$tmp/short.key"
+chmod 0600 "$tmp/short.key"
+expect 2 peer_key_file "key too short" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/short.key"
+expect 2 peer_key_file "key file missing" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/none.key"
+if "$keygen" "$tmp/cluster.key" 2>/dev/null; then
+	echo "FAIL: hasp-keygen overwrote an existing key"
+	fails=$((fails + 1))
+fi
 expect 2 "syntax.conf:1" "line without =" -- --config "$tmp/syntax.conf"
 
 # Unusable data directories: exit 3, the path named. (A WAL damaged in a
@@ -62,5 +79,9 @@ expect 2 "syntax.conf:1" "line without =" -- --config "$tmp/syntax.conf"
 touch "$tmp/file"
 expect 3 "$tmp/file" "data_dir is a file" -- --config "$tmp/ok.conf" --data-dir "$tmp/file"
 expect 3 "/proc/hasp-itest" "data_dir not creatable" -- --config "$tmp/ok.conf" --data-dir /proc/hasp-itest/data
+# Explicit insecure mode: no key needed (the configuration passes and the
+# data dir is what stops it).
+base peer_key_file > "$tmp/insecure.conf"
+expect 3 "$tmp/file" "peer_auth = off needs no key" -- --config "$tmp/insecure.conf" --peer-auth off --data-dir "$tmp/file"
 [ $fails -eq 0 ] && echo "itest: PASS (config)" || echo "itest: $fails FAILED"
 [ $fails -eq 0 ]

@@ -29,6 +29,13 @@
 #define CLIENT_PORT 5555
 #define STEP_NS 100000ull     /* 100 us per simulation step */
 
+/* The cluster key every simulated node shares (a test key, not secret). */
+static void sim_cluster_key(struct auth_key *k)
+{
+	for (uint32_t i = 0; i < AUTH_KEY_SIZE; i++)
+		k->bytes[i] = (uint8_t)(0x40 + i);
+}
+
 struct dgram {
 	uint32_t src_ip, dst_ip;
 	uint16_t src_port, dst_port;
@@ -110,6 +117,8 @@ static struct sim *sim_create_with(uint64_t seed, const char *segment_size)
 		assert_int_equal(node_config_set(c, "segment_size", segment_size, err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "sessions_max", "64", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "time_tick_ms", "20", err, sizeof(err)), 0);
+		sim_cluster_key(&c->peer_key);
+		c->peer_key_loaded = true;
 		struct simdisk_config dc;
 		simdisk_config_default(&dc, seed + i);
 		dc.short_write_per_million = 0;
@@ -415,22 +424,35 @@ static void test_node_bad_datagrams_are_counted_not_applied(void **state)
 	assert_int_equal(n->stats.client_bad_reason[HASP_ETRUNCATED], 1);
 	assert_int_equal(n->stats.client_bad_reason[HASP_EMAGIC], 1);
 
+	/* Junk without a MAC stops at the MAC check; junk with a valid one
+	 * (a member gone wrong) stops at the decoder. */
+	struct auth_key key;
+	struct peer_auth_tx tx = { .epoch = 1 };
+	sim_cluster_key(&key);
 	node_peer_rx(n, s->now_ns, s->cfg[(l + 1) % NODES].ip, 7001, junk, sizeof(junk));
+	assert_int_equal(n->stats.peer_auth_bad, 1);
+	assert_int_equal(n->stats.peer_bad, 0);
+	uint8_t buf[256];
+	memcpy(buf, junk, sizeof(junk));
+	size_t sealed = peer_auth_seal(&key, &tx, buf, sizeof(junk), sizeof(buf));
+	node_peer_rx(n, s->now_ns, s->cfg[(l + 1) % NODES].ip, 7001, buf, sealed);
 	assert_int_equal(n->stats.peer_bad, 1);
 	/* A well-formed raft message of another cluster, and one from an
-	 * address that is not the sender's. */
+	 * address that is not the sender's (both with a valid MAC). */
 	struct raft_msg m = { .type = RAFT_MSG_APPEND_RESP, .cluster_id = 99, .from = 2, .to = n->cfg.node_id,
 			      .term = 1 };
-	uint8_t buf[256];
 	int size = msg_codec_encode(&m, buf, sizeof(buf));
 	assert_true(size > 0);
-	node_peer_rx(n, s->now_ns, s->cfg[1].ip, 7001, buf, (size_t)size);
+	sealed = peer_auth_seal(&key, &tx, buf, (size_t)size, sizeof(buf));
+	node_peer_rx(n, s->now_ns, s->cfg[1].ip, 7001, buf, sealed);
 	assert_int_equal(n->stats.peer_dropped_cluster, 1);
 	m.cluster_id = 42;
 	m.from = (uint32_t)((l + 1) % NODES) + 1;
 	size = msg_codec_encode(&m, buf, sizeof(buf));
-	node_peer_rx(n, s->now_ns, CLIENT_IP, 7001, buf, (size_t)size);
+	sealed = peer_auth_seal(&key, &tx, buf, (size_t)size, sizeof(buf));
+	node_peer_rx(n, s->now_ns, CLIENT_IP, 7001, buf, sealed);
 	assert_int_equal(n->stats.peer_dropped_node, 1);
+	assert_int_equal(n->stats.peer_auth_bad, 1);
 	sim_run_ms(s, 5);
 	assert_true(n->stats.applied_commands >= applied); /* nothing of the junk applied */
 	assert_int_equal(n->stats.apply_decode_errors, 0);
@@ -464,6 +486,109 @@ static void test_node_watches_are_bounded_per_session(void **state)
 	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"g/0", 3 } };
 	assert_true(sim_call(s, l, &req, &reply, keep));
 	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	sim_destroy(s);
+}
+
+/* Sends a forged raft message m to node i as if from the member at src_ip:
+ * what an attacker on the rack network can do without the cluster key
+ * (issue 15, attack 7). */
+static void sim_forge_peer(struct sim *s, int i, uint32_t src_ip, const struct raft_msg *m)
+{
+	uint8_t buf[512];
+	int size = msg_codec_encode(m, buf, sizeof(buf));
+	assert_true(size > 0);
+	forbid_io_enter();
+	node_peer_rx(&s->nodes[i], s->now_ns, src_ip, 7001, buf, (size_t)size);
+	forbid_io_leave();
+}
+
+/* Issue 15, attack 7: a datagram with a member's source address and term+1
+ * must neither depose the leader nor put a forged entry into a follower's
+ * log or commit it. */
+static void test_node_forged_peer_messages_neither_depose_nor_commit(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(13));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	struct node *leader = &s->nodes[l];
+	struct node *follower = &s->nodes[f];
+	uint64_t term = leader->raft.term;
+
+	/* To the leader, from the follower's address: a higher-term reply and
+	 * a forced (transfer) vote request. */
+	struct raft_msg resp = { .type = RAFT_MSG_APPEND_RESP, .cluster_id = 42, .from = s->cfg[f].node_id,
+				 .to = s->cfg[l].node_id, .term = term + 1, .reject = true };
+	sim_forge_peer(s, l, s->cfg[f].ip, &resp);
+	struct raft_msg vote = { .type = RAFT_MSG_VOTE, .cluster_id = 42, .from = s->cfg[f].node_id,
+				 .to = s->cfg[l].node_id, .term = term + 1, .last_index = 1u << 30,
+				 .last_term = term + 1, .transfer = true };
+	sim_forge_peer(s, l, s->cfg[f].ip, &vote);
+	assert_int_equal(leader->raft.term, term);
+	assert_int_equal(leader->role, RAFT_LEADER);
+
+	/* To the follower, from the leader's address: an entry at term+1 that
+	 * the forged commit index would commit. */
+	uint64_t last = raft_last_index(&follower->raft);
+	uint64_t applied = follower->applied;
+	static const uint8_t junk[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct raft_entry e = { .term = term + 1, .index = last + 1, .data = junk, .size = sizeof(junk),
+				.type = RAFT_ENTRY_COMMAND };
+	struct raft_msg app = { .type = RAFT_MSG_APPEND, .cluster_id = 42, .from = s->cfg[l].node_id,
+				.to = s->cfg[f].node_id, .term = term + 1, .prev_index = last,
+				.prev_term = raft_term_at(&follower->raft, last), .commit = last + 1,
+				.entries = &e, .entry_count = 1 };
+	sim_forge_peer(s, f, s->cfg[l].ip, &app);
+	assert_int_equal(follower->raft.term, term);
+	assert_int_equal(follower->applied, applied);
+	assert_int_equal(leader->stats.peer_auth_bad, 2);
+	assert_int_equal(follower->stats.peer_auth_bad, 1);
+
+	/* The same vote sealed under another key. */
+	struct auth_key wrong;
+	struct peer_auth_tx tx = { .epoch = UINT64_MAX };
+	uint8_t buf[512];
+	sim_cluster_key(&wrong);
+	wrong.bytes[0] ^= 1;
+	int size = msg_codec_encode(&vote, buf, sizeof(buf));
+	assert_true(size > 0);
+	size_t sealed = peer_auth_seal(&wrong, &tx, buf, (size_t)size, sizeof(buf));
+	node_peer_rx(leader, s->now_ns, s->cfg[f].ip, 7001, buf, sealed);
+	assert_int_equal(leader->stats.peer_auth_bad, 3);
+	assert_int_equal(leader->raft.term, term);
+
+	/* A real datagram from the leader to the follower, captured on the
+	 * wire: delivered once, then replayed, tampered and truncated. */
+	struct dgram copy;
+	bool captured = false;
+	for (int t = 0; t < 2000 && !captured; t++) {
+		sim_step(s);
+		for (uint32_t k = 0; k < s->net_count && !captured; k++)
+			if (s->net[k].src_ip == s->cfg[l].ip && s->net[k].dst_ip == s->cfg[f].ip) {
+				copy = s->net[k];
+				captured = true;
+			}
+	}
+	assert_true(captured);
+	sim_step(s); /* delivers the original */
+	uint64_t replayed = follower->stats.peer_auth_replayed;
+	node_peer_rx(follower, s->now_ns, copy.src_ip, 7001, copy.data, copy.size);
+	assert_int_equal(follower->stats.peer_auth_replayed, replayed + 1);
+	copy.data[copy.size / 2] ^= 0x01;
+	node_peer_rx(follower, s->now_ns, copy.src_ip, 7001, copy.data, copy.size);
+	copy.data[copy.size / 2] ^= 0x01;
+	node_peer_rx(follower, s->now_ns, copy.src_ip, 7001, copy.data, copy.size - 1);
+	node_peer_rx(follower, s->now_ns, copy.src_ip, 7001, copy.data, PEER_AUTH_TRAILER_SIZE - 1);
+	assert_int_equal(follower->stats.peer_auth_bad, 4);
+
+	/* And nothing of it surfaces later: the real leader keeps its term and
+	 * every log holds only entries of terms up to it. */
+	sim_run_ms(s, 50);
+	assert_int_equal(sim_leader(s), l);
+	for (int i = 0; i < NODES; i++) {
+		assert_int_equal(s->nodes[i].raft.term, term);
+		assert_true(raft_term_at(&s->nodes[i].raft, raft_last_index(&s->nodes[i].raft)) <= term);
+	}
 	sim_destroy(s);
 }
 
@@ -655,10 +780,17 @@ static void test_node_config_names_the_bad_field(void **state)
 	char *argv_bad[] = { "haspd", "--node-id", "1", "--batch-max", "zero", NULL };
 	assert_int_equal(node_config_load(&c, 5, argv_bad, err, sizeof(err)), -HASP_ECONFIG);
 	assert_non_null(strstr(err, "batch_max"));
+	/* Peer authentication is on unless turned off explicitly. */
+	char *argv_nokey[] = { "haspd", "--node-id", "1", "--cluster-id", "5", "--member", "1,10.1.0.1,7001,7000",
+			       "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
+			       "--", "-l", "0", NULL };
+	assert_int_equal(node_config_load(&c, 16, argv_nokey, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "peer_key_file"));
 	char *argv_ok[] = { "haspd", "--node-id", "1", "--cluster-id", "5", "--member", "1,10.1.0.1,7001,7000",
 			    "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
-			    "--", "-l", "0", NULL };
-	assert_int_equal(node_config_load(&c, 16, argv_ok, err, sizeof(err)), 0);
+			    "--peer-auth", "off", "--", "-l", "0", NULL };
+	assert_int_equal(node_config_load(&c, 18, argv_ok, err, sizeof(err)), 0);
+	assert_false(c.peer_auth);
 	assert_int_equal(c.eal_argc, 3);
 	assert_string_equal(c.eal_argv[1], "-l");
 	assert_int_equal(c.members[0].client_port, 7000);
@@ -674,6 +806,7 @@ int main(void)
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watches_are_bounded_per_session),
+		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),

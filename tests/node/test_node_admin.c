@@ -99,6 +99,8 @@ static struct sim *sim_create(void)
 		};
 		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
 			assert_int_equal(node_config_set(c, kv[k][0], kv[k][1], err, sizeof(err)), 0);
+		memset(c->peer_key.bytes, 0x40, sizeof(c->peer_key.bytes)); /* the shared test cluster key */
+		c->peer_key_loaded = true;
 		struct simdisk_config dc;
 		simdisk_config_default(&dc, 7 + i);
 		dc.short_write_per_million = 0;
@@ -458,7 +460,7 @@ static void test_node_admin_config_keys_are_checked(void **state)
 			{ "node_id", "4" }, { "cluster_id", "42" }, { "member", "1,10.0.0.1,7001,7000" },
 			{ "member", "4,10.0.0.4,7001,7000" }, { "ip", "10.0.0.4/24" },
 			{ "mac", "02:77:00:00:00:04" }, { "data_dir", "sim" }, { "eal", "-l 0" },
-			{ "segment_size", "262144" }, { "join", join ? "1" : "0" },
+			{ "segment_size", "262144" }, { "join", join ? "1" : "0" }, { "peer_auth", "off" },
 		};
 		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
 			assert_int_equal(node_config_set(&jc, kv[k][0], kv[k][1], err, sizeof(err)), 0);

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Forged raft datagrams against a running 3-node cluster (issue 15, attack
+# 7; docs/SECURITY.md). From the host, a raw socket sends raft messages
+# whose source is a member's address and whose term is the current term
+# + 1, without the cluster key: to the leader as if from a follower
+# (higher-term reply, forced vote), and to a follower as if from the leader
+# (heartbeat with a huge commit). The cluster must keep its leader and
+# term, keep serving, apply nothing of it, and count the drops
+# (peer_auth_bad).
+#   itest_peer_forge.sh <build dir> <source dir> [--set KEY=VALUE]
+# (`--set peer_auth=off` shows the attack working: the test then fails.)
+set -eu
+build=$1 src=$2
+shift 2
+. "$src/tests/node/itest_lib.sh"
+
+line=$("$cluster" up -n 3 "$@" | tail -1)
+export "${line?}"
+echo "itest: $line"
+"$hasp" kv put itest/forge before >/dev/null
+l=$("$cluster" leader)
+f=$((l % 3 + 1))
+term=$(stats "$l" term)
+elections=0
+for i in 1 2 3; do elections=$((elections + $(stats "$i" raft_elections))); done
+bad_l=$(stats "$l" peer_auth_bad)
+bad_f=$(stats "$f" peer_auth_bad)
+echo "itest: leader=$l follower=$f term=$term"
+
+rounds=30
+python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $((term + 1)) $rounds
+python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $((term + 1)) $rounds
+
+# The drops are counted (poll with a bound: the datagrams are in flight).
+want_l=$((bad_l + 3 * rounds)) want_f=$((bad_f + 3 * rounds))
+deadline=$((SECONDS + 20))
+while [ $SECONDS -lt $deadline ]; do
+	[ "$(stats "$l" peer_auth_bad)" -ge $want_l ] && [ "$(stats "$f" peer_auth_bad)" -ge $want_f ] && break
+	sleep 0.1
+done
+got_l=$(stats "$l" peer_auth_bad) got_f=$(stats "$f" peer_auth_bad)
+echo "itest: peer_auth_bad leader $bad_l -> $got_l, follower $bad_f -> $got_f"
+fails=0
+[ "$got_l" -ge $want_l ] || { echo "FAIL: leader counted $((got_l - bad_l)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
+[ "$got_f" -ge $want_f ] || { echo "FAIL: follower counted $((got_f - bad_f)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
+
+# Still serving, same leader, same term, no election on any node.
+"$hasp" kv put itest/forge after >/dev/null || { echo "FAIL: no service after the forgeries"; fails=$((fails + 1)); }
+[ "$("$hasp" kv get itest/forge)" = after ] || { echo "FAIL: kv read"; fails=$((fails + 1)); }
+now=$("$cluster" leader)
+[ "$now" = "$l" ] || { echo "FAIL: leader changed $l -> $now"; fails=$((fails + 1)); }
+after=0
+for i in 1 2 3; do
+	t=$(stats "$i" term)
+	[ "$t" = "$term" ] || { echo "FAIL: node $i term $term -> $t"; fails=$((fails + 1)); }
+	after=$((after + $(stats "$i" raft_elections)))
+done
+[ "$after" = "$elections" ] || { echo "FAIL: elections $elections -> $after"; fails=$((fails + 1)); }
+[ $fails -eq 0 ] && echo "itest: PASS (forged raft datagrams)" || echo "itest: $fails FAILED"
+[ $fails -eq 0 ]
