@@ -256,6 +256,9 @@ static int codec_reply(struct wire_codec *c, uint8_t opcode, uint16_t status,
 	case HASP_STATUS_BUSY:
 		c_u64(c, &m->body.busy.holder_token);
 		return 0;
+	case HASP_STATUS_COMPARE_FAILED: /* the key's mod revision, 0: absent */
+		c_u64(c, &m->body.kv_revision.revision);
+		return 0;
 	case HASP_STATUS_NOT_LEADER:
 		c_u32(c, &m->body.not_leader.leader_id);
 		c_bytes(c, m->body.not_leader.ipv4, 4);
@@ -484,6 +487,8 @@ static int reply_check(uint8_t opcode, uint16_t status, const struct hasp_wire_m
 	case HASP_STATUS_QUEUED:
 	case HASP_STATUS_BUSY:
 		return opcode == HASP_OP_ACQUIRE ? 0 : -HASP_EINVAL;
+	case HASP_STATUS_COMPARE_FAILED:
+		return opcode == HASP_OP_KV_CAS ? 0 : -HASP_EINVAL;
 	case HASP_STATUS_NOT_LEADER: {
 		const struct hasp_wire_not_leader *b = &m->body.not_leader;
 		if (b->known > 1)

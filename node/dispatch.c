@@ -311,6 +311,9 @@ static void build_reply(struct node *n, const struct node_pending *p, const stru
 	case HASP_STATUS_BUSY:
 		msg->body.busy.holder_token = r->token;
 		break;
+	case HASP_STATUS_COMPARE_FAILED:
+		msg->body.kv_revision.revision = r->revision;
+		break;
 	default:
 		break;
 	}
@@ -574,6 +577,14 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 		c->value_len = (uint16_t)m->body.kv_cas.value.size;
 		c->lease_id = m->body.kv_cas.lease_id;
 		c->token = m->body.kv_cas.expected_revision;
+		if (m->body.kv_cas.flags & HASP_WIRE_CAS_VALUE) {
+			/* One comparison per request: the decoder refused a
+			 * non-zero expected revision with VALUE. */
+			c->flags = LOCKS_CMD_CAS_VALUE;
+			c->token = 0;
+			c->expect = m->body.kv_cas.expected_value.data;
+			c->expect_len = (uint16_t)m->body.kv_cas.expected_value.size;
+		}
 		break;
 	default:
 		HASP_UNREACHABLE();

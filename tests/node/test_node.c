@@ -626,6 +626,69 @@ static void test_node_config_names_the_bad_field(void **state)
 	assert_int_equal(c.members[0].client_port, 7000);
 }
 
+static struct hasp_wire_msg cas_value_req(uint64_t session, uint64_t seq, const char *key, const char *expect,
+					  const char *value)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_KV_CAS, .session_id = session, .seq = seq } };
+	req.body.kv_cas = (struct hasp_wire_kv_cas){
+		.key = { (const uint8_t *)key, strlen(key) },
+		.expected_value = { (const uint8_t *)expect, strlen(expect) },
+		.value = { (const uint8_t *)value, strlen(value) },
+		.flags = HASP_WIRE_CAS_VALUE,
+	};
+	return req;
+}
+
+/* KV_CAS with VALUE through the node (issue 11 item 5): the dispatch used
+ * to drop the expected value and compare revision 0, so a wrong value on a
+ * missing key created it. */
+static void test_node_kv_cas_compares_the_value(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(9));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 11);
+
+	struct hasp_wire_msg req = cas_value_req(sid, 1, "cfg/missing", "nope", "created");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_COMPARE_FAILED);
+	struct hasp_wire_msg get = { .hdr = { .opcode = HASP_OP_KV_GET, .session_id = sid, .seq = 2 } };
+	get.body.kv_get.name = (struct hasp_wire_bytes){ (const uint8_t *)"cfg/missing", 11 };
+	assert_true(sim_call(s, l, &get, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_NOT_FOUND);
+
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid, .seq = 3 } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"cfg/k", 5 },
+						     .value = { (const uint8_t *)"v1", 2 } };
+	assert_true(sim_call(s, l, &put, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	uint64_t rev = reply.body.kv_revision.revision;
+
+	req = cas_value_req(sid, 4, "cfg/k", "v0", "v2");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_COMPARE_FAILED);
+	get.hdr.seq = 5;
+	get.body.kv_get.name = (struct hasp_wire_bytes){ (const uint8_t *)"cfg/k", 5 };
+	assert_true(sim_call(s, l, &get, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.kv_value.revision, rev);
+	assert_int_equal(reply.body.kv_value.value.size, 2);
+	assert_memory_equal(reply.body.kv_value.value.data, "v1", 2);
+
+	req = cas_value_req(sid, 6, "cfg/k", "v1", "v2");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_true(reply.body.kv_revision.revision > rev);
+	get.hdr.seq = 7;
+	assert_true(sim_call(s, l, &get, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.kv_value.value.size, 2);
+	assert_memory_equal(reply.body.kv_value.value.data, "v2", 2);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -639,6 +702,7 @@ int main(void)
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
+		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
