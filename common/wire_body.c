@@ -505,6 +505,8 @@ static int reply_check(uint8_t opcode, uint16_t status, const struct hasp_wire_m
 			       : -HASP_EINVAL;
 	case HASP_STATUS_OK:
 		break;
+	case HASP_STATUS_BAD_OPCODE:
+		return 0; /* also the answer to an EVENT sent as a request */
 	default:
 		return opcode == HASP_OP_EVENT ? -HASP_EINVAL : 0;
 	}

@@ -397,9 +397,9 @@ static void serve_read(struct node *n, const struct node_read *r)
 		rh.flags = HASP_WIRE_F_REPLY;
 		uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 		size_t packed = 0;
-		/* MORE only when the caller's limit was not reached by us: a
-		 * client that asked for `limit` entries got them. */
-		bool more = got > want && (r->limit == 0 || r->limit > NODE_RANGE_MAX);
+		/* MORE: entries remain after the last one sent (PROTOCOL.md),
+		 * whether the client's limit or the node's stopped it. */
+		bool more = got > want;
 		int size = hasp_wire_encode_kv_range_reply(&rh, entries, count, more, buf, sizeof(buf),
 							   &packed);
 		if (size > 0) {

@@ -689,6 +689,97 @@ static void test_node_kv_cas_compares_the_value(void **state)
 	sim_destroy(s);
 }
 
+/* Writes a request header from docs/PROTOCOL.md's table (little-endian). */
+static size_t raw_header(uint8_t *b, uint8_t opcode, uint64_t session, uint64_t seq, uint16_t body)
+{
+	memset(b, 0, HASP_WIRE_HEADER_SIZE);
+	memcpy(b, "HASP", 4);
+	b[4] = 1;
+	b[5] = opcode;
+	for (int i = 0; i < 8; i++) {
+		b[8 + i] = (uint8_t)(session >> (8 * i));
+		b[16 + i] = (uint8_t)(seq >> (8 * i));
+	}
+	b[24] = (uint8_t)body;
+	b[25] = (uint8_t)(body >> 8);
+	return HASP_WIRE_HEADER_SIZE;
+}
+
+/* Sends raw bytes to node i and returns the status of the first reply
+ * echoing `seq`, or -1 when none came. */
+static int sim_raw_status(struct sim *s, int i, const uint8_t *buf, size_t size, uint64_t seq)
+{
+	s->inbox_count = 0;
+	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, size);
+	for (int t = 0; t < 2000; t++) {
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			const struct dgram *d = &s->inbox[k];
+			if (d->size < HASP_WIRE_HEADER_SIZE || (d->data[6] & 1) == 0)
+				continue;
+			uint64_t got = 0;
+			for (int j = 7; j >= 0; j--)
+				got = got << 8 | d->data[16 + j];
+			if (got == seq)
+				return d->data[26] | d->data[27] << 8;
+		}
+		sim_step(s);
+	}
+	return -1;
+}
+
+/* Issue 11 item 16: an EVENT sent as a request is answered BAD_OPCODE, as
+ * the opcode table says (it used to get no reply at all). */
+static void test_node_event_as_request_is_bad_opcode(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(10));
+	int l = sim_wait_leader(s);
+	uint8_t buf[HASP_WIRE_HEADER_SIZE];
+	size_t size = raw_header(buf, HASP_OP_EVENT, 0, 77, 0);
+	assert_int_equal(sim_raw_status(s, l, buf, size, 77), HASP_STATUS_BAD_OPCODE);
+	size = raw_header(buf, 200, 0, 78, 0); /* unknown opcode, for contrast */
+	assert_int_equal(sim_raw_status(s, l, buf, size, 78), HASP_STATUS_BAD_OPCODE);
+	sim_destroy(s);
+}
+
+/* Issue 11 item 16: MORE means "entries remain after the last one", also
+ * when the client's own limit stopped the range. */
+static void test_node_kv_range_more_with_a_limit(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(11));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 12);
+	const char *keys[] = { "r/a", "r/b", "r/c" };
+	for (uint64_t i = 0; i < 3; i++) {
+		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid, .seq = i + 1 } };
+		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)keys[i], 3 },
+							     .value = { (const uint8_t *)"x", 1 } };
+		assert_true(sim_call(s, l, &put, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	struct hasp_wire_msg range = { .hdr = { .opcode = HASP_OP_KV_RANGE, .session_id = sid, .seq = 10 } };
+	range.body.kv_range = (struct hasp_wire_kv_range){ .prefix = { (const uint8_t *)"r/", 2 }, .limit = 2 };
+	assert_true(sim_call(s, l, &range, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.kv_entries.entry_count, 2);
+	assert_int_equal(reply.body.kv_entries.flags & HASP_WIRE_RANGE_MORE, HASP_WIRE_RANGE_MORE);
+	range.hdr.seq = 11;
+	range.body.kv_range.limit = 3; /* exactly the set: nothing remains */
+	assert_true(sim_call(s, l, &range, &reply, keep));
+	assert_int_equal(reply.body.kv_entries.entry_count, 3);
+	assert_int_equal(reply.body.kv_entries.flags & HASP_WIRE_RANGE_MORE, 0);
+	range.hdr.seq = 12;
+	range.body.kv_range.limit = 2;
+	range.body.kv_range.start_after = (struct hasp_wire_bytes){ (const uint8_t *)"r/b", 3 };
+	assert_true(sim_call(s, l, &range, &reply, keep));
+	assert_int_equal(reply.body.kv_entries.entry_count, 1);
+	assert_int_equal(reply.body.kv_entries.flags & HASP_WIRE_RANGE_MORE, 0);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -703,6 +794,8 @@ int main(void)
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
+		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
+		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
