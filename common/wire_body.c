@@ -425,7 +425,8 @@ static int request_check(uint8_t opcode, const struct hasp_wire_msg *m)
 	case HASP_OP_RENEW:
 		if (!wire_body_name_ok(&m->body.renew.name))
 			return -HASP_ENAME;
-		return ttl_ok(m->body.renew.ttl_ms) ? 0 : -HASP_ERANGE;
+		/* 0: keep the lock's current TTL (STATE_MACHINE.md). */
+		return m->body.renew.ttl_ms == 0 || ttl_ok(m->body.renew.ttl_ms) ? 0 : -HASP_ERANGE;
 	case HASP_OP_LOCK_READ:
 		return wire_body_name_ok(&m->body.lock_read.name) ? 0 : -HASP_ENAME;
 	case HASP_OP_KV_GET:

@@ -283,6 +283,10 @@ static int cmd_hold(const char *cluster, int count, const char *path)
 	if (hasp_client_keepalive_start(c) != 0)
 		return 1;
 	FILE *f = fopen(path, "w");
+	if (f == NULL) {
+		printf("FAIL: cannot write %s\n", path);
+		return 1;
+	}
 	for (int i = 0; i < count; i++) {
 		char name[64];
 		snprintf(name, sizeof(name), "itest/held/%d", i);
@@ -293,19 +297,30 @@ static int cmd_hold(const char *cluster, int count, const char *path)
 		}
 		fprintf(f, "%s %" PRIu64 " %" PRIu64 "\n", name, locks[i].token, hasp_client_session_id(c));
 	}
-	fclose(f);
+	if (fclose(f) != 0) {
+		printf("FAIL: cannot write %s\n", path);
+		return 1;
+	}
 	printf("holding %d locks\n", count);
 	fflush(stdout);
-	/* Renew every few seconds; failures during a failover are retried
-	 * by the library within its deadline and otherwise ignored here (the
-	 * TTL is far longer than any failover in the tests). */
+	/* Renew every few seconds with TTL 0 (keep the 20 s TTL). A renew
+	 * that could not reach a leader (a local error during a failover) is
+	 * reported and retried next round, well inside the TTL; a renew the
+	 * cluster refuses means the lock was lost: the test fails. */
 	while (!hold_stop) {
 		for (int s = 0; s < 30 && !hold_stop; s++)
 			usleep(100000);
-		for (int i = 0; i < count && !hold_stop; i++)
-			{
-			int rc = hasp_client_renew(c, locks[i].name, locks[i].token, 0, NULL);
-			(void)rc;
+		for (int i = 0; i < count && !hold_stop; i++) {
+			int rc = hasp_client_renew(c, locks[i].name, locks[i].token, 0, &locks[i]);
+			if (rc == HASP_STATUS_GRANTED)
+				continue;
+			if (rc >= 0) {
+				printf("FAIL: renew %s: %s\n", locks[i].name, hasp_status_name((uint32_t)rc));
+				fflush(stdout);
+				return 1;
+			}
+			fprintf(stderr, "hold: renew %s: %s (retried next round)\n", locks[i].name,
+				hasp_strerror(rc));
 		}
 	}
 	hasp_client_keepalive_stop(c);

@@ -780,6 +780,30 @@ static void test_node_kv_range_more_with_a_limit(void **state)
 	sim_destroy(s);
 }
 
+/* Issue 11 items 9/16: RENEW with TTL 0 keeps the lock's TTL (one contract
+ * for the wire, the node and libhasp; the wire used to refuse it). */
+static void test_node_renew_ttl_zero_keeps_the_ttl(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(12));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 13);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/r", 4000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	struct hasp_wire_msg renew = { .hdr = { .opcode = HASP_OP_RENEW, .session_id = sid, .seq = 2 } };
+	renew.body.renew = (struct hasp_wire_renew){ .name = { (const uint8_t *)"lock/r", 6 }, .token = token,
+						     .ttl_ms = 0 };
+	assert_true(sim_call(s, l, &renew, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(reply.body.granted.token, token);
+	assert_int_equal(reply.body.granted.ttl_ms, 4000);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -796,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
 		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
+		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
