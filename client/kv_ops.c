@@ -346,7 +346,8 @@ int hasp_client_kv_cas(struct hasp_client *c, const char *key, const struct hasp
 	b->value.size = cas->value_size;
 	b->lease_id = cas->lease_id;
 	rc = client_call(c, &call);
-	if (rc == HASP_STATUS_OK && revision != NULL)
+	/* COMPARE_FAILED carries the key's current mod revision (0: absent). */
+	if ((rc == HASP_STATUS_OK || rc == HASP_STATUS_COMPARE_FAILED) && revision != NULL)
 		*revision = call.reply.body.kv_revision.revision;
 	return rc;
 }

@@ -281,7 +281,8 @@ int hasp_client_renew(struct hasp_client *c, const char *name, uint64_t token, u
 	memset(&call, 0, sizeof(call));
 	if ((rc = client_name(name, &call.req.body.renew.name)) != 0)
 		return rc;
-	if (ttl_ms < HASP_TTL_MS_MIN || ttl_ms > HASP_TTL_MS_MAX)
+	/* 0 keeps the lock's current TTL (the reply says which). */
+	if (ttl_ms != 0 && (ttl_ms < HASP_TTL_MS_MIN || ttl_ms > HASP_TTL_MS_MAX))
 		return -HASP_ERANGE;
 	call.req.hdr.opcode = HASP_OP_RENEW;
 	call.req.body.renew.token = token;

@@ -260,6 +260,9 @@ static int codec_reply(struct wire_codec *c, uint8_t opcode, uint16_t status,
 	case HASP_STATUS_BUSY:
 		c_u64(c, &m->body.busy.holder_token);
 		return 0;
+	case HASP_STATUS_COMPARE_FAILED: /* the key's mod revision, 0: absent */
+		c_u64(c, &m->body.kv_revision.revision);
+		return 0;
 	case HASP_STATUS_NOT_LEADER:
 		c_u32(c, &m->body.not_leader.leader_id);
 		c_bytes(c, m->body.not_leader.ipv4, 4);
@@ -431,7 +434,8 @@ static int request_check(uint8_t opcode, const struct hasp_wire_msg *m)
 	case HASP_OP_RENEW:
 		if (!wire_body_name_ok(&m->body.renew.name))
 			return -HASP_ENAME;
-		return ttl_ok(m->body.renew.ttl_ms) ? 0 : -HASP_ERANGE;
+		/* 0: keep the lock's current TTL (STATE_MACHINE.md). */
+		return m->body.renew.ttl_ms == 0 || ttl_ok(m->body.renew.ttl_ms) ? 0 : -HASP_ERANGE;
 	case HASP_OP_LOCK_READ:
 		return wire_body_name_ok(&m->body.lock_read.name) ? 0 : -HASP_ENAME;
 	case HASP_OP_CANCEL:
@@ -495,6 +499,8 @@ static int reply_check(uint8_t opcode, uint16_t status, const struct hasp_wire_m
 	case HASP_STATUS_QUEUED:
 	case HASP_STATUS_BUSY:
 		return opcode == HASP_OP_ACQUIRE ? 0 : -HASP_EINVAL;
+	case HASP_STATUS_COMPARE_FAILED:
+		return opcode == HASP_OP_KV_CAS ? 0 : -HASP_EINVAL;
 	case HASP_STATUS_NOT_LEADER: {
 		const struct hasp_wire_not_leader *b = &m->body.not_leader;
 		if (b->known > 1)
@@ -511,6 +517,8 @@ static int reply_check(uint8_t opcode, uint16_t status, const struct hasp_wire_m
 			       : -HASP_EINVAL;
 	case HASP_STATUS_OK:
 		break;
+	case HASP_STATUS_BAD_OPCODE:
+		return 0; /* also the answer to an EVENT sent as a request */
 	default:
 		return opcode == HASP_OP_EVENT ? -HASP_EINVAL : 0;
 	}

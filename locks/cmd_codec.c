@@ -6,7 +6,7 @@
  * | 0      | 1    | version (2)                                        |
  * | 1      | 1    | op (enum locks_op)                                 |
  * | 2      | 1    | mode (enum hasp_acquire_mode)                      |
- * | 3      | 1    | flags (none defined: must be 0)                    |
+ * | 3      | 1    | flags: bit 0 CAS_VALUE (KV_CAS only), others 0     |
  * | 4      | 4    | ttl_ms                                             |
  * | 8      | 8    | term                                               |
  * | 16     | 8    | now_ms (leader monotonic clock)                    |
@@ -14,15 +14,19 @@
  * | 32     | 8    | seq                                                |
  * | 40     | 8    | lease_id                                           |
  * | 48     | 8    | token (RELEASE, RENEW); expected mod revision      |
- * |        |      | (KV_CAS); client nonce (SESSION_OPEN)              |
+ * |        |      | (KV_CAS); client nonce (SESSION_OPEN); with        |
+ * |        |      | CAS_VALUE: the expected value's size e (0..1024)   |
  * | 56     | 2    | name_len (0..128)                                  |
  * | 58     | 2    | value_len (0..1024)                                |
- * | 60     | n    | name bytes, then value bytes; nothing after them   |
+ * | 60     | n    | name bytes, [e expected-value bytes with          |
+ * |        |      | CAS_VALUE], then value bytes; nothing after them   |
  *
  * A fixed header keeps the decoder trivial to audit and to fuzz; at 60
  * bytes it is small next to a WAL record's framing and a datagram. No
  * opcode uses both a token and a nonce, so the open's nonce shares the
  * token's 8 bytes rather than growing every entry by 8 (version 2).
+ * A CAS by value has no expected revision, so the slot carries the
+ * expected value's size; entries without the flag read as before.
  */
 #include "locks/cmd_codec.h"
 
@@ -78,6 +82,12 @@ bool locks_cmd_fields_ok(const struct locks_cmd *cmd)
 
 	if (f & LOCKS_FIELD_INVALID)
 		return false;
+	if (cmd->flags & ~LOCKS_CMD_CAS_VALUE)
+		return false;
+	if (cmd->flags != 0 && cmd->op != LOCKS_OP_KV_CAS)
+		return false;
+	if ((cmd->flags & LOCKS_CMD_CAS_VALUE) ? cmd->token != 0 : cmd->expect_len != 0)
+		return false;
 	return (cmd->mode == 0 || (f & LOCKS_FIELD_MODE)) &&
 	       (cmd->ttl_ms == 0 || (f & LOCKS_FIELD_TTL)) &&
 	       (cmd->session_id == 0 || (f & LOCKS_FIELD_SESSION)) &&
@@ -91,7 +101,7 @@ bool locks_cmd_fields_ok(const struct locks_cmd *cmd)
 
 size_t locks_cmd_encoded_size(const struct locks_cmd *cmd)
 {
-	return LOCKS_CMD_HEADER_SIZE + (size_t)cmd->name_len + cmd->value_len;
+	return LOCKS_CMD_HEADER_SIZE + (size_t)cmd->name_len + cmd->expect_len + cmd->value_len;
 }
 
 int locks_cmd_encode(const struct locks_cmd *cmd, uint8_t *buf, size_t buf_size)
@@ -99,8 +109,9 @@ int locks_cmd_encode(const struct locks_cmd *cmd, uint8_t *buf, size_t buf_size)
 	struct byte_writer w;
 
 	if (!locks_cmd_fields_ok(cmd) || cmd->name_len > HASP_NAME_SIZE_MAX ||
-	    cmd->value_len > HASP_VALUE_SIZE_MAX || (cmd->name_len > 0 && cmd->name == NULL) ||
-	    (cmd->value_len > 0 && cmd->value == NULL))
+	    cmd->value_len > HASP_VALUE_SIZE_MAX || cmd->expect_len > HASP_VALUE_SIZE_MAX ||
+	    (cmd->name_len > 0 && cmd->name == NULL) || (cmd->value_len > 0 && cmd->value == NULL) ||
+	    (cmd->expect_len > 0 && cmd->expect == NULL))
 		return -HASP_EINVAL;
 	if ((locks_cmd_fields(cmd->op) & LOCKS_FIELD_NAME) && !locks_name_valid(cmd->name, cmd->name_len))
 		return -HASP_EINVAL;
@@ -108,7 +119,7 @@ int locks_cmd_encode(const struct locks_cmd *cmd, uint8_t *buf, size_t buf_size)
 	byte_writer_u8(&w, LOCKS_CMD_VERSION);
 	byte_writer_u8(&w, cmd->op);
 	byte_writer_u8(&w, cmd->mode);
-	byte_writer_u8(&w, 0);
+	byte_writer_u8(&w, cmd->flags);
 	byte_writer_u32(&w, cmd->ttl_ms);
 	byte_writer_u64(&w, cmd->term);
 	byte_writer_u64(&w, cmd->now_ms);
@@ -116,10 +127,16 @@ int locks_cmd_encode(const struct locks_cmd *cmd, uint8_t *buf, size_t buf_size)
 	byte_writer_u64(&w, cmd->seq);
 	byte_writer_u64(&w, cmd->lease_id);
 	/* The token/nonce slot: at most one of them is non-zero (fields_ok). */
-	byte_writer_u64(&w, (locks_cmd_fields(cmd->op) & LOCKS_FIELD_NONCE) ? cmd->nonce : cmd->token);
+	if (locks_cmd_fields(cmd->op) & LOCKS_FIELD_NONCE)
+		byte_writer_u64(&w, cmd->nonce);
+	else if (cmd->flags & LOCKS_CMD_CAS_VALUE)
+		byte_writer_u64(&w, cmd->expect_len);
+	else
+		byte_writer_u64(&w, cmd->token);
 	byte_writer_u16(&w, cmd->name_len);
 	byte_writer_u16(&w, cmd->value_len);
 	byte_writer_copy(&w, cmd->name, cmd->name_len);
+	byte_writer_copy(&w, cmd->expect, cmd->expect_len);
 	byte_writer_copy(&w, cmd->value, cmd->value_len);
 	if (w.failed)
 		return -HASP_ETOOBIG;
@@ -139,10 +156,12 @@ static int locks_cmd_decode_fields(const uint8_t *buf, size_t size, struct locks
 	if (locks_cmd_fields(op) & LOCKS_FIELD_INVALID)
 		return -HASP_EOPCODE;
 	uint8_t mode = byte_reader_u8(&r);
-	if (byte_reader_u8(&r) != 0)
+	uint8_t flags = byte_reader_u8(&r);
+	if ((flags & ~LOCKS_CMD_CAS_VALUE) != 0 || (flags != 0 && op != LOCKS_OP_KV_CAS))
 		return -HASP_EFLAGS;
 	cmd->op = op;
 	cmd->mode = mode;
+	cmd->flags = flags;
 	cmd->ttl_ms = byte_reader_u32(&r);
 	cmd->term = byte_reader_u64(&r);
 	cmd->now_ms = byte_reader_u64(&r);
@@ -153,17 +172,26 @@ static int locks_cmd_decode_fields(const uint8_t *buf, size_t size, struct locks
 		cmd->nonce = byte_reader_u64(&r);
 	else
 		cmd->token = byte_reader_u64(&r);
+	uint64_t expect_len = 0;
+	if (flags & LOCKS_CMD_CAS_VALUE) {
+		expect_len = cmd->token;
+		cmd->token = 0;
+	}
 	uint16_t name_len = byte_reader_u16(&r);
 	uint16_t value_len = byte_reader_u16(&r);
 	if (r.failed)
 		return -HASP_ETRUNCATED;
-	if (name_len > HASP_NAME_SIZE_MAX || value_len > HASP_VALUE_SIZE_MAX)
+	if (name_len > HASP_NAME_SIZE_MAX || value_len > HASP_VALUE_SIZE_MAX ||
+	    expect_len > HASP_VALUE_SIZE_MAX)
 		return -HASP_ETOOBIG;
-	if (r.left != (size_t)name_len + value_len)
-		return r.left < (size_t)name_len + value_len ? -HASP_ETRUNCATED : -HASP_ELENGTH;
+	size_t want = (size_t)name_len + (size_t)expect_len + value_len;
+	if (r.left != want)
+		return r.left < want ? -HASP_ETRUNCATED : -HASP_ELENGTH;
 	cmd->name_len = name_len;
 	cmd->value_len = value_len;
+	cmd->expect_len = (uint16_t)expect_len;
 	cmd->name = name_len > 0 ? byte_reader_take(&r, name_len) : NULL;
+	cmd->expect = expect_len > 0 ? byte_reader_take(&r, (size_t)expect_len) : NULL;
 	cmd->value = value_len > 0 ? byte_reader_take(&r, value_len) : NULL;
 	if (mode > HASP_ACQUIRE_WAIT || !locks_cmd_fields_ok(cmd))
 		return -HASP_EINVAL;

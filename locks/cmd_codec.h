@@ -19,7 +19,7 @@
  * Version 1 entries are refused (-HASP_EVERSION). */
 #define LOCKS_CMD_VERSION 2u
 #define LOCKS_CMD_HEADER_SIZE 60u
-#define LOCKS_CMD_SIZE_MAX (LOCKS_CMD_HEADER_SIZE + HASP_NAME_SIZE_MAX + HASP_VALUE_SIZE_MAX)
+#define LOCKS_CMD_SIZE_MAX (LOCKS_CMD_HEADER_SIZE + HASP_NAME_SIZE_MAX + 2u * HASP_VALUE_SIZE_MAX)
 
 /* Which fields an opcode uses (the rest must be zero). */
 enum locks_cmd_field {

@@ -209,10 +209,23 @@ void kv_cmd_cas(struct locks *sm, const struct locks_cmd *cmd)
 		return;
 	uint32_t hash = hindex_hash_bytes(sm->cfg.hash_seed, cmd->name, cmd->name_len);
 	uint32_t e = kv_lookup(sm, cmd->name, cmd->name_len, hash);
-	/* Expected mod revision 0 means "create only if absent". */
 	uint64_t current = e != LOCKS_NONE ? sm->kvs[e].mod_revision : 0;
-	if (current != cmd->token) {
-		locks_reply_set(sm, HASP_STATUS_COMPARE_FAILED, LOCKS_REASON_NONE);
+	bool match;
+	if (cmd->flags & LOCKS_CMD_CAS_VALUE) {
+		/* etcd's value compare: a missing key has no value, so it
+		 * never matches (not even an empty expected value). */
+		match = e != LOCKS_NONE && sm->kvs[e].value_len == cmd->expect_len &&
+			(cmd->expect_len == 0 ||
+			 memcmp((const uint8_t *)arena_data(&sm->kv_bytes_arena, sm->kvs[e].off) +
+					 sm->kvs[e].key_len,
+				 cmd->expect, cmd->expect_len) == 0);
+	} else {
+		/* Expected mod revision 0 means "create only if absent". */
+		match = current == cmd->token;
+	}
+	if (!match) {
+		locks_reply_set(sm, HASP_STATUS_COMPARE_FAILED,
+				e == LOCKS_NONE ? LOCKS_REASON_KV_MISSING : LOCKS_REASON_KV_MISMATCH);
 		sm->res->reply.revision = current;
 		return;
 	}

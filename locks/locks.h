@@ -87,6 +87,8 @@ enum locks_reason {
 	LOCKS_REASON_BAD_FIELDS = 18,     /* fields inconsistent with the opcode */
 	LOCKS_REASON_STALE_TERM = 19,     /* command from a term older than one applied */
 	LOCKS_REASON_QUEUED_OTHER_LEASE = 20, /* re-issued WAIT names another lease than its entry */
+	LOCKS_REASON_KV_MISSING = 21,     /* CAS: the key does not exist */
+	LOCKS_REASON_KV_MISMATCH = 22,    /* CAS: the key exists, its revision/value differs */
 };
 
 /* One command. Fields an opcode does not use must be zero (the codec
@@ -107,7 +109,14 @@ struct locks_cmd {
 	const uint8_t *value; /* KV value; caller-owned */
 	uint16_t name_len;
 	uint16_t value_len;
+	/* KV_CAS only: LOCKS_CMD_CAS_VALUE compares the key's value with
+	 * `expect` (and token must be 0); without it expect_len is 0. */
+	uint8_t flags;
+	uint16_t expect_len;
+	const uint8_t *expect; /* caller-owned */
 };
+
+#define LOCKS_CMD_CAS_VALUE 0x01u
 
 /* The reply to one command; memcmp-comparable (all padding zero), which is
  * what "a duplicate returns the identical reply" is checked with. */

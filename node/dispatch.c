@@ -311,6 +311,9 @@ static void build_reply(struct node *n, const struct node_pending *p, const stru
 	case HASP_STATUS_BUSY:
 		msg->body.busy.holder_token = r->token;
 		break;
+	case HASP_STATUS_COMPARE_FAILED:
+		msg->body.kv_revision.revision = r->revision;
+		break;
 	default:
 		break;
 	}
@@ -394,9 +397,9 @@ static void serve_read(struct node *n, const struct node_read *r)
 		rh.flags = HASP_WIRE_F_REPLY;
 		uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 		size_t packed = 0;
-		/* MORE only when the caller's limit was not reached by us: a
-		 * client that asked for `limit` entries got them. */
-		bool more = got > want && (r->limit == 0 || r->limit > NODE_RANGE_MAX);
+		/* MORE: entries remain after the last one sent (PROTOCOL.md),
+		 * whether the client's limit or the node's stopped it. */
+		bool more = got > want;
 		int size = hasp_wire_encode_kv_range_reply(&rh, entries, count, more, buf, sizeof(buf),
 							   &packed);
 		if (size > 0) {
@@ -578,6 +581,14 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 		c->value_len = (uint16_t)m->body.kv_cas.value.size;
 		c->lease_id = m->body.kv_cas.lease_id;
 		c->token = m->body.kv_cas.expected_revision;
+		if (m->body.kv_cas.flags & HASP_WIRE_CAS_VALUE) {
+			/* One comparison per request: the decoder refused a
+			 * non-zero expected revision with VALUE. */
+			c->flags = LOCKS_CMD_CAS_VALUE;
+			c->token = 0;
+			c->expect = m->body.kv_cas.expected_value.data;
+			c->expect_len = (uint16_t)m->body.kv_cas.expected_value.size;
+		}
 		break;
 	default:
 		HASP_UNREACHABLE();

@@ -600,6 +600,18 @@ static int cmd_kv(struct hasp_client *c, const struct hasp_cli_args *a)
 			.lease_id = a->lease_id,
 		};
 		rc = hasp_client_kv_cas(c, a->name, &cas, &revision);
+		if (rc == HASP_STATUS_COMPARE_FAILED) {
+			/* Say why: the key is absent (revision 0) or differs. */
+			if (a->json)
+				printf("{\"status\":\"COMPARE_FAILED\",\"command\":\"kv cas\","
+				       "\"revision\":%" PRIu64 ",\"exists\":%s}\n",
+				       revision, revision != 0 ? "true" : "false");
+			else
+				fprintf(stderr, "hasp: kv cas %s: COMPARE_FAILED (%s, revision %" PRIu64 ")\n",
+					a->name, revision != 0 ? "the key differs" : "the key does not exist",
+					revision);
+			return hasp_cli_exit_code(rc, HASP_STATUS_OK);
+		}
 		break;
 	}
 	case HASP_CLI_KV_GET: {

@@ -218,8 +218,9 @@ int hasp_client_acquire(struct hasp_client *client, const char *name,
 /* OK or NOT_HOLDER. */
 int hasp_client_release(struct hasp_client *client, const char *name, uint64_t token)
 	__attribute__((warn_unused_result));
-/* GRANTED or NOT_HOLDER. When `lock` is not NULL its TTL and validity
- * deadline are refreshed from this renew's send time. */
+/* GRANTED or NOT_HOLDER. `ttl_ms` 0 keeps the lock's current TTL. When
+ * `lock` is not NULL its TTL and validity deadline are refreshed from
+ * this renew's send time and the TTL the node answered. */
 int hasp_client_renew(struct hasp_client *client, const char *name, uint64_t token,
 		      uint32_t ttl_ms, struct hasp_lock *lock) __attribute__((warn_unused_result));
 /* OK when `token` is the current holder's, else NOT_HOLDER. */

@@ -953,6 +953,68 @@ static void test_force_release_makes_old_token_stale(void **state)
 	harness_deinit(&h);
 }
 
+/* KV_CAS by value (issue 11 item 5): the value is what is compared, a
+ * missing key never matches, and a failed CAS changes nothing. */
+static void test_kv_cas_by_value(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_kv_info info;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	const struct locks_reply *r = harness_put(&h, a, 1, "cfg/v", "old", 0);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	uint64_t rev = r->revision;
+
+	struct locks_cmd cas = harness_cmd(LOCKS_OP_KV_CAS, a, 2, "cfg/v");
+	cas.flags = LOCKS_CMD_CAS_VALUE;
+	cas.expect = (const uint8_t *)"wrong";
+	cas.expect_len = 5;
+	cas.value = (const uint8_t *)"new";
+	cas.value_len = 3;
+	r = harness_apply(&h, &cas);
+	assert_int_equal(r->status, HASP_STATUS_COMPARE_FAILED);
+	assert_int_equal(r->reason, LOCKS_REASON_KV_MISMATCH);
+	assert_int_equal(r->revision, rev);
+	assert_int_equal(h.res.event_count, 0);
+	assert_true(locks_kv_get(&h.sm, (const uint8_t *)"cfg/v", 5, &info));
+	assert_int_equal(info.mod_revision, rev);
+	assert_memory_equal(info.value, "old", 3);
+
+	/* A prefix of the value is not the value. */
+	cas.seq = 3;
+	cas.expect = (const uint8_t *)"ol";
+	cas.expect_len = 2;
+	assert_int_equal(harness_apply(&h, &cas)->status, HASP_STATUS_COMPARE_FAILED);
+
+	cas.seq = 4;
+	cas.expect = (const uint8_t *)"old";
+	cas.expect_len = 3;
+	r = harness_apply(&h, &cas);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_true(r->revision > rev);
+	assert_true(locks_kv_get(&h.sm, (const uint8_t *)"cfg/v", 5, &info));
+	assert_int_equal(info.value_len, 3);
+	assert_memory_equal(info.value, "new", 3);
+
+	/* A missing key has no value: not created, even for an empty one. */
+	struct locks_cmd miss = harness_cmd(LOCKS_OP_KV_CAS, a, 5, "cfg/none");
+	miss.flags = LOCKS_CMD_CAS_VALUE;
+	miss.value = (const uint8_t *)"x";
+	miss.value_len = 1;
+	r = harness_apply(&h, &miss);
+	assert_int_equal(r->status, HASP_STATUS_COMPARE_FAILED);
+	assert_int_equal(r->reason, LOCKS_REASON_KV_MISSING);
+	assert_int_equal(r->revision, 0);
+	assert_false(locks_kv_get(&h.sm, (const uint8_t *)"cfg/none", 8, &info));
+	miss.seq = 6;
+	miss.expect = (const uint8_t *)"x";
+	miss.expect_len = 1;
+	assert_int_equal(harness_apply(&h, &miss)->status, HASP_STATUS_COMPARE_FAILED);
+	assert_false(locks_kv_get(&h.sm, (const uint8_t *)"cfg/none", 8, &info));
+}
+
 static void test_kv_revisions_cas_range_and_lease(void **state)
 {
 	(void)state;
@@ -1253,6 +1315,7 @@ int main(void)
 		cmocka_unit_test(test_session_nonce_opens_new_session_after_session_ends),
 		cmocka_unit_test(test_force_release_makes_old_token_stale),
 		cmocka_unit_test(test_kv_revisions_cas_range_and_lease),
+		cmocka_unit_test(test_kv_cas_by_value),
 		cmocka_unit_test(test_full_is_a_typed_reply),
 		cmocka_unit_test(test_bad_commands_change_nothing),
 		cmocka_unit_test(test_init_refuses_bad_config_and_survives_alloc_failure),

@@ -71,6 +71,10 @@ static void assert_cmd_equal(const struct locks_cmd *a, const struct locks_cmd *
 		assert_memory_equal(a->name, b->name, a->name_len);
 	if (a->value_len > 0)
 		assert_memory_equal(a->value, b->value, a->value_len);
+	assert_int_equal(a->flags, b->flags);
+	assert_int_equal(a->expect_len, b->expect_len);
+	if (a->expect_len > 0)
+		assert_memory_equal(a->expect, b->expect, a->expect_len);
 }
 
 static void test_codec_round_trips_every_op(void **state)
@@ -153,6 +157,35 @@ static void test_codec_rejects_malformed_bytes(void **state)
 /* SESSION_OPEN carries the client nonce in bytes 48..55 (the token's place:
  * no opcode has both); other opcodes refuse a nonce, and an open refuses a
  * token. */
+/* A CAS by value carries its expected value in the entry (issue 11 item 5);
+ * the flag is refused on any other op, and with a token. */
+static void test_codec_cas_by_value(void **state)
+{
+	(void)state;
+	uint8_t buf[LOCKS_CMD_SIZE_MAX];
+	struct locks_cmd c = sample(LOCKS_OP_KV_CAS), d;
+	c.token = 0;
+	c.flags = LOCKS_CMD_CAS_VALUE;
+	c.expect = (const uint8_t *)"expected";
+	c.expect_len = 8;
+	int n = locks_cmd_encode(&c, buf, sizeof(buf));
+	assert_int_equal((size_t)n, locks_cmd_encoded_size(&c));
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), 0);
+	assert_cmd_equal(&c, &d);
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n - 1, &d), -HASP_ETRUNCATED);
+
+	c.token = 5; /* one comparison per command */
+	assert_int_equal(locks_cmd_encode(&c, buf, sizeof(buf)), -HASP_EINVAL);
+	struct locks_cmd put = sample(LOCKS_OP_KV_PUT);
+	put.flags = LOCKS_CMD_CAS_VALUE;
+	assert_int_equal(locks_cmd_encode(&put, buf, sizeof(buf)), -HASP_EINVAL);
+	put.flags = 0;
+	n = locks_cmd_encode(&put, buf, sizeof(buf));
+	assert_true(n > 0);
+	buf[3] = LOCKS_CMD_CAS_VALUE;
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), -HASP_EFLAGS);
+}
+
 static void test_codec_session_open_carries_nonce(void **state)
 {
 	(void)state;
@@ -191,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_codec_round_trips_every_op),
 		cmocka_unit_test(test_codec_rejects_malformed_bytes),
 		cmocka_unit_test(test_codec_session_open_carries_nonce),
+		cmocka_unit_test(test_codec_cas_by_value),
 	};
 
 	test_util_install_assert_handler();

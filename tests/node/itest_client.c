@@ -283,6 +283,10 @@ static int cmd_hold(const char *cluster, int count, const char *path)
 	if (hasp_client_keepalive_start(c) != 0)
 		return 1;
 	FILE *f = fopen(path, "w");
+	if (f == NULL) {
+		printf("FAIL: cannot write %s\n", path);
+		return 1;
+	}
 	for (int i = 0; i < count; i++) {
 		char name[64];
 		snprintf(name, sizeof(name), "itest/held/%d", i);
@@ -293,13 +297,16 @@ static int cmd_hold(const char *cluster, int count, const char *path)
 		}
 		fprintf(f, "%s %" PRIu64 " %" PRIu64 "\n", name, locks[i].token, hasp_client_session_id(c));
 	}
-	fclose(f);
+	if (fclose(f) != 0) {
+		printf("FAIL: cannot write %s\n", path);
+		return 1;
+	}
 	printf("holding %d locks\n", count);
 	fflush(stdout);
-	/* Renew every few seconds to the full TTL (a renew names its TTL: 0
-	 * is refused by libhasp before it is sent). A renew that finds no
+	/* Renew every few seconds to the full TTL. A renew that finds no
 	 * answer during a failover is retried in the next round, well inside
-	 * the 20 s TTL; NOT_HOLDER means the lock was lost: that fails. */
+	 * the 20 s TTL; a refusal (NOT_HOLDER) means the lock was lost: the
+	 * holder reports it and exits 1, and itest_cluster.sh fails. */
 	int lost = 0;
 	while (!hold_stop) {
 		for (int s = 0; s < 30 && !hold_stop; s++)

@@ -20,6 +20,19 @@ echo "itest: client_bad $bad_before -> $bad_after"
 # Still serving correct clients.
 "$hasp" kv put itest/after ok >/dev/null
 [ "$("$hasp" kv get itest/after)" = ok ] || { echo "FAIL: node stopped serving"; exit 1; }
+# KV CAS through the CLI against the real node: the value is compared,
+# a missing key is not created, a failed CAS changes nothing.
+rc=0; "$hasp" kv cas itest/cas new --expect old >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || { echo "FAIL: cas --expect on a missing key: exit $rc, want 1"; exit 1; }
+rc=0; "$hasp" kv get itest/cas >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || { echo "FAIL: cas --expect created a missing key (kv get exit $rc)"; exit 1; }
+"$hasp" kv put itest/cas v1 >/dev/null
+rc=0; out=$("$hasp" --json kv cas itest/cas v2 --expect wrong) || rc=$?
+[ "$rc" -eq 1 ] || { echo "FAIL: cas --expect wrong: exit $rc, want 1"; exit 1; }
+case $out in *'"status":"COMPARE_FAILED"'*'"exists":true'*) ;; *) echo "FAIL: cas reply: $out"; exit 1 ;; esac
+[ "$("$hasp" kv get itest/cas)" = v1 ] || { echo "FAIL: a failed cas changed the value"; exit 1; }
+"$hasp" kv cas itest/cas v2 --expect v1 >/dev/null
+[ "$("$hasp" kv get itest/cas)" = v2 ] || { echo "FAIL: cas --expect v1 did not write v2"; exit 1; }
 # A clean stop: SIGTERM, exit 0.
 "$cluster" stop 1
 grep -q "haspd: stopped node=1 exit=0" "$HASP_CLUSTER_DIR/n1/log" || { echo "FAIL: unclean stop"; exit 1; }

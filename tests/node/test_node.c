@@ -796,6 +796,184 @@ static void test_node_config_names_the_bad_field(void **state)
 	assert_int_equal(c.members[0].client_port, 7000);
 }
 
+static struct hasp_wire_msg cas_value_req(uint64_t session, uint64_t seq, const char *key, const char *expect,
+					  const char *value)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_KV_CAS, .session_id = session, .seq = seq } };
+	req.body.kv_cas = (struct hasp_wire_kv_cas){
+		.key = { (const uint8_t *)key, strlen(key) },
+		.expected_value = { (const uint8_t *)expect, strlen(expect) },
+		.value = { (const uint8_t *)value, strlen(value) },
+		.flags = HASP_WIRE_CAS_VALUE,
+	};
+	return req;
+}
+
+/* KV_CAS with VALUE through the node (issue 11 item 5): the dispatch used
+ * to drop the expected value and compare revision 0, so a wrong value on a
+ * missing key created it. */
+static void test_node_kv_cas_compares_the_value(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(9));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 11);
+
+	struct hasp_wire_msg req = cas_value_req(sid, 1, "cfg/missing", "nope", "created");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_COMPARE_FAILED);
+	struct hasp_wire_msg get = { .hdr = { .opcode = HASP_OP_KV_GET, .session_id = sid, .seq = 2 } };
+	get.body.kv_get.name = (struct hasp_wire_bytes){ (const uint8_t *)"cfg/missing", 11 };
+	assert_true(sim_call(s, l, &get, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_NOT_FOUND);
+
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid, .seq = 3 } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"cfg/k", 5 },
+						     .value = { (const uint8_t *)"v1", 2 } };
+	assert_true(sim_call(s, l, &put, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	uint64_t rev = reply.body.kv_revision.revision;
+
+	req = cas_value_req(sid, 4, "cfg/k", "v0", "v2");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_COMPARE_FAILED);
+	get.hdr.seq = 5;
+	get.body.kv_get.name = (struct hasp_wire_bytes){ (const uint8_t *)"cfg/k", 5 };
+	assert_true(sim_call(s, l, &get, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.kv_value.revision, rev);
+	assert_int_equal(reply.body.kv_value.value.size, 2);
+	assert_memory_equal(reply.body.kv_value.value.data, "v1", 2);
+
+	req = cas_value_req(sid, 6, "cfg/k", "v1", "v2");
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_true(reply.body.kv_revision.revision > rev);
+	get.hdr.seq = 7;
+	assert_true(sim_call(s, l, &get, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.kv_value.value.size, 2);
+	assert_memory_equal(reply.body.kv_value.value.data, "v2", 2);
+	sim_destroy(s);
+}
+
+/* Writes a request header from docs/PROTOCOL.md's table (little-endian). */
+static size_t raw_header(uint8_t *b, uint8_t opcode, uint64_t session, uint64_t seq, uint16_t body)
+{
+	memset(b, 0, HASP_WIRE_HEADER_SIZE);
+	memcpy(b, "HASP", 4);
+	b[4] = 1;
+	b[5] = opcode;
+	for (int i = 0; i < 8; i++) {
+		b[8 + i] = (uint8_t)(session >> (8 * i));
+		b[16 + i] = (uint8_t)(seq >> (8 * i));
+	}
+	b[24] = (uint8_t)body;
+	b[25] = (uint8_t)(body >> 8);
+	return HASP_WIRE_HEADER_SIZE;
+}
+
+/* Sends raw bytes to node i and returns the status of the first reply
+ * echoing `seq`, or -1 when none came. */
+static int sim_raw_status(struct sim *s, int i, const uint8_t *buf, size_t size, uint64_t seq)
+{
+	s->inbox_count = 0;
+	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, size);
+	for (int t = 0; t < 2000; t++) {
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			const struct dgram *d = &s->inbox[k];
+			if (d->size < HASP_WIRE_HEADER_SIZE || (d->data[6] & 1) == 0)
+				continue;
+			uint64_t got = 0;
+			for (int j = 7; j >= 0; j--)
+				got = got << 8 | d->data[16 + j];
+			if (got == seq)
+				return d->data[26] | d->data[27] << 8;
+		}
+		sim_step(s);
+	}
+	return -1;
+}
+
+/* Issue 11 item 16: an EVENT sent as a request is answered BAD_OPCODE, as
+ * the opcode table says (it used to get no reply at all). */
+static void test_node_event_as_request_is_bad_opcode(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(10));
+	int l = sim_wait_leader(s);
+	uint8_t buf[HASP_WIRE_HEADER_SIZE];
+	size_t size = raw_header(buf, HASP_OP_EVENT, 0, 77, 0);
+	assert_int_equal(sim_raw_status(s, l, buf, size, 77), HASP_STATUS_BAD_OPCODE);
+	size = raw_header(buf, 200, 0, 78, 0); /* unknown opcode, for contrast */
+	assert_int_equal(sim_raw_status(s, l, buf, size, 78), HASP_STATUS_BAD_OPCODE);
+	sim_destroy(s);
+}
+
+/* Issue 11 item 16: MORE means "entries remain after the last one", also
+ * when the client's own limit stopped the range. */
+static void test_node_kv_range_more_with_a_limit(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(11));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 12);
+	const char *keys[] = { "r/a", "r/b", "r/c" };
+	for (uint64_t i = 0; i < 3; i++) {
+		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid, .seq = i + 1 } };
+		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)keys[i], 3 },
+							     .value = { (const uint8_t *)"x", 1 } };
+		assert_true(sim_call(s, l, &put, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	struct hasp_wire_msg range = { .hdr = { .opcode = HASP_OP_KV_RANGE, .session_id = sid, .seq = 10 } };
+	range.body.kv_range = (struct hasp_wire_kv_range){ .prefix = { (const uint8_t *)"r/", 2 }, .limit = 2 };
+	assert_true(sim_call(s, l, &range, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.kv_entries.entry_count, 2);
+	assert_int_equal(reply.body.kv_entries.flags & HASP_WIRE_RANGE_MORE, HASP_WIRE_RANGE_MORE);
+	range.hdr.seq = 11;
+	range.body.kv_range.limit = 3; /* exactly the set: nothing remains */
+	assert_true(sim_call(s, l, &range, &reply, keep));
+	assert_int_equal(reply.body.kv_entries.entry_count, 3);
+	assert_int_equal(reply.body.kv_entries.flags & HASP_WIRE_RANGE_MORE, 0);
+	range.hdr.seq = 12;
+	range.body.kv_range.limit = 2;
+	range.body.kv_range.start_after = (struct hasp_wire_bytes){ (const uint8_t *)"r/b", 3 };
+	assert_true(sim_call(s, l, &range, &reply, keep));
+	assert_int_equal(reply.body.kv_entries.entry_count, 1);
+	assert_int_equal(reply.body.kv_entries.flags & HASP_WIRE_RANGE_MORE, 0);
+	sim_destroy(s);
+}
+
+/* Issue 11 items 9/16: RENEW with TTL 0 keeps the lock's TTL (one contract
+ * for the wire, the node and libhasp; the wire used to refuse it). */
+static void test_node_renew_ttl_zero_keeps_the_ttl(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(12));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 13);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/r", 4000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	struct hasp_wire_msg renew = { .hdr = { .opcode = HASP_OP_RENEW, .session_id = sid, .seq = 2 } };
+	renew.body.renew = (struct hasp_wire_renew){ .name = { (const uint8_t *)"lock/r", 6 }, .token = token,
+						     .ttl_ms = 0 };
+	assert_true(sim_call(s, l, &renew, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(reply.body.granted.token, token);
+	assert_int_equal(reply.body.granted.ttl_ms, 4000);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -811,6 +989,10 @@ int main(void)
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
+		cmocka_unit_test(test_node_kv_cas_compares_the_value),
+		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
+		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
+		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

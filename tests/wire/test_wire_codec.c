@@ -596,7 +596,9 @@ static void test_wire_ttl_range_is_enforced(void **state)
 	memset(&m, 0, sizeof(m));
 	m.hdr.opcode = HASP_OP_RENEW;
 	m.body.renew.name = wire_str("a");
-	m.body.renew.ttl_ms = 0;
+	m.body.renew.ttl_ms = 0; /* keeps the lock's TTL */
+	assert_true(hasp_wire_encode(&m, buf, sizeof(buf)) > 0);
+	m.body.renew.ttl_ms = 9;
 	assert_int_equal(hasp_wire_encode(&m, buf, sizeof(buf)), -HASP_ERANGE);
 
 	/* A lease-backed acquire carries no TTL of its own. */
