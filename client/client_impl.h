@@ -169,6 +169,9 @@ void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t
 			      uint64_t send_ns);
 
 /* Re-sends every registered WATCH (after a new session). Unlocked. */
+/* Queues a RESYNC event for the application (events may have been lost;
+ * owed until the buffer has room). Caller holds c->mu. */
+void client_event_resync_locked(struct hasp_client *c);
 void client_watches_resend(struct hasp_client *c);
 
 /* Parses "ip:port,ip:port" into nodes; -HASP_ECONFIG. */

@@ -110,7 +110,7 @@ static bool name_matches_watch(const struct hasp_client *c, const char *name, si
 
 /* Queues a RESYNC for the application: events may have been lost, re-read
  * what you watch. Owed until the buffer has room. */
-static void event_resync_locked(struct hasp_client *c)
+void client_event_resync_locked(struct hasp_client *c)
 {
 	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
 		c->event_resync_owed = true;
@@ -132,7 +132,7 @@ static void event_push_locked(struct hasp_client *c, const struct hasp_wire_msg 
 	struct hasp_event *ev;
 
 	if (c->event_resync_owed)
-		event_resync_locked(c);
+		client_event_resync_locked(c);
 	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
 		/* Dropping an event is a gap the application must hear of. */
 		c->stats.events_dropped++;
@@ -182,7 +182,7 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 		c->stats.events_gaps++;
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next)
 			w->recheck = true;
-		event_resync_locked(c);
+		client_event_resync_locked(c);
 	}
 	c->event_last_index = m->hdr.seq;
 	c->event_last_sub = e->sub;

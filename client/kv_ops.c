@@ -181,6 +181,20 @@ int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 
 void client_watches_resend(struct hasp_client *c)
 {
+	/* The watches were gone (a new leader, a new session) for a while:
+	 * events in between are lost, and no later event may come to reveal
+	 * it. Tell the application now; the new leader's chain starts fresh,
+	 * so its first event (prev (0, 0)) is in order. */
+	pthread_mutex_lock(&c->mu);
+	bool any = false;
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
+		any |= c->watches[i].used;
+	if (any) {
+		client_event_resync_locked(c);
+		c->event_last_index = 0;
+		c->event_last_sub = 0;
+	}
+	pthread_mutex_unlock(&c->mu);
 	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
 		struct hasp_wire_bytes n;
 		char name[HASP_CLIENT_NAME_BUF];
