@@ -1013,6 +1013,7 @@ static void test_kv_cas_by_value(void **state)
 	miss.expect_len = 1;
 	assert_int_equal(harness_apply(&h, &miss)->status, HASP_STATUS_COMPARE_FAILED);
 	assert_false(locks_kv_get(&h.sm, (const uint8_t *)"cfg/none", 8, &info));
+	harness_deinit(&h);
 }
 
 static void test_kv_revisions_cas_range_and_lease(void **state)
