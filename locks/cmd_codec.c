@@ -3,10 +3,11 @@
  *
  * | offset | size | field                                              |
  * |--------|------|----------------------------------------------------|
- * | 0      | 1    | version (2)                                        |
+ * | 0      | 1    | version (3; 2 is still read)                       |
  * | 1      | 1    | op (enum locks_op)                                 |
  * | 2      | 1    | mode (enum hasp_acquire_mode)                      |
- * | 3      | 1    | flags: bit 0 CAS_VALUE (KV_CAS only), others 0     |
+ * | 3      | 1    | flags: bit 0 CAS_VALUE (KV_CAS only), bit 1        |
+ * |        |      | OWNER_RELEASE (SESSION_OPEN only), others 0        |
  * | 4      | 4    | ttl_ms                                             |
  * | 8      | 8    | term                                               |
  * | 16     | 8    | now_ms (leader monotonic clock)                    |
@@ -18,7 +19,10 @@
  * |        |      | CAS_VALUE: the expected value's size e (0..1024)   |
  * | 56     | 2    | name_len (0..128)                                  |
  * | 58     | 2    | value_len (0..1024)                                |
- * | 60     | n    | name bytes, [e expected-value bytes with          |
+ * | 60     | 8    | client commands: request digest; SESSION_OPEN:     |
+ * |        |      | owner (identity); else 0                           |
+ * | 68     | 4    | SESSION_OPEN: the owner's session quota; else 0    |
+ * | 72     | n    | name bytes, [e expected-value bytes with          |
  * |        |      | CAS_VALUE], then value bytes; nothing after them   |
  *
  * A fixed header keeps the decoder trivial to audit and to fuzz; at 60
@@ -27,6 +31,9 @@
  * token's 8 bytes rather than growing every entry by 8 (version 2).
  * A CAS by value has no expected revision, so the slot carries the
  * expected value's size; entries without the flag read as before.
+ * Version 3 added bytes 60..71 (client authentication, docs/SECURITY.md);
+ * a version 2 entry decodes with them zero, so a log written before still
+ * replays.
  */
 #include "locks/cmd_codec.h"
 
@@ -76,15 +83,27 @@ uint32_t locks_cmd_fields(uint8_t op)
 	}
 }
 
+/* CAS_VALUE belongs to KV_CAS, OWNER_RELEASE to SESSION_OPEN. */
+static bool locks_cmd_flags_ok(uint8_t op, uint8_t flags)
+{
+	if (flags & ~(LOCKS_CMD_CAS_VALUE | LOCKS_CMD_OWNER_RELEASE))
+		return false;
+	if ((flags & LOCKS_CMD_CAS_VALUE) && op != LOCKS_OP_KV_CAS)
+		return false;
+	return !(flags & LOCKS_CMD_OWNER_RELEASE) || op == LOCKS_OP_SESSION_OPEN;
+}
+
 bool locks_cmd_fields_ok(const struct locks_cmd *cmd)
 {
 	uint32_t f = locks_cmd_fields(cmd->op);
 
 	if (f & LOCKS_FIELD_INVALID)
 		return false;
-	if (cmd->flags & ~LOCKS_CMD_CAS_VALUE)
+	if (!locks_cmd_flags_ok(cmd->op, cmd->flags))
 		return false;
-	if (cmd->flags != 0 && cmd->op != LOCKS_OP_KV_CAS)
+	if (cmd->digest != 0 && !(f & LOCKS_FIELD_SEQ))
+		return false;
+	if ((cmd->owner != 0 || cmd->owner_sessions_max != 0) && !(f & LOCKS_FIELD_NONCE))
 		return false;
 	if ((cmd->flags & LOCKS_CMD_CAS_VALUE) ? cmd->token != 0 : cmd->expect_len != 0)
 		return false;
@@ -135,6 +154,8 @@ int locks_cmd_encode(const struct locks_cmd *cmd, uint8_t *buf, size_t buf_size)
 		byte_writer_u64(&w, cmd->token);
 	byte_writer_u16(&w, cmd->name_len);
 	byte_writer_u16(&w, cmd->value_len);
+	byte_writer_u64(&w, cmd->op == LOCKS_OP_SESSION_OPEN ? cmd->owner : cmd->digest);
+	byte_writer_u32(&w, cmd->owner_sessions_max);
 	byte_writer_copy(&w, cmd->name, cmd->name_len);
 	byte_writer_copy(&w, cmd->expect, cmd->expect_len);
 	byte_writer_copy(&w, cmd->value, cmd->value_len);
@@ -147,17 +168,18 @@ static int locks_cmd_decode_fields(const uint8_t *buf, size_t size, struct locks
 {
 	struct byte_reader r;
 
-	if (size < LOCKS_CMD_HEADER_SIZE)
+	if (size < LOCKS_CMD_HEADER_SIZE_V2)
 		return -HASP_ETRUNCATED;
 	byte_reader_init(&r, buf, size);
-	if (byte_reader_u8(&r) != LOCKS_CMD_VERSION)
+	uint8_t version = byte_reader_u8(&r);
+	if (version != LOCKS_CMD_VERSION && version != 2)
 		return -HASP_EVERSION;
 	uint8_t op = byte_reader_u8(&r);
 	if (locks_cmd_fields(op) & LOCKS_FIELD_INVALID)
 		return -HASP_EOPCODE;
 	uint8_t mode = byte_reader_u8(&r);
 	uint8_t flags = byte_reader_u8(&r);
-	if ((flags & ~LOCKS_CMD_CAS_VALUE) != 0 || (flags != 0 && op != LOCKS_OP_KV_CAS))
+	if (!locks_cmd_flags_ok(op, flags) || (version == 2 && (flags & LOCKS_CMD_OWNER_RELEASE)))
 		return -HASP_EFLAGS;
 	cmd->op = op;
 	cmd->mode = mode;
@@ -179,6 +201,14 @@ static int locks_cmd_decode_fields(const uint8_t *buf, size_t size, struct locks
 	}
 	uint16_t name_len = byte_reader_u16(&r);
 	uint16_t value_len = byte_reader_u16(&r);
+	if (version >= 3) {
+		uint64_t aux = byte_reader_u64(&r);
+		if (op == LOCKS_OP_SESSION_OPEN)
+			cmd->owner = aux;
+		else
+			cmd->digest = aux;
+		cmd->owner_sessions_max = byte_reader_u32(&r);
+	}
 	if (r.failed)
 		return -HASP_ETRUNCATED;
 	if (name_len > HASP_NAME_SIZE_MAX || value_len > HASP_VALUE_SIZE_MAX ||

@@ -17,8 +17,9 @@
 
 /* 2: bytes 48..55 of SESSION_OPEN carry the client nonce (v1 had none).
  * Version 1 entries are refused (-HASP_EVERSION). */
-#define LOCKS_CMD_VERSION 2u
-#define LOCKS_CMD_HEADER_SIZE 60u
+#define LOCKS_CMD_VERSION 3u
+#define LOCKS_CMD_HEADER_SIZE 72u
+#define LOCKS_CMD_HEADER_SIZE_V2 60u /* entries written before owners and digests */
 #define LOCKS_CMD_SIZE_MAX (LOCKS_CMD_HEADER_SIZE + HASP_NAME_SIZE_MAX + 2u * HASP_VALUE_SIZE_MAX)
 
 /* Which fields an opcode uses (the rest must be zero). */

@@ -55,7 +55,7 @@ uint32_t lock_table_find(const struct locks *sm, const uint8_t *name, uint32_t n
 }
 
 /* The memory budget per lease (perf/bench_locks) counts on this size. */
-_Static_assert(sizeof(struct locks_lock) == 56, "struct locks_lock grew: re-measure bytes per lease");
+_Static_assert(sizeof(struct locks_lock) == 64, "struct locks_lock grew: re-measure bytes per lease");
 
 /* Makes live session `s` the holder of `lk` under lease `ls`, with the
  * current revision as token. */
@@ -68,6 +68,7 @@ static void lock_table_grant(struct locks *sm, uint32_t lk, uint32_t s, uint32_t
 	HASP_ASSERT(slots_used(&sm->session_slots, s));
 	l->token = sm->revision;
 	l->holder_session_id = sm->sessions[s].id;
+	l->holder_owner = sm->sessions[s].owner;
 	l->lease = ls;
 	sm->sessions[s].lock_count++;
 	LIST_PUSH_FRONT(sm->leases[ls].lock_head, sm->locks, lk, lease_next, lease_prev);
@@ -185,6 +186,38 @@ static bool lock_table_room(struct locks *sm, uint32_t s, uint32_t shared, bool 
 	return false;
 }
 
+/* ACQUIRE of lock `lk` by the session that holds it (a client that lost
+ * the reply, or asks again after a restart of its process): GRANTED with
+ * the same token, and for a lock with its own TTL the TTL is re-armed from
+ * this command with the requested TTL, like RENEW, so the validity the
+ * client computes from this request's send time is conservative. On a
+ * shared lease nothing changes (the lease has its own keepalive). Another
+ * lease form than the lock's is refused: release first. */
+static void lock_table_reacquire(struct locks *sm, uint32_t lk, uint32_t shared,
+				 const struct locks_cmd *cmd)
+{
+	struct locks_reply *r = &sm->res->reply;
+	uint32_t ls = sm->locks[lk].lease;
+	struct locks_lease *l = &sm->leases[ls];
+	bool own_ttl = (l->flags & LEASE_FLAG_PRIVATE) != 0;
+
+	if (own_ttl ? shared != LOCKS_NONE : shared != ls) {
+		locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_SELF_HELD);
+		return;
+	}
+	if (own_ttl) {
+		locks_bump(sm);
+		l->ttl_ms = cmd->ttl_ms;
+		lease_arm(sm, ls);
+	}
+	locks_reply_set(sm, HASP_STATUS_GRANTED, LOCKS_REASON_SELF_HELD);
+	r->token = sm->locks[lk].token;
+	r->id = l->id;
+	r->ttl_ms = l->ttl_ms;
+	r->deadline_ms = l->deadline_ms;
+	HASP_ASSERT(r->token != 0);
+}
+
 void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
 {
 	struct locks_reply *r = &sm->res->reply;
@@ -254,7 +287,7 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 	struct locks_lock *l = &sm->locks[lk];
 	r->token = l->token; /* BUSY and QUEUED report the holder's token */
 	if (l->holder_session_id == sm->sessions[s].id) {
-		locks_reply_set(sm, HASP_STATUS_BUSY, LOCKS_REASON_SELF_HELD);
+		lock_table_reacquire(sm, lk, shared, cmd);
 		return;
 	}
 	if (cmd->mode == HASP_ACQUIRE_TRY) {
@@ -294,17 +327,27 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
 	r->id = sm->leases[ls].id;
 }
 
-/* The lock a RELEASE or RENEW names if `cmd->token` is its current token;
- * replies NOT_HOLDER and returns LOCKS_NONE otherwise.
- *
- * The token is the capability (DESIGN.md: "release(name, token) releases
- * only if the token is the current holder's"); the caller's session is not
- * compared with the holder's, so a lock taken by one process can be released
- * or renewed by another that was handed the token (the hasp CLI does this).
- * Tokens of one lock strictly increase, so a stale token never matches a
- * later grant. Sessions were never an authentication boundary here: v1 has
- * no authentication, and any client can put any session id in a header. */
-static uint32_t lock_table_owned(struct locks *sm, const struct locks_cmd *cmd)
+/* True when session `s` may act as the holder of `l`: it is the holding
+ * session, or the holder's owner (identity) is its own and the session was
+ * opened with LOCKS_CMD_OWNER_RELEASE (a CLI that releases in one process
+ * what it acquired in another; a client that goes on after its session
+ * expired). A token is a fence, not a capability: knowing it is not
+ * enough. Owner 0 (sessions from before owners existed) matches nothing. */
+static bool lock_table_may_hold(const struct locks *sm, const struct locks_lock *l, uint32_t s)
+{
+	const struct locks_session *ss = &sm->sessions[s];
+
+	if (l->holder_session_id == ss->id)
+		return true;
+	return (ss->flags & LOCKS_CMD_OWNER_RELEASE) != 0 && ss->owner != 0 &&
+	       ss->owner == l->holder_owner;
+}
+
+/* The lock a RELEASE or RENEW of session `s` names if `cmd->token` is its
+ * current token and `s` may act as its holder; replies NOT_HOLDER and
+ * returns LOCKS_NONE otherwise. Tokens of one lock strictly increase, so a
+ * stale token never matches a later grant. */
+static uint32_t lock_table_owned(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
 {
 	if (!lock_table_name_ok(sm, cmd))
 		return LOCKS_NONE;
@@ -317,12 +360,17 @@ static uint32_t lock_table_owned(struct locks *sm, const struct locks_cmd *cmd)
 		locks_reply_set(sm, HASP_STATUS_NOT_HOLDER, LOCKS_REASON_TOKEN_MISMATCH);
 		return LOCKS_NONE;
 	}
+	if (!lock_table_may_hold(sm, &sm->locks[lk], s)) {
+		sm->stats.not_owner++;
+		locks_reply_set(sm, HASP_STATUS_NOT_HOLDER, LOCKS_REASON_NOT_OWNER);
+		return LOCKS_NONE;
+	}
 	return lk;
 }
 
-void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd)
+void lock_table_cmd_release(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
 {
-	uint32_t lk = lock_table_owned(sm, cmd);
+	uint32_t lk = lock_table_owned(sm, s, cmd);
 
 	if (lk == LOCKS_NONE)
 		return;
@@ -351,10 +399,10 @@ void lock_table_cmd_cancel(struct locks *sm, uint32_t s, const struct locks_cmd 
 	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
 }
 
-void lock_table_cmd_renew(struct locks *sm, const struct locks_cmd *cmd)
+void lock_table_cmd_renew(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
 {
 	struct locks_reply *r = &sm->res->reply;
-	uint32_t lk = lock_table_owned(sm, cmd);
+	uint32_t lk = lock_table_owned(sm, s, cmd);
 
 	if (lk == LOCKS_NONE)
 		return;

@@ -33,6 +33,7 @@
 struct locks_lock {
 	uint64_t token;             /* revision at the current grant */
 	uint64_t holder_session_id; /* session that acquired it (it may have ended) */
+	uint64_t holder_owner;      /* that session's owner (identity), 0: none */
 	uint32_t hash;              /* of the name, with cfg.hash_seed */
 	uint32_t name_off;          /* name bytes in sm->lock_names */
 	uint32_t lease;             /* lease slot (private or shared) */
@@ -59,8 +60,8 @@ void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd
  * longer waits. OK, or NOT_FOUND when there is no such entry (none was
  * queued, or it was granted already: the client then reads the lock). */
 void lock_table_cmd_cancel(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
-void lock_table_cmd_release(struct locks *sm, const struct locks_cmd *cmd);
-void lock_table_cmd_renew(struct locks *sm, const struct locks_cmd *cmd);
+void lock_table_cmd_release(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
+void lock_table_cmd_renew(struct locks *sm, uint32_t s, const struct locks_cmd *cmd);
 void lock_table_cmd_force_release(struct locks *sm, const struct locks_cmd *cmd);
 
 /* Arena and index callbacks. */

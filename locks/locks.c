@@ -273,7 +273,7 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 		locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_SEQ_INVALID);
 		return;
 	}
-	switch (session_seq_check(sm, s, cmd->seq, &cached)) {
+	switch (session_seq_check(sm, s, cmd->seq, cmd->digest, &cached)) {
 	case SESSION_SEQ_DUPLICATE:
 		res->reply = *cached;
 		res->duplicate = true;
@@ -282,6 +282,12 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 	case SESSION_SEQ_TOO_OLD:
 		sm->stats.seq_too_old++;
 		locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_SEQ_TOO_OLD);
+		return;
+	case SESSION_SEQ_JUMP:
+		locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_SEQ_JUMP);
+		return;
+	case SESSION_SEQ_MISMATCH:
+		locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_REQUEST_MISMATCH);
 		return;
 	case SESSION_SEQ_NEW:
 		break;
@@ -309,10 +315,10 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 		lock_table_cmd_acquire(sm, s, cmd);
 		break;
 	case LOCKS_OP_RELEASE:
-		lock_table_cmd_release(sm, cmd);
+		lock_table_cmd_release(sm, s, cmd);
 		break;
 	case LOCKS_OP_RENEW:
-		lock_table_cmd_renew(sm, cmd);
+		lock_table_cmd_renew(sm, s, cmd);
 		break;
 	case LOCKS_OP_CANCEL:
 		lock_table_cmd_cancel(sm, s, cmd);
@@ -330,7 +336,7 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 		HASP_UNREACHABLE();
 	}
 	/* The session still exists here (only CLOSE ends it, above). */
-	session_seq_record(sm, s, cmd->seq, &res->reply);
+	session_seq_record(sm, s, cmd->seq, cmd->digest, &res->reply);
 }
 
 static void locks_dispatch(struct locks *sm, const struct locks_cmd *cmd)
@@ -450,6 +456,7 @@ bool locks_lock_read(const struct locks *sm, const uint8_t *name, uint32_t name_
 	const struct locks_lease *ls = &sm->leases[l->lease];
 	*info = (struct locks_lock_info){
 		.holder_session_id = l->holder_session_id,
+		.holder_owner = l->holder_owner,
 		.token = l->token,
 		.lease_id = ls->id,
 		.deadline_ms = ls->deadline_ms,
@@ -504,6 +511,8 @@ bool locks_session_read(const struct locks *sm, uint64_t session_id, struct lock
 		return false;
 	const struct locks_session *ss = &sm->sessions[s];
 	*info = (struct locks_session_info){
+		.owner = ss->owner,
+		.nonce = ss->nonce,
 		.deadline_ms = ss->deadline_ms,
 		.seq_max = ss->seq_max,
 		.ttl_ms = ss->ttl_ms,

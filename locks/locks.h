@@ -89,6 +89,12 @@ enum locks_reason {
 	LOCKS_REASON_QUEUED_OTHER_LEASE = 20, /* re-issued WAIT names another lease than its entry */
 	LOCKS_REASON_KV_MISSING = 21,     /* CAS: the key does not exist */
 	LOCKS_REASON_KV_MISMATCH = 22,    /* CAS: the key exists, its revision/value differs */
+	LOCKS_REASON_NOT_OWNER = 23,      /* right token, but neither the holder's session
+					   * nor (where allowed) its identity */
+	LOCKS_REASON_REQUEST_MISMATCH = 24, /* a seq reused with different request bytes */
+	LOCKS_REASON_SEQ_JUMP = 25,       /* seq too far ahead of the session's highest */
+	LOCKS_REASON_NONCE_IN_USE = 26,   /* open nonce of a live session of another owner */
+	LOCKS_REASON_OWNER_SESSIONS_FULL = 27, /* the owner's session quota */
 };
 
 /* One command. Fields an opcode does not use must be zero (the codec
@@ -114,9 +120,27 @@ struct locks_cmd {
 	uint8_t flags;
 	uint16_t expect_len;
 	const uint8_t *expect; /* caller-owned */
+	/* Client commands: a digest of the request as sent (its MAC tag, or a
+	 * checksum in insecure mode); a retransmission must carry the same
+	 * one to get the cached reply. 0: not checked (older entries). */
+	uint64_t digest;
+	/* SESSION_OPEN: the identity that opens (0: none, older entries), the
+	 * identity's session quota (0: no quota) and, in flags,
+	 * LOCKS_CMD_OWNER_RELEASE. Chosen by the node, replicated. */
+	uint64_t owner;
+	uint32_t owner_sessions_max;
 };
 
+/* How far ahead of the session's highest applied seq a request may be.
+ * Reads take sequence numbers too and never apply, so the gap between
+ * two mutations is legitimately large; the bound only keeps one datagram
+ * from moving seq_max to the end of the number space. */
+#define LOCKS_SEQ_JUMP_MAX (1ull << 24)
+
 #define LOCKS_CMD_CAS_VALUE 0x01u
+/* SESSION_OPEN: the session may release and renew locks that another
+ * session of the same owner acquired. */
+#define LOCKS_CMD_OWNER_RELEASE 0x02u
 
 /* The reply to one command; memcmp-comparable (all padding zero), which is
  * what "a duplicate returns the identical reply" is checked with. */
@@ -207,6 +231,7 @@ struct locks_stats {
 	uint64_t applied;
 	uint64_t duplicates;        /* cached replies, and retried opens (same nonce) */
 	uint64_t seq_too_old;
+	uint64_t not_owner;         /* RELEASE/RENEW with the token from a non-holder */
 	uint64_t bad_requests;
 	uint64_t full;
 	uint64_t expire_noop;       /* EXPIRE / SESSION_EXPIRE that lost to a keepalive */
@@ -304,6 +329,7 @@ uint32_t locks_sessions_due(const struct locks *sm, uint64_t log_time_ms, uint64
 struct locks_lock_info {
 	uint64_t holder_session_id; /* the session that acquired it; it may have ended
 				     * (a lock outlives its session until its lease ends) */
+	uint64_t holder_owner;      /* that session's identity (0: none) */
 	uint64_t token;
 	uint64_t lease_id;
 	uint64_t deadline_ms;  /* log time */
@@ -351,6 +377,8 @@ struct locks_lease_info {
 bool locks_lease_read(const struct locks *sm, uint64_t lease_id, struct locks_lease_info *info);
 
 struct locks_session_info {
+	uint64_t owner;        /* the identity that opened it (0: none) */
+	uint64_t nonce;        /* its open's client nonce */
 	uint64_t deadline_ms;
 	uint64_t seq_max;
 	uint32_t ttl_ms;

@@ -68,14 +68,14 @@ static struct locks_cached_reply *session_ring(const struct locks *sm, uint32_t 
 }
 
 enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, uint64_t seq,
-					   const struct locks_reply **cached)
+					   uint64_t digest, const struct locks_reply **cached)
 {
 	const struct locks_session *ss = &sm->sessions[s];
 	uint64_t window = sm->cfg.session_window;
 
 	HASP_ASSERT(seq > 0);
 	if (seq > ss->seq_max)
-		return SESSION_SEQ_NEW;
+		return seq - ss->seq_max > LOCKS_SEQ_JUMP_MAX ? SESSION_SEQ_JUMP : SESSION_SEQ_NEW;
 	if (ss->seq_max - seq >= window)
 		return SESSION_SEQ_TOO_OLD;
 	/* Inside the window: the ring slot holds this seq if it was applied,
@@ -83,6 +83,10 @@ enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, u
 	const struct locks_cached_reply *c = session_ring(sm, s, seq);
 	if (c->seq != seq)
 		return SESSION_SEQ_NEW;
+	/* The same seq with other bytes is not a retransmission: it must not
+	 * receive the first request's reply (a write would be lost silently). */
+	if (c->digest != 0 && digest != 0 && c->digest != digest)
+		return SESSION_SEQ_MISMATCH;
 	*cached = &c->reply;
 	return SESSION_SEQ_DUPLICATE;
 }
@@ -95,7 +99,8 @@ static void session_touch(struct locks *sm, uint32_t s)
 	dheap_update(&sm->session_heap, ss->heap_pos);
 }
 
-void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, const struct locks_reply *reply)
+void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t digest,
+			const struct locks_reply *reply)
 {
 	struct locks_session *ss = &sm->sessions[s];
 	struct locks_cached_reply *c = session_ring(sm, s, seq);
@@ -103,10 +108,24 @@ void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, const struct
 	HASP_ASSERT(seq > 0);
 	HASP_ASSERT(c->seq < seq);
 	c->seq = seq;
+	c->digest = digest;
 	c->reply = *reply;
 	if (seq > ss->seq_max)
 		ss->seq_max = seq;
 	session_touch(sm, s);
+}
+
+/* Live sessions of `owner`: a scan, because opens are rare next to the
+ * commands of open sessions and a per-owner count would be one more
+ * replicated table to keep in step. */
+static uint32_t session_count_of_owner(const struct locks *sm, uint64_t owner)
+{
+	uint32_t count = 0;
+
+	for (uint32_t i = 0; i < sm->cfg.sessions_max; i++)
+		if (slots_used(&sm->session_slots, i) && sm->sessions[i].owner == owner)
+			count++;
+	return count;
 }
 
 /* The reply of the open that created session `s` (also for its retries). */
@@ -130,6 +149,12 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 	 * nothing, and a retry simply runs again. */
 	if (cmd->nonce != 0) {
 		uint32_t s = session_find_nonce(sm, cmd->nonce);
+		if (s != LOCKS_NONE && sm->sessions[s].owner != cmd->owner) {
+			/* Nonces travel in clear: another identity's open with
+			 * the same nonce must not learn or join this session. */
+			locks_reply_set(sm, HASP_STATUS_BAD_REQUEST, LOCKS_REASON_NONCE_IN_USE);
+			return;
+		}
 		if (s != LOCKS_NONE) {
 			session_open_reply(sm, s);
 			sm->res->duplicate = true;
@@ -139,6 +164,11 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 	}
 	if (!locks_ttl_valid(cmd->ttl_ms)) {
 		locks_reply_set(sm, HASP_STATUS_BAD_TTL, LOCKS_REASON_NONE);
+		return;
+	}
+	if (cmd->owner_sessions_max != 0 &&
+	    session_count_of_owner(sm, cmd->owner) >= cmd->owner_sessions_max) {
+		locks_reply_set(sm, HASP_STATUS_FULL, LOCKS_REASON_OWNER_SESSIONS_FULL);
 		return;
 	}
 	uint32_t s = slots_alloc(&sm->session_slots);
@@ -155,6 +185,8 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 		.open_deadline_ms = sm->log_time_ms + cmd->ttl_ms,
 		.ttl_ms = cmd->ttl_ms,
 		.waiter_head = LOCKS_NONE,
+		.owner = cmd->owner,
+		.flags = (uint8_t)(cmd->flags & LOCKS_CMD_OWNER_RELEASE),
 	};
 	memset(&sm->replies[(uint64_t)s * sm->cfg.session_window], 0,
 	       sm->cfg.session_window * sizeof(*sm->replies));

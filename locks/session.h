@@ -37,15 +37,18 @@ struct locks_session {
 	uint64_t seq_max;          /* highest seq applied */
 	uint64_t nonce;            /* client nonce of the open; 0: none */
 	uint64_t open_deadline_ms; /* the open's reply, for a retried open */
+	uint64_t owner;            /* identity that opened it (0: none) */
 	uint32_t ttl_ms;
 	uint32_t heap_pos;
 	uint32_t waiter_head;      /* waiters (via locks_waiter.session_next) */
 	uint32_t lock_count;       /* locks it acquired that are still held */
 	uint32_t waiter_count;
+	uint8_t flags;             /* LOCKS_CMD_OWNER_RELEASE */
 };
 
 struct locks_cached_reply {
 	uint64_t seq; /* 0: empty */
+	uint64_t digest; /* of the request (locks_cmd.digest); 0: not checked */
 	struct locks_reply reply;
 };
 
@@ -53,7 +56,10 @@ enum session_seq_verdict {
 	SESSION_SEQ_NEW,
 	SESSION_SEQ_DUPLICATE,
 	SESSION_SEQ_TOO_OLD,
+	SESSION_SEQ_JUMP,     /* more than LOCKS_SEQ_JUMP_MAX ahead: refused */
+	SESSION_SEQ_MISMATCH, /* an applied seq, but other request bytes */
 };
+
 
 /* The slot of live session `id`, or LOCKS_NONE. */
 uint32_t session_find(const struct locks *sm, uint64_t id);
@@ -64,12 +70,13 @@ uint32_t session_find_nonce(const struct locks *sm, uint64_t nonce);
 uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce);
 uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot);
 
-/* Classifies `seq` (> 0) for session slot `s`; for a duplicate, `*cached`
- * points at the stored reply. */
+/* Classifies `seq` (> 0) with request `digest` for session slot `s`; for a
+ * duplicate, `*cached` points at the stored reply. */
 enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, uint64_t seq,
-					   const struct locks_reply **cached);
-/* Stores the reply of a new `seq` and pushes the idle deadline out. */
-void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, const struct locks_reply *reply);
+					   uint64_t digest, const struct locks_reply **cached);
+/* Stores the reply and digest of a new `seq`; pushes the idle deadline out. */
+void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t digest,
+			const struct locks_reply *reply);
 
 /* Command handlers; the dispatcher in locks.c did the session and seq checks
  * for the ones that take a session. */

@@ -4,7 +4,7 @@
  * | offset | size | field                                                  |
  * |--------|------|--------------------------------------------------------|
  * | 0      | 4    | magic "HLSM"                                           |
- * | 4      | 2    | version (2)                                            |
+ * | 4      | 2    | version (3; 2 is still read)                           |
  * | 6      | 2    | flags (0)                                              |
  * | 8      | 8    | total size in bytes, trailer included                  |
  * | 16     | 44   | capacities: locks, leases, sessions, waiters, kv       |
@@ -18,11 +18,13 @@
  *
  * Records (slot u32 first; links are slot numbers, 0xffffffff for none):
  *   session: id, deadline, seq_max, nonce, open_deadline (u64); ttl,
- *            waiter_head, lock_count, waiter_count (u32); then `window`
- *            cached replies (seq u64 + reply 48 bytes)
+ *            waiter_head, lock_count, waiter_count (u32); v3: owner (u64),
+ *            flags (u8); then `window` cached replies (seq u64, v3:
+ *            digest u64, reply 48 bytes)
  *   lease:   id, deadline (u64); ttl, lock_head, waiter_head, kv_head,
  *            lock_count, waiter_count, kv_count, flags (u32)
  *   lock:    token, holder_session_id (u64; the session may have ended);
+ *            v3: holder_owner (u64);
  *            lease, lease_next, lease_prev, waiter_head, waiter_tail,
  *            waiter_count (u32); name_len (u8); name
  *   waiter:  lock, session, lease, next, prev, session_next, session_prev,
@@ -120,9 +122,12 @@ static void snap_body_write(const struct locks *sm, struct byte_writer *w, uint6
 		byte_writer_u32(w, s->waiter_head);
 		byte_writer_u32(w, s->lock_count);
 		byte_writer_u32(w, s->waiter_count);
+		byte_writer_u64(w, s->owner);
+		byte_writer_u8(w, s->flags);
 		for (uint32_t k = 0; k < c->session_window; k++) {
 			const struct locks_cached_reply *cr = &sm->replies[(uint64_t)i * c->session_window + k];
 			byte_writer_u64(w, cr->seq);
+			byte_writer_u64(w, cr->digest);
 			snap_reply_write(w, &cr->reply);
 		}
 	}
@@ -151,6 +156,7 @@ static void snap_body_write(const struct locks *sm, struct byte_writer *w, uint6
 		byte_writer_u32(w, i);
 		byte_writer_u64(w, l->token);
 		byte_writer_u64(w, l->holder_session_id);
+		byte_writer_u64(w, l->holder_owner);
 		byte_writer_u32(w, l->lease);
 		byte_writer_u32(w, l->lease_next);
 		byte_writer_u32(w, l->lease_prev);
@@ -200,9 +206,9 @@ size_t locks_snapshot_size(const struct locks *sm)
 	/* Must match snap_body_write() field for field (asserted there). */
 	size_t size = SNAP_HEADER_SIZE;
 	size += 4 + (size_t)sm->session_slots.used_count *
-			    (4 + 40 + 16 + (size_t)sm->cfg.session_window * (8 + SNAP_REPLY_SIZE));
+			    (4 + 40 + 16 + 9 + (size_t)sm->cfg.session_window * (16 + SNAP_REPLY_SIZE));
 	size += 4 + (size_t)sm->lease_slots.used_count * (4 + 16 + 32);
-	size += 4 + (size_t)sm->lock_slots.used_count * (4 + 16 + 24 + 1) + sm->lock_name_bytes;
+	size += 4 + (size_t)sm->lock_slots.used_count * (4 + 24 + 24 + 1) + sm->lock_name_bytes;
 	size += 4 + (size_t)sm->waiter_slots.used_count * (4 + 36);
 	size += 4 + (size_t)sm->kv_slots.used_count * (4 + 24 + 12 + 1 + 2) + sm->kv_bytes;
 	return size + 4;
@@ -243,7 +249,7 @@ static bool snap_slot(struct byte_reader *r, uint32_t *slot, int64_t *prev, uint
 	return true;
 }
 
-static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
+static int snap_parse(struct locks *sm, struct byte_reader *r, uint16_t version, bool load)
 {
 	const struct locks_config *c = &sm->cfg;
 	uint64_t name_bytes = 0, kv_bytes = 0;
@@ -282,11 +288,17 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
 		s.waiter_head = byte_reader_u32(r);
 		s.lock_count = byte_reader_u32(r);
 		s.waiter_count = byte_reader_u32(r);
-		if (r->failed || locks_id_slot(s.id) != slot || !snap_link_ok(s.waiter_head, c->waiters_max))
+		if (version >= 3) {
+			s.owner = byte_reader_u64(r);
+			s.flags = byte_reader_u8(r);
+		}
+		if (r->failed || (s.flags & ~LOCKS_CMD_OWNER_RELEASE) != 0 || locks_id_slot(s.id) != slot || !snap_link_ok(s.waiter_head, c->waiters_max))
 			return -HASP_ECORRUPT;
 		for (uint32_t k = 0; k < c->session_window; k++) {
 			struct locks_cached_reply cr = { 0 };
 			cr.seq = byte_reader_u64(r);
+			if (version >= 3)
+				cr.digest = byte_reader_u64(r);
 			snap_reply_read(r, &cr.reply);
 			if (load)
 				sm->replies[(uint64_t)slot * c->session_window + k] = cr;
@@ -339,6 +351,8 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
 		struct locks_lock l = { 0 };
 		l.token = byte_reader_u64(r);
 		l.holder_session_id = byte_reader_u64(r);
+		if (version >= 3)
+			l.holder_owner = byte_reader_u64(r);
 		l.lease = byte_reader_u32(r);
 		l.lease_next = byte_reader_u32(r);
 		l.lease_prev = byte_reader_u32(r);
@@ -435,14 +449,16 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, bool load)
 }
 
 /* Checks everything before the body: size, magic, version, CRC, capacities. */
-static int snap_header(const struct locks *sm, const uint8_t *buf, size_t size, struct byte_reader *r)
+static int snap_header(const struct locks *sm, const uint8_t *buf, size_t size, struct byte_reader *r,
+		       uint16_t *version)
 {
 	if (size < SNAP_HEADER_SIZE + 4)
 		return -HASP_ETRUNCATED;
 	byte_reader_init(r, buf, size);
 	if (byte_reader_u32(r) != LOCKS_SNAPSHOT_MAGIC)
 		return -HASP_EMAGIC;
-	if (byte_reader_u16(r) != LOCKS_SNAPSHOT_VERSION)
+	*version = byte_reader_u16(r);
+	if (*version != LOCKS_SNAPSHOT_VERSION && *version != 2)
 		return -HASP_EVERSION;
 	if (byte_reader_u16(r) != 0)
 		return -HASP_ECORRUPT;
@@ -466,16 +482,17 @@ static int snap_header(const struct locks *sm, const uint8_t *buf, size_t size, 
 int locks_snapshot_restore(struct locks *sm, const uint8_t *buf, size_t size)
 {
 	struct byte_reader r;
-	int rc = snap_header(sm, buf, size, &r);
+	uint16_t version = 0;
+	int rc = snap_header(sm, buf, size, &r, &version);
 
 	if (rc != 0)
 		return rc;
 	struct byte_reader check = r;
-	rc = snap_parse(sm, &check, false);
+	rc = snap_parse(sm, &check, version, false);
 	if (rc != 0)
 		return rc;
 	locks_reset(sm);
-	rc = snap_parse(sm, &r, true);
+	rc = snap_parse(sm, &r, version, true);
 	HASP_ASSERT(rc == 0); /* the validating pass accepted the same bytes */
 	if (!locks_invariants_ok(sm)) {
 		locks_reset(sm);

@@ -24,7 +24,7 @@
 /* 2: locks store their holder's session id (not a slot) and no session list
  * links; sessions store their open nonce and the open's deadline. Version 1
  * snapshots are refused (-HASP_EVERSION). */
-#define LOCKS_SNAPSHOT_VERSION 2u
+#define LOCKS_SNAPSHOT_VERSION 3u /* 2 is still read (owners and digests 0) */
 
 /* Exact bytes locks_snapshot_write() produces for the current state. O(n). */
 size_t locks_snapshot_size(const struct locks *sm);

@@ -65,6 +65,17 @@ static inline uint64_t harness_session(struct harness *h, uint32_t ttl_ms)
 	return r->id;
 }
 
+/* Opens a session of `owner` (an identity), flags LOCKS_CMD_OWNER_RELEASE
+ * or 0, and an owner quota (0: none); returns the whole reply. */
+static inline const struct locks_reply *harness_open_owned(struct harness *h, uint32_t ttl_ms,
+							   uint64_t nonce, uint64_t owner,
+							   uint8_t flags, uint32_t quota)
+{
+	struct locks_cmd c = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = ttl_ms, .nonce = nonce,
+			       .owner = owner, .flags = flags, .owner_sessions_max = quota };
+	return harness_apply(h, &c);
+}
+
 /* Opens a session with a client nonce; returns the whole reply. */
 static inline const struct locks_reply *harness_open(struct harness *h, uint32_t ttl_ms, uint64_t nonce)
 {

@@ -119,26 +119,38 @@ static void test_wrong_token_is_not_holder_from_any_session(void **state)
 	harness_deinit(&h);
 }
 
-/* The token is the capability (DESIGN.md): `hasp acquire` takes a lock in
- * one process and `hasp release <name> <token>` gives it back from another
- * session. The release ends A's grant: one RELEASED event naming A, the
- * handoff to the head waiter, and A's per-session quota gets the lock back. */
-static void test_release_by_token_from_another_session_succeeds(void **state)
+/* RELEASE needs the token AND the holder: the holding session, or another
+ * session of the same owner (identity) opened with OWNER_RELEASE. Another
+ * identity that read the token gets NOT_HOLDER (not_owner) and changes
+ * nothing (security issue, attack 1: the token alone released anyone's
+ * lock). */
+static void test_release_by_token_needs_the_holder_or_its_owner(void **state)
 {
 	(void)state;
 	struct harness h;
 	struct locks_session_info si;
 
 	harness_init(&h);
-	uint64_t a = harness_session(&h, 60000);
-	uint64_t b = harness_session(&h, 60000);
-	uint64_t c = harness_session(&h, 60000);
+	uint64_t a = harness_open_owned(&h, 60000, 0, 7, LOCKS_CMD_OWNER_RELEASE, 0)->id;
+	uint64_t b = harness_open_owned(&h, 60000, 0, 7, LOCKS_CMD_OWNER_RELEASE, 0)->id;
+	uint64_t c = harness_open_owned(&h, 60000, 0, 8, LOCKS_CMD_OWNER_RELEASE, 0)->id;
+	uint64_t x = harness_open_owned(&h, 60000, 0, 9, LOCKS_CMD_OWNER_RELEASE, 0)->id;
 	uint64_t token = harness_acquire(&h, a, 1, "job", TRY, 30000, 0)->token;
 	assert_int_equal(harness_acquire(&h, c, 1, "job", WAIT, 30000, 0)->status, HASP_STATUS_QUEUED);
 	assert_true(locks_session_read(&h.sm, a, &si));
 	assert_int_equal(si.lock_count, 1);
 
-	const struct locks_reply *r = harness_release(&h, b, 1, "job", token);
+	/* Another identity with the right token: refused, nothing changes. */
+	uint64_t rev = h.sm.revision;
+	const struct locks_reply *r = harness_release(&h, x, 1, "job", token);
+	assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
+	assert_int_equal(r->reason, LOCKS_REASON_NOT_OWNER);
+	assert_int_equal(h.sm.revision, rev);
+	assert_true(locks_check(&h.sm, (const uint8_t *)"job", 3, token));
+	assert_int_equal(h.sm.stats.not_owner, 1);
+
+	/* A session of the holder's identity may release it. */
+	r = harness_release(&h, b, 1, "job", token);
 	assert_int_equal(r->status, HASP_STATUS_OK);
 	assert_int_equal(r->token, token);
 	const struct locks_event *rel = harness_event(&h, HASP_EVENT_LOCK_RELEASED, 0);
@@ -149,8 +161,6 @@ static void test_release_by_token_from_another_session_succeeds(void **state)
 	assert_int_equal(harness_event(&h, HASP_EVENT_LOCK_GRANTED, 0)->session_id, c);
 	assert_true(locks_session_read(&h.sm, a, &si));
 	assert_int_equal(si.lock_count, 0);
-	assert_true(locks_session_read(&h.sm, b, &si));
-	assert_int_equal(si.lock_count, 0);
 	assert_true(locks_session_read(&h.sm, c, &si));
 	assert_int_equal(si.lock_count, 1);
 	assert_int_equal(si.waiter_count, 0);
@@ -159,21 +169,51 @@ static void test_release_by_token_from_another_session_succeeds(void **state)
 	harness_deinit(&h);
 }
 
-/* RENEW by token from another session extends the holder's lease (and may
- * change a private lease's TTL); the holder stays the acquiring session. */
-static void test_renew_by_token_from_another_session_succeeds(void **state)
+/* Without OWNER_RELEASE only the holding session may release or renew, even
+ * from its own identity; sessions without an owner (entries from before
+ * owners) never match one another. */
+static void test_release_without_owner_release_is_session_bound(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	uint64_t a = harness_open_owned(&h, 60000, 0, 7, 0, 0)->id;
+	uint64_t b = harness_open_owned(&h, 60000, 0, 7, 0, 0)->id;
+	uint64_t n1 = harness_session(&h, 60000);
+	uint64_t n2 = harness_session(&h, 60000);
+	uint64_t token = harness_acquire(&h, a, 1, "job", TRY, 30000, 0)->token;
+	assert_int_equal(harness_release(&h, b, 1, "job", token)->reason, LOCKS_REASON_NOT_OWNER);
+	assert_int_equal(harness_renew(&h, b, 2, "job", token, 10)->reason, LOCKS_REASON_NOT_OWNER);
+	uint64_t t2 = harness_acquire(&h, n1, 1, "other", TRY, 30000, 0)->token;
+	assert_int_equal(harness_release(&h, n2, 1, "other", t2)->reason, LOCKS_REASON_NOT_OWNER);
+	assert_int_equal(harness_release(&h, a, 2, "job", token)->status, HASP_STATUS_OK);
+	assert_int_equal(harness_release(&h, n1, 2, "other", t2)->status, HASP_STATUS_OK);
+	harness_deinit(&h);
+}
+
+/* RENEW by token from another session of the holder's identity extends the
+ * holder's lease (and may change a private lease's TTL); the holder stays
+ * the acquiring session. Another identity cannot renew it, not even to
+ * shorten it (attack 1: a 10 ms renew by a stranger). */
+static void test_renew_by_token_from_the_holders_identity(void **state)
 {
 	(void)state;
 	struct harness h;
 	struct locks_lock_info info;
 
 	harness_init(&h);
-	uint64_t a = harness_session(&h, 60000);
-	uint64_t b = harness_session(&h, 60000);
+	uint64_t a = harness_open_owned(&h, 60000, 0, 7, LOCKS_CMD_OWNER_RELEASE, 0)->id;
+	uint64_t b = harness_open_owned(&h, 60000, 0, 7, LOCKS_CMD_OWNER_RELEASE, 0)->id;
+	uint64_t x = harness_open_owned(&h, 60000, 0, 9, LOCKS_CMD_OWNER_RELEASE, 0)->id;
 	const struct locks_reply *r = harness_acquire(&h, a, 1, "job", TRY, 1000, 0);
 	uint64_t token = r->token, lease = r->id;
 	h.now_ms += 900;
 	uint64_t rev = h.sm.revision;
+	r = harness_renew(&h, x, 1, "job", token, 10);
+	assert_int_equal(r->status, HASP_STATUS_NOT_HOLDER);
+	assert_int_equal(r->reason, LOCKS_REASON_NOT_OWNER);
+	assert_int_equal(h.sm.revision, rev);
 	r = harness_renew(&h, b, 1, "job", token, 4000);
 	assert_int_equal(r->status, HASP_STATUS_OK);
 	assert_int_equal(r->token, token);
@@ -183,12 +223,125 @@ static void test_renew_by_token_from_another_session_succeeds(void **state)
 	assert_int_equal(h.sm.revision, rev + 1);
 	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"job", 3, &info));
 	assert_int_equal(info.holder_session_id, a);
+	assert_int_equal(info.holder_owner, 7);
 	assert_int_equal(info.token, token);
 	assert_int_equal(info.deadline_ms, h.sm.log_time_ms + 4000);
 	/* The old deadline passed; the renewed lease is not due. */
 	h.now_ms += 200;
 	assert_int_equal(harness_expire(&h, lease)->reason, LOCKS_REASON_NOT_DUE);
 	assert_true(locks_check(&h.sm, (const uint8_t *)"job", 3, token));
+	harness_deinit(&h);
+}
+
+/* The reply cache answers only a retransmission: the same seq with another
+ * request digest is refused and does not return the cached reply (attack
+ * 5: an attacker's request at the victim's next seq made the victim's real
+ * request receive the attacker's OK unapplied). */
+static void test_same_seq_with_other_digest_is_refused(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	struct locks_cmd c = harness_cmd(LOCKS_OP_KV_PUT, a, 1, "cfg");
+	c.value = (const uint8_t *)"v1";
+	c.value_len = 2;
+	c.digest = 0x1111;
+	assert_int_equal(harness_apply(&h, &c)->status, HASP_STATUS_OK);
+	uint64_t rev = h.sm.revision;
+	c.value = (const uint8_t *)"v2";
+	c.digest = 0x2222;
+	const struct locks_reply *r = harness_apply(&h, &c);
+	assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
+	assert_int_equal(r->reason, LOCKS_REASON_REQUEST_MISMATCH);
+	assert_false(h.res.duplicate);
+	assert_int_equal(h.sm.revision, rev);
+	/* The real retransmission still gets its cached reply. */
+	c.value = (const uint8_t *)"v1";
+	c.digest = 0x1111;
+	assert_int_equal(harness_apply(&h, &c)->status, HASP_STATUS_OK);
+	assert_true(h.res.duplicate);
+	harness_deinit(&h);
+}
+
+/* A seq far ahead of the session's highest is refused and does not move
+ * the window (attack 4: one datagram with seq 2^63 made every later request
+ * of the victim "too old"). */
+static void test_seq_jump_is_refused_and_moves_nothing(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_session_info si;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	assert_int_equal(harness_acquire(&h, a, 1, "x", TRY, 30000, 0)->status, HASP_STATUS_GRANTED);
+	const struct locks_reply *r = harness_acquire(&h, a, 1ull << 63, "y", TRY, 30000, 0);
+	assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
+	assert_int_equal(r->reason, LOCKS_REASON_SEQ_JUMP);
+	assert_true(locks_session_read(&h.sm, a, &si));
+	assert_int_equal(si.seq_max, 1);
+	assert_int_equal(harness_acquire(&h, a, 2, "y", TRY, 30000, 0)->status, HASP_STATUS_GRANTED);
+	/* Up to the bound is a legitimate gap (reads take numbers too). */
+	assert_int_equal(harness_acquire(&h, a, 2 + LOCKS_SEQ_JUMP_MAX, "z", TRY, 30000, 0)->status,
+			 HASP_STATUS_GRANTED);
+	harness_deinit(&h);
+}
+
+/* An owner's session quota bounds its sessions (attack 8: one sender
+ * filled the table); other owners still open. A nonce of a live session
+ * of another owner opens nothing and reveals nothing. */
+static void test_owner_quota_and_nonce_of_another_owner(void **state)
+{
+	(void)state;
+	struct harness h;
+
+	harness_init(&h);
+	assert_int_equal(harness_open_owned(&h, 60000, 11, 7, 0, 2)->status, HASP_STATUS_OK);
+	assert_int_equal(harness_open_owned(&h, 60000, 12, 7, 0, 2)->status, HASP_STATUS_OK);
+	const struct locks_reply *r = harness_open_owned(&h, 60000, 13, 7, 0, 2);
+	assert_int_equal(r->status, HASP_STATUS_FULL);
+	assert_int_equal(r->reason, LOCKS_REASON_OWNER_SESSIONS_FULL);
+	/* A retried open of a live session is still answered. */
+	r = harness_open_owned(&h, 60000, 12, 7, 0, 2);
+	assert_int_equal(r->status, HASP_STATUS_OK);
+	assert_true(h.res.duplicate);
+	assert_int_equal(harness_open_owned(&h, 60000, 14, 8, 0, 2)->status, HASP_STATUS_OK);
+	uint32_t sessions = h.sm.session_slots.used_count;
+	r = harness_open_owned(&h, 60000, 11, 8, 0, 2);
+	assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
+	assert_int_equal(r->reason, LOCKS_REASON_NONCE_IN_USE);
+	assert_int_equal(r->id, 0);
+	assert_int_equal(h.sm.session_slots.used_count, sessions);
+	harness_deinit(&h);
+}
+
+/* ACQUIRE by the session that holds the lock is answered GRANTED with the
+ * same token and re-arms a lock's own TTL from this command (correctness
+ * issue, item 16: it answered BUSY, which a client reads as "someone else
+ * holds it"). Another lease form is refused. */
+static void test_acquire_by_the_holder_regrants_and_rearms(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_lock_info info;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	uint64_t token = harness_acquire(&h, a, 1, "job", TRY, 1000, 0)->token;
+	h.now_ms += 800;
+	const struct locks_reply *r = harness_acquire(&h, a, 2, "job", TRY, 3000, 0);
+	assert_int_equal(r->status, HASP_STATUS_GRANTED);
+	assert_int_equal(r->token, token);
+	assert_int_equal(r->ttl_ms, 3000);
+	assert_true(locks_lock_read(&h.sm, (const uint8_t *)"job", 3, &info));
+	assert_int_equal(info.deadline_ms, h.sm.log_time_ms + 3000);
+	assert_int_equal(info.token, token);
+	uint64_t lease = harness_lease_op(&h, LOCKS_OP_LEASE_GRANT, a, 3, 0, 5000)->id;
+	r = harness_acquire(&h, a, 4, "job", TRY, 0, lease);
+	assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
+	assert_int_equal(r->reason, LOCKS_REASON_SELF_HELD);
 	harness_deinit(&h);
 }
 
@@ -595,7 +748,7 @@ static void test_corrupt_snapshot_refused_target_untouched(void **state)
 	snap[0] ^= 1;
 	snap[4] = 1; /* version 1 (sessions owned locks) is refused */
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EVERSION);
-	snap[4] = 3;
+	snap[4] = 4;
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EVERSION);
 	snap[4] = LOCKS_SNAPSHOT_VERSION;
 	snap[size - 1] ^= 1;
@@ -1168,7 +1321,14 @@ static void test_bad_commands_change_nothing(void **state)
 	assert_int_equal(harness_lease_op(&h, LOCKS_OP_LEASE_REVOKE, a, 8, own, 0)->reason,
 			 LOCKS_REASON_PRIVATE_LEASE);
 	assert_int_equal(harness_acquire(&h, a, 9, "ok2", TRY, 0, own)->reason, LOCKS_REASON_PRIVATE_LEASE);
-	assert_int_equal(harness_acquire(&h, a, 10, "ok", WAIT, 100, 0)->reason, LOCKS_REASON_SELF_HELD);
+	assert_int_equal(h.sm.revision, rev);
+	/* Stray owner fields on a non-open command, a stray digest on a
+	 * non-client command. */
+	struct locks_cmd stray_owner = harness_cmd(LOCKS_OP_SESSION_KEEPALIVE, a, 11, NULL);
+	stray_owner.owner = 5;
+	assert_int_equal(harness_apply(&h, &stray_owner)->reason, LOCKS_REASON_BAD_FIELDS);
+	struct locks_cmd stray_digest = { .op = LOCKS_OP_TICK, .digest = 5 };
+	assert_int_equal(harness_apply(&h, &stray_digest)->status, HASP_STATUS_BAD_REQUEST);
 	assert_int_equal(h.sm.revision, rev);
 	harness_deinit(&h);
 }
@@ -1298,8 +1458,13 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gc_pause_late_write_is_fenced),
 		cmocka_unit_test(test_wrong_token_is_not_holder_from_any_session),
-		cmocka_unit_test(test_release_by_token_from_another_session_succeeds),
-		cmocka_unit_test(test_renew_by_token_from_another_session_succeeds),
+		cmocka_unit_test(test_release_by_token_needs_the_holder_or_its_owner),
+		cmocka_unit_test(test_release_without_owner_release_is_session_bound),
+		cmocka_unit_test(test_renew_by_token_from_the_holders_identity),
+		cmocka_unit_test(test_same_seq_with_other_digest_is_refused),
+		cmocka_unit_test(test_seq_jump_is_refused_and_moves_nothing),
+		cmocka_unit_test(test_owner_quota_and_nonce_of_another_owner),
+		cmocka_unit_test(test_acquire_by_the_holder_regrants_and_rearms),
 		cmocka_unit_test(test_reissued_wait_is_granted_with_its_new_ttl),
 		cmocka_unit_test(test_cancel_drops_the_wait_entry),
 		cmocka_unit_test(test_grant_of_a_free_lock_is_an_event),

@@ -118,7 +118,7 @@ static void test_codec_rejects_malformed_bytes(void **state)
 	memcpy(bad, buf, (size_t)n);
 	bad[0] = 1; /* version 1 had no nonce */
 	assert_int_equal(locks_cmd_decode(bad, (size_t)n, &d), -HASP_EVERSION);
-	bad[0] = 3;
+	bad[0] = 4;
 	assert_int_equal(locks_cmd_decode(bad, (size_t)n, &d), -HASP_EVERSION);
 	memcpy(bad, buf, (size_t)n);
 	bad[1] = 99;

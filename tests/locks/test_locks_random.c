@@ -335,8 +335,20 @@ static struct expect m_acquire(struct model *m, int s, int n, uint8_t mode, uint
 		m->grants++;
 		return (struct expect){ HASP_STATUS_GRANTED, 0 };
 	}
-	if (lk->sess == s)
-		return (struct expect){ HASP_STATUS_BUSY, LOCKS_REASON_SELF_HELD };
+	if (lk->sess == s) {
+		/* The holder asks again: GRANTED with the same token; a lock
+		 * with its own TTL is re-armed with this TTL (item 16). */
+		struct m_lease *held = &m->leases[lk->lease];
+		if (held->priv ? !private_ttl : shared != lk->lease)
+			return (struct expect){ HASP_STATUS_BAD_REQUEST, LOCKS_REASON_SELF_HELD };
+		if (held->priv) {
+			m_bump(m);
+			held->ttl = ttl;
+			m_arm(m, lk->lease);
+		}
+		assert_int_equal(r->token, lk->token);
+		return (struct expect){ HASP_STATUS_GRANTED, LOCKS_REASON_SELF_HELD };
+	}
 	if (mode == HASP_ACQUIRE_TRY)
 		return (struct expect){ HASP_STATUS_BUSY, 0 };
 	for (int k = 0; k < lk->qlen; k++)
@@ -665,6 +677,11 @@ static void step(struct model *m, struct harness *h, struct prng *p)
 		cmd.op = LOCKS_OP_SESSION_OPEN;
 		cmd.ttl_ms = (uint32_t)prng_range(p, 200, 3000);
 		cmd.nonce = prng_chance(p, 600000) ? prng_range(p, 1, 8) : 0;
+		/* One identity that may release its other sessions' locks: the
+		 * model's token-only ownership (tests/locks/test_locks.c covers
+		 * owners and session-bound release). */
+		cmd.owner = 1;
+		cmd.flags = LOCKS_CMD_OWNER_RELEASE;
 		r = harness_apply(h, &cmd);
 		m_time(m, cmd.term, cmd.now_ms);
 		int same = cmd.nonce != 0 ? m_session_by_nonce(m, cmd.nonce) : -1;
