@@ -120,6 +120,31 @@ static uint64_t random_seed(void)
 	return seed;
 }
 
+/* Sets up wire v2 from the configuration or the environment (client.h).
+ * The key never leaves the client struct and is wiped at close. */
+static int auth_setup(struct hasp_client *c, const struct hasp_client_config *cfg)
+{
+	const char *id = cfg->identity != NULL ? cfg->identity : getenv("HASP_ID");
+	const char *key_file = cfg->identity != NULL ? cfg->key_file : getenv("HASP_KEY_FILE");
+
+	if (id == NULL || id[0] == '\0')
+		return 0; /* wire v1: a cluster with client_auth = off */
+	size_t size = strlen(id);
+	if (size > HASP_IDENTITY_SIZE_MAX || !hasp_name_valid(id, size))
+		return -HASP_ENAME;
+	if (key_file == NULL || key_file[0] == '\0')
+		return -HASP_ECONFIG;
+	if (auth_init() != 0)
+		return -HASP_ESYS;
+	int rc = auth_key_load(key_file, &c->identity_key);
+	if (rc != 0)
+		return rc;
+	memcpy(c->identity, id, size);
+	c->identity_size = (uint8_t)size;
+	c->auth = true;
+	return 0;
+}
+
 int hasp_client_open(struct hasp_client **client, const struct hasp_client_config *cfg)
 {
 	struct hasp_client *c;
@@ -145,6 +170,10 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 	c->config_node_count = c->node_count;
 	c->cfg = *cfg;
 	c->cfg.cluster = NULL; /* the caller keeps the string */
+	c->cfg.identity = NULL;
+	c->cfg.key_file = NULL;
+	if ((rc = auth_setup(c, cfg)) != 0)
+		goto fail_events;
 	prng_seed(&c->prng, cfg->nonce_seed != 0 ? cfg->nonce_seed : random_seed());
 
 	c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -165,6 +194,7 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 	return 0;
 
 fail_events:
+	auth_key_wipe(&c->identity_key);
 	hasp_free(c->events);
 fail_client:
 	hasp_free(c);
@@ -193,6 +223,8 @@ void hasp_client_close(struct hasp_client *c)
 	pthread_cond_destroy(&c->ka_cv);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
+	auth_key_wipe(&c->identity_key);
+	auth_key_wipe(&c->session_key);
 	hasp_free(c->events);
 	hasp_free(c);
 }

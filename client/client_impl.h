@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "common/limits.h"
 #include "common/prng.h"
 #include "hasp/client.h"
@@ -87,6 +88,15 @@ struct hasp_client {
 	uint32_t node_count;        /* configured + learned from NOT_LEADER */
 	uint32_t config_node_count; /* the configured ones, read-only */
 	uint32_t target;            /* node believed to lead */
+
+	/* Wire v2 (cfg identity set): the identity key seals opens, the
+	 * session key everything of the open session. */
+	bool auth;
+	uint8_t identity[HASP_IDENTITY_SIZE_MAX];
+	uint8_t identity_size;
+	struct auth_key identity_key;
+	struct auth_key session_key;
+	uint64_t open_nonce; /* of the open in flight or of the open session */
 
 	uint8_t session_state; /* enum session_state */
 	uint64_t session_id;

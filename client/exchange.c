@@ -31,6 +31,7 @@
 
 #include "common/assert.h"
 #include "common/clock.h"
+#include "common/wire_auth.h"
 #include "hasp/errors.h"
 
 #define NS_PER_MS 1000000ull
@@ -266,9 +267,23 @@ static void dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t s
 		c->stats.rx_unknown_source++;
 		return;
 	}
-	if (hasp_wire_decode_reply(data, size, &m) != 0) {
+	if (hasp_wire_decode_reply(data, size, &m) != 0 || m.hdr.version != (c->auth ? 2 : 1)) {
 		c->stats.rx_malformed++;
 		return;
+	}
+	/* Wire v2: only what verifies under our keys is looked at. Replies
+	 * to an open carry the identity key, everything else the session
+	 * key of the session it names (ours, or it is not for us). */
+	if (c->auth) {
+		const struct auth_key *key = NULL;
+		if (m.hdr.session_id == 0 && m.hdr.opcode == HASP_OP_SESSION_OPEN)
+			key = &c->identity_key;
+		else if (c->session_state == SESSION_OPEN && m.hdr.session_id == c->session_id)
+			key = &c->session_key;
+		if (key == NULL || !hasp_wire_tag_ok(key, data, size)) {
+			c->stats.rx_auth_bad++;
+			return;
+		}
 	}
 	if (m.hdr.opcode == HASP_OP_EVENT)
 		dispatch_event_locked(c, &m);
@@ -500,8 +515,16 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	req.hdr.seq = ++c->open_count;
 	req.body.session_open.client_nonce = nonce_next(c);
 	req.body.session_open.ttl_ms = c->cfg.session_ttl_ms;
+	c->open_nonce = req.body.session_open.client_nonce;
+	if (c->auth) {
+		req.hdr.version = 2;
+		req.body.session_open.identity =
+			(struct hasp_wire_bytes){ c->identity, c->identity_size };
+	}
 	size = hasp_wire_encode(&req, buf, sizeof(buf));
-	HASP_ASSERT(size > 0); /* the TTL was checked at open */
+	HASP_ASSERT(size > 0); /* the TTL and identity were checked at open */
+	if (c->auth)
+		hasp_wire_seal(&c->identity_key, buf, (size_t)size);
 
 	c->session_state = SESSION_OPENING;
 	c->open_slot.session_id = 0;
@@ -524,6 +547,8 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	}
 	c->session_id = rep.body.session_opened.session_id;
 	c->session_ttl_ms = rep.body.session_opened.ttl_ms;
+	if (c->auth)
+		hasp_session_key(&c->identity_key, c->session_id, c->open_nonce, &c->session_key);
 	c->session_last_ok_send_ns = first_send_ns;
 	c->next_seq = 1; /* PROTOCOL.md: the first request after SESSION_OPEN */
 	/* A new session's chain starts empty (its events name prev (0, 0)). */
@@ -607,6 +632,7 @@ int client_call(struct hasp_client *c, struct client_call *call)
 	call->req.hdr.status = 0;
 	call->req.hdr.session_id = 1;
 	call->req.hdr.seq = 0;
+	call->req.hdr.version = c->auth ? 2 : 1;
 	size = hasp_wire_encode(&call->req, req, sizeof(req));
 	if (size < 0)
 		return size;
@@ -622,6 +648,8 @@ int client_call(struct hasp_client *c, struct client_call *call)
 	call->req.hdr.seq = p->seq;
 	size = hasp_wire_encode(&call->req, req, sizeof(req));
 	HASP_ASSERT(size > 0);
+	if (c->auth)
+		hasp_wire_seal(&c->session_key, req, (size_t)size);
 	rc = exchange_locked(c, p, req, (size_t)size, call->deadline_ns, &call->first_send_ns);
 	if (rc == 0) {
 		memcpy(call->reply_buf, p->reply, p->reply_size);

@@ -25,6 +25,7 @@ const char *hasp_status_name(uint32_t status)
 		[HASP_STATUS_TOO_LARGE] = "TOO_LARGE",
 		[HASP_STATUS_UNAVAILABLE] = "UNAVAILABLE",
 		[HASP_STATUS_OVERLOADED] = "OVERLOADED",
+		[HASP_STATUS_FORBIDDEN] = "FORBIDDEN",
 	};
 	if (status >= HASP_STATUS_COUNT || names[status] == 0)
 		return "?";

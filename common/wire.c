@@ -150,13 +150,17 @@ static int decode(const void *datagram, size_t size, struct hasp_wire_msg *m, en
 	m->hdr.status = get_u16le(p + OFF_STATUS);
 	if (size > HASP_DATAGRAM_SIZE_MAX)
 		return -HASP_ETOOBIG;
-	if (m->hdr.version != HASP_WIRE_VERSION)
+	if (m->hdr.version < HASP_WIRE_VERSION_MIN || m->hdr.version > HASP_WIRE_VERSION)
 		return -HASP_EVERSION;
 	if ((rc = header_check(&m->hdr, dir)) != 0)
 		return rc;
 	if (m->hdr.body_size != size - HASP_WIRE_HEADER_SIZE)
 		return -HASP_ELENGTH;
-	for (size_t i = 0; i < HASP_AUTH_TAG_SIZE; i++) {
+	memcpy(m->hdr.tag, p + OFF_AUTH_TAG, HASP_AUTH_TAG_SIZE);
+	/* v1 has no authentication: a tag there means the sender expected a
+	 * check that v1 cannot do. v2's tag is checked by the caller, who
+	 * knows the key (common/wire_auth.h). */
+	for (size_t i = 0; m->hdr.version == 1 && i < HASP_AUTH_TAG_SIZE; i++) {
 		if (p[OFF_AUTH_TAG + i] != 0)
 			return -HASP_ENOTSUP;
 	}
@@ -188,7 +192,7 @@ int hasp_wire_decode_reply(const void *datagram, size_t size, struct hasp_wire_m
 static void header_write(const struct hasp_wire_header *h, uint16_t body_size, uint8_t *buf)
 {
 	put_u32le(buf + OFF_MAGIC, HASP_WIRE_MAGIC);
-	buf[OFF_VERSION] = HASP_WIRE_VERSION;
+	buf[OFF_VERSION] = h->version == 2 ? 2 : 1;
 	buf[OFF_OPCODE] = h->opcode;
 	put_u16le(buf + OFF_FLAGS, h->flags);
 	put_u64le(buf + OFF_SESSION, h->session_id);
@@ -207,6 +211,7 @@ int hasp_wire_encode(const struct hasp_wire_msg *msg, void *buf, size_t buf_size
 	size_t limit = buf_size < HASP_DATAGRAM_SIZE_MAX ? buf_size : HASP_DATAGRAM_SIZE_MAX;
 	int rc;
 
+	m.hdr.version = m.hdr.version == 2 ? 2 : 1;
 	HASP_ASSERT(buf != NULL || buf_size == 0);
 	if ((rc = header_check(&m.hdr, DIR_ANY)) != 0)
 		return rc;
@@ -318,7 +323,8 @@ void hasp_wire_reply_init(struct hasp_wire_msg *reply, const struct hasp_wire_he
 	HASP_ASSERT(reply != NULL);
 	HASP_ASSERT(request != NULL);
 	memset(reply, 0, sizeof(*reply));
-	reply->hdr.version = HASP_WIRE_VERSION;
+	/* A BAD_VERSION answer to an unknown version is written in v1. */
+	reply->hdr.version = request->version == 2 ? 2 : 1;
 	reply->hdr.opcode = request->opcode;
 	reply->hdr.flags = HASP_WIRE_F_REPLY;
 	reply->hdr.status = (uint16_t)status;

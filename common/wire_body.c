@@ -95,6 +95,7 @@ static void c_rest(struct wire_codec *c, struct hasp_wire_bytes *b)
  * v = value size, e = expected value size.
  *
  * SESSION_OPEN (12)          0 u64 client nonce, 8 u32 ttl_ms
+ *   v2 (13+i)                then 12 u8 i, 13 identity (1..32 name bytes)
  * SESSION_KEEPALIVE (0), SESSION_CLOSE (0)
  * LEASE_GRANT (4)            0 u32 ttl_ms
  * LEASE_KEEPALIVE (8), LEASE_REVOKE (8)
@@ -119,6 +120,10 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
 	case HASP_OP_SESSION_OPEN:
 		c_u64(c, &m->body.session_open.client_nonce);
 		c_u32(c, &m->body.session_open.ttl_ms);
+		if (m->hdr.version == 2) {
+			c_size8(c, &m->body.session_open.identity);
+			c_data(c, &m->body.session_open.identity);
+		}
 		return 0;
 	case HASP_OP_SESSION_KEEPALIVE:
 	case HASP_OP_SESSION_CLOSE:
@@ -412,8 +417,13 @@ static int request_check(uint8_t opcode, const struct hasp_wire_msg *m)
 	int rc;
 
 	switch (opcode) {
-	case HASP_OP_SESSION_OPEN:
+	case HASP_OP_SESSION_OPEN: {
+		const struct hasp_wire_bytes *id = &m->body.session_open.identity;
+		if (m->hdr.version == 2 ? id->size > HASP_IDENTITY_SIZE_MAX || !wire_body_name_ok(id)
+					: id->size != 0)
+			return -HASP_ENAME;
 		return ttl_ok(m->body.session_open.ttl_ms) ? 0 : -HASP_ERANGE;
+	}
 	case HASP_OP_LEASE_GRANT:
 		return ttl_ok(m->body.lease_grant.ttl_ms) ? 0 : -HASP_ERANGE;
 	case HASP_OP_ACQUIRE: {

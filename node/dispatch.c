@@ -28,6 +28,9 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/bytes.h"
+#include "common/crc32c.h"
+#include "common/wire_auth.h"
 #include "node/notify.h"
 #include "hasp/errors.h"
 
@@ -67,27 +70,47 @@ void dispatch_deinit(struct node *n)
 	n->reads = NULL;
 }
 
-static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *msg)
+/* The key that seals a reply: `key` with client_auth = on, else none. */
+static const struct auth_key *reply_key(const struct node *n, const struct auth_key *key)
+{
+	return n->cfg.client_auth ? key : NULL;
+}
+
+/* Encodes and sends a reply. With client_auth = on every reply is wire v2
+ * and sealed with `key` (NULL with auth on: nothing is sent, never an
+ * unauthenticated answer); with it off, v1 and no tag. */
+static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *msg,
+		       const struct auth_key *key)
 {
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
-	int size = hasp_wire_encode(msg, buf, sizeof(buf));
+	struct hasp_wire_msg m = *msg;
+
+	if (n->cfg.client_auth && key == NULL) {
+		n->stats.client_unanswered++;
+		return;
+	}
+	m.hdr.version = n->cfg.client_auth ? 2 : 1;
+	int size = hasp_wire_encode(&m, buf, sizeof(buf));
 	if (size <= 0) {
 		/* The body we built broke a wire rule: answer the status alone
 		 * rather than nothing, so the client is not left waiting. */
 		struct hasp_wire_msg bare;
-		hasp_wire_reply_init(&bare, &msg->hdr, HASP_STATUS_BAD_REQUEST);
+		hasp_wire_reply_init(&bare, &m.hdr, HASP_STATUS_BAD_REQUEST);
 		size = hasp_wire_encode(&bare, buf, sizeof(buf));
 		if (size <= 0) {
 			n->stats.client_unanswered++; /* e.g. a non-OK EVENT */
 			return;
 		}
 	}
+	if (key != NULL)
+		hasp_wire_seal(key, buf, (size_t)size);
 	node_send(n, ip, port, n->self->client_port, buf, (size_t)size);
 	n->stats.client_replies++;
 }
 
 void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
-			   const struct hasp_wire_header *hdr, enum hasp_status status)
+			   const struct hasp_wire_header *hdr, enum hasp_status status,
+			   const struct auth_key *key)
 {
 	struct hasp_wire_msg reply;
 	hasp_wire_reply_init(&reply, hdr, status);
@@ -95,11 +118,11 @@ void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
 		reply.body.bad_version.version_min = HASP_WIRE_VERSION_MIN;
 		reply.body.bad_version.version_max = HASP_WIRE_VERSION;
 	}
-	send_reply(n, ip, port, &reply);
+	send_reply(n, ip, port, &reply, reply_key(n, key));
 }
 
 static void reply_not_leader(struct node *n, uint32_t ip, uint16_t port,
-			     const struct hasp_wire_header *hdr)
+			     const struct hasp_wire_header *hdr, const struct auth_key *key)
 {
 	struct hasp_wire_msg reply;
 	const struct node_member *m = NULL;
@@ -117,7 +140,7 @@ static void reply_not_leader(struct node *n, uint32_t ip, uint16_t port,
 		reply.body.not_leader.known = 1;
 	}
 	n->stats.client_not_leader++;
-	send_reply(n, ip, port, &reply);
+	send_reply(n, ip, port, &reply, reply_key(n, key));
 }
 
 /* ---- batches ---- */
@@ -166,9 +189,9 @@ static void fail_batch(struct node *n, enum hasp_status status)
 		struct hasp_wire_header hdr = { .opcode = it->p.op, .session_id = it->p.session_id,
 						.seq = it->p.seq };
 		if (status == HASP_STATUS_NOT_LEADER)
-			reply_not_leader(n, it->p.ip, it->p.port, &hdr);
+			reply_not_leader(n, it->p.ip, it->p.port, &hdr, &it->p.key);
 		else
-			dispatch_reply_status(n, it->p.ip, it->p.port, &hdr, status);
+			dispatch_reply_status(n, it->p.ip, it->p.port, &hdr, status, &it->p.key);
 		if (status == HASP_STATUS_OVERLOADED)
 			n->stats.client_overloaded++;
 	}
@@ -195,9 +218,10 @@ static void flush_reads(struct node *n)
 			struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id,
 							.seq = r->seq };
 			if (n->up.reject == RAFT_NOT_LEADER)
-				reply_not_leader(n, r->ip, r->port, &hdr);
+				reply_not_leader(n, r->ip, r->port, &hdr, &r->key);
 			else {
-				dispatch_reply_status(n, r->ip, r->port, &hdr, HASP_STATUS_OVERLOADED);
+				dispatch_reply_status(n, r->ip, r->port, &hdr, HASP_STATUS_OVERLOADED,
+						      &r->key);
 				n->stats.client_overloaded++;
 			}
 			r->state = NODE_READ_FREE;
@@ -337,7 +361,7 @@ void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cm
 		notify_session_seen(n, res->reply.id, p->ip, p->port);
 	struct hasp_wire_msg msg;
 	build_reply(n, p, cmd, res, &msg);
-	send_reply(n, p->ip, p->port, &msg);
+	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key));
 }
 
 /* ---- reads ---- */
@@ -357,7 +381,10 @@ static void serve_read(struct node *n, const struct node_read *r)
 		uint64_t t = locks_log_time(&n->sm, n->term, n->now_ns / NS_PER_MS);
 		uint64_t left = li.deadline_ms > t ? li.deadline_ms - t : 0;
 		hasp_wire_reply_init(&msg, &hdr, HASP_STATUS_OK);
-		msg.body.lock_info.holder_session_id = li.holder_session_id;
+		/* Who holds a lock is shown to its own identity only
+		 * (docs/SECURITY.md 4.5); others see the token and TTL. */
+		if (!n->cfg.client_auth || r->owner == li.holder_owner)
+			msg.body.lock_info.holder_session_id = li.holder_session_id;
 		msg.body.lock_info.token = li.token;
 		msg.body.lock_info.lease_id = li.private_lease ? 0 : li.lease_id;
 		msg.body.lock_info.ttl_remaining_ms = left > HASP_TTL_MS_MAX ? HASP_TTL_MS_MAX : (uint32_t)left;
@@ -400,8 +427,11 @@ static void serve_read(struct node *n, const struct node_read *r)
 		/* MORE: entries remain after the last one sent (PROTOCOL.md),
 		 * whether the client's limit or the node's stopped it. */
 		bool more = got > want;
+		rh.version = n->cfg.client_auth ? 2 : 1;
 		int size = hasp_wire_encode_kv_range_reply(&rh, entries, count, more, buf, sizeof(buf),
 							   &packed);
+		if (size > 0 && n->cfg.client_auth)
+			hasp_wire_seal(&r->key, buf, (size_t)size);
 		if (size > 0) {
 			node_send(n, r->ip, r->port, n->self->client_port, buf, (size_t)size);
 			n->stats.client_replies++;
@@ -413,7 +443,7 @@ static void serve_read(struct node *n, const struct node_read *r)
 		HASP_UNREACHABLE();
 	}
 	n->stats.reads++;
-	send_reply(n, r->ip, r->port, &msg);
+	send_reply(n, r->ip, r->port, &msg, reply_key(n, &r->key));
 }
 
 void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_t count)
@@ -459,9 +489,9 @@ void dispatch_step_down(struct node *n)
 			continue;
 		struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id, .seq = r->seq };
 		if (st == HASP_STATUS_NOT_LEADER)
-			reply_not_leader(n, r->ip, r->port, &hdr);
+			reply_not_leader(n, r->ip, r->port, &hdr, &r->key);
 		else
-			dispatch_reply_status(n, r->ip, r->port, &hdr, st);
+			dispatch_reply_status(n, r->ip, r->port, &hdr, st, &r->key);
 		r->state = NODE_READ_FREE;
 		n->stats.reads_dropped++;
 	}
@@ -475,7 +505,15 @@ void dispatch_step_down(struct node *n)
 
 /* ---- requests ---- */
 
-static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *m)
+/* Who sent an authenticated request: the key its reply is sealed with and
+ * its identity (client_auth = on), or nothing (off). */
+struct sender {
+	const struct auth_key *key;
+	const struct client_identity *id;
+};
+
+static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *m,
+		     const struct sender *who)
 {
 	struct node_read *r = NULL;
 	for (uint32_t i = 0; i < n->reads_max; i++)
@@ -491,6 +529,10 @@ static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct ha
 	r->port = port;
 	r->session_id = m->hdr.session_id;
 	r->seq = m->hdr.seq;
+	if (who->key != NULL) {
+		r->key = *who->key;
+		r->owner = who->id->owner;
+	}
 	const struct hasp_wire_bytes *name = NULL;
 	switch (m->hdr.opcode) {
 	case HASP_OP_LOCK_READ: name = &m->body.lock_read.name; break;
@@ -595,44 +637,117 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 	}
 }
 
+/* client_auth = on: the tag of the datagram is checked before anything
+ * else, under the session key (requests with a session) or the identity
+ * key (SESSION_OPEN). False: drop it, counted, unanswered (no reply to
+ * what is not authenticated: no reflection, no enumeration). */
+static bool authenticate(struct node *n, const uint8_t *payload, size_t size, int rc,
+			 const struct hasp_wire_msg *m, struct sender *who)
+{
+	if (rc == -HASP_ETRUNCATED || rc == -HASP_EMAGIC || m->hdr.version != 2) {
+		n->stats.client_auth_version++;
+		return false;
+	}
+	if (m->hdr.session_id != 0) {
+		who->key = client_auth_session_key(&n->client_auth, &n->sm, m->hdr.session_id, &who->id);
+	} else if (rc == 0 && m->hdr.opcode == HASP_OP_SESSION_OPEN) {
+		const struct hasp_wire_bytes *name = &m->body.session_open.identity;
+		who->id = client_auth_identity(&n->client_auth, name->data, name->size);
+		who->key = who->id != NULL ? &who->id->key : NULL;
+	}
+	if (who->key == NULL) {
+		n->stats.client_auth_unknown++;
+		return false;
+	}
+	if (!hasp_wire_tag_ok(who->key, payload, size)) {
+		n->stats.client_auth_bad++;
+		return false;
+	}
+	return true;
+}
+
+static bool op_mutates(uint8_t op)
+{
+	switch (op) {
+	case HASP_OP_LOCK_READ:
+	case HASP_OP_CHECK:
+	case HASP_OP_KV_GET:
+	case HASP_OP_KV_RANGE:
+	case HASP_OP_WATCH:
+	case HASP_OP_UNWATCH:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* The request digest the reply cache compares (locks_cmd.digest): the tag
+ * with authentication, else a checksum of the bytes; never 0 (unchecked). */
+static uint64_t request_digest(const struct node *n, const struct hasp_wire_msg *m,
+			       const uint8_t *payload, size_t size)
+{
+	uint64_t d = n->cfg.client_auth ? get_u64le(m->hdr.tag) : crc32c(payload, size);
+	return d != 0 ? d : 1;
+}
+
 void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t *payload, size_t size)
 {
 	struct hasp_wire_msg m;
+	struct sender who = { 0 };
 	int rc = hasp_wire_decode_request(payload, size, &m);
 
+	if (n->cfg.client_auth) {
+		if (!authenticate(n, payload, size, rc, &m, &who))
+			return;
+	} else if (rc == 0 && m.hdr.version != 1) {
+		rc = -HASP_EVERSION; /* insecure mode speaks v1 only */
+	}
 	if (rc != 0) {
 		n->stats.client_bad++;
 		n->stats.client_bad_reason[(unsigned)(-rc) & 31u]++;
 		if (hasp_wire_error_answerable(rc, &m.hdr))
-			dispatch_reply_status(n, ip, port, &m.hdr, hasp_wire_error_status(rc));
+			dispatch_reply_status(n, ip, port, &m.hdr, hasp_wire_error_status(rc), who.key);
 		else
 			n->stats.client_unanswered++;
 		return;
 	}
 	if (n->stopping || n->failed) {
 		n->stats.client_unavailable++;
-		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_UNAVAILABLE);
+		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_UNAVAILABLE, who.key);
 		return;
 	}
 	if (!node_is_leader(n)) {
-		reply_not_leader(n, ip, port, &m.hdr);
+		reply_not_leader(n, ip, port, &m.hdr, who.key);
+		return;
+	}
+	if (who.id != NULL && !client_auth_allows(who.id, &m)) {
+		n->stats.client_forbidden++;
+		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_FORBIDDEN, who.key);
 		return;
 	}
 	/* Remember where a session is (for its events) only if the state
-	 * machine knows it: random session ids must not fill the table. */
+	 * machine knows it (and, with authentication, only after its tag
+	 * verified): random or forged ids must not move anyone's events. */
 	struct locks_session_info si;
 	bool session_known = m.hdr.session_id != 0 && locks_session_read(&n->sm, m.hdr.session_id, &si);
 	if (session_known)
 		notify_session_seen(n, m.hdr.session_id, ip, port);
+	/* A mutation of an unknown session would only be refused by the
+	 * state machine: answer it here rather than spend a Raft entry. */
+	if (!session_known && m.hdr.opcode != HASP_OP_SESSION_OPEN && op_mutates(m.hdr.opcode)) {
+		n->stats.client_no_session++;
+		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_SESSION_EXPIRED, who.key);
+		return;
+	}
 
 	switch (m.hdr.opcode) {
 	case HASP_OP_LOCK_READ:
 	case HASP_OP_CHECK:
 	case HASP_OP_KV_GET:
 	case HASP_OP_KV_RANGE:
-		if (!add_read(n, ip, port, &m)) {
+		if (!add_read(n, ip, port, &m, &who)) {
 			n->stats.client_overloaded++;
-			dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_OVERLOADED);
+			dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_OVERLOADED, who.key);
 		}
 		break;
 	case HASP_OP_WATCH:
@@ -640,18 +755,33 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		dispatch_reply_status(n, ip, port, &m.hdr,
 				      !session_known ? HASP_STATUS_SESSION_EXPIRED
 						     : notify_watch(n, m.hdr.session_id, &m.body.watch,
-								    m.hdr.opcode == HASP_OP_WATCH));
+								    m.hdr.opcode == HASP_OP_WATCH),
+				      who.key);
 		return;
 	default: {
 		struct locks_cmd c;
 		request_cmd(&m, &c);
 		c.term = n->term;
 		c.now_ms = n->now_ns / NS_PER_MS;
+		if (m.hdr.opcode == HASP_OP_SESSION_OPEN) {
+			/* The node decides who owns the session: the verified
+			 * identity, or the one anonymous owner of insecure
+			 * mode (every v1 session may release by token). */
+			c.owner = who.id != NULL ? who.id->owner : HASP_OWNER_ANONYMOUS;
+			c.flags = who.id == NULL || who.id->release_identity ? LOCKS_CMD_OWNER_RELEASE : 0;
+			c.owner_sessions_max = who.id != NULL ? who.id->sessions_max : 0;
+			if (c.ttl_ms > n->cfg.session_ttl_max_ms)
+				c.ttl_ms = n->cfg.session_ttl_max_ms;
+		} else {
+			c.digest = request_digest(n, &m, payload, size);
+		}
 		struct node_pending p = {
 			.session_id = m.hdr.session_id, .seq = m.hdr.seq, .ip = ip, .port = port,
 			.op = m.hdr.opcode,
 			.lease_id = m.hdr.opcode == HASP_OP_ACQUIRE ? m.body.acquire.lease_id : 0,
 		};
+		if (who.key != NULL)
+			p.key = *who.key;
 		batch_add(n, &c, &p);
 		break;
 	}

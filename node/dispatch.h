@@ -29,7 +29,10 @@ uint32_t dispatch_serve_reads(struct node *n);
 /* Leadership lost: drop the batch, pending replies and reads (answered
  * NOT_LEADER where a client waits). */
 void dispatch_step_down(struct node *n);
+/* Answers `hdr` with a bare status; with client_auth = on sealed with
+ * `key` (NULL: not answered). */
 void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
-			   const struct hasp_wire_header *hdr, enum hasp_status status);
+			   const struct hasp_wire_header *hdr, enum hasp_status status,
+			   const struct auth_key *key);
 
 #endif

@@ -516,9 +516,21 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 		rc = -HASP_ENOMEM;
 		goto fail_mem;
 	}
-	if ((rc = dispatch_init(n)) != 0 || (rc = notify_init(n)) != 0) {
+	if ((rc = dispatch_init(n)) != 0 || (rc = notify_init(n)) != 0 ||
+	    (rc = client_auth_init(&n->client_auth, lcfg.sessions_max)) != 0) {
 		snprintf(err, err_size, "out of memory (batches, pending replies, sessions)");
 		goto fail_mem;
+	}
+	if (cfg->client_auth) {
+		if (auth_init() != 0) {
+			snprintf(err, err_size, "client_identities_file: libsodium failed to initialise");
+			rc = -HASP_ESYS;
+			goto fail_mem;
+		}
+		rc = client_auth_load(&n->client_auth, cfg->client_identities_file,
+				      cfg->identity_sessions_max, err, err_size);
+		if (rc != 0)
+			goto fail_mem;
 	}
 
 	struct storage_config scfg = { .dir = cfg->data_dir, .io = io, .segment_size = cfg->segment_size,
@@ -593,6 +605,7 @@ void node_deinit(struct node *n)
 	}
 	notify_deinit(n);
 	dispatch_deinit(n);
+	client_auth_deinit(&n->client_auth);
 	hasp_free(n->events);
 	hasp_free(n->range);
 	hasp_free(n->snap_buf[0]);

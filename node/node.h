@@ -27,6 +27,7 @@
 #include "common/limits.h"
 #include "common/prng.h"
 #include "node/node_config.h"
+#include "node/client_auth.h"
 #include "node/peer_auth.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
@@ -47,6 +48,12 @@ struct node_stats {
 	uint64_t client_bad;           /* refused by the wire decoder (all reasons) */
 	uint64_t client_bad_reason[32]; /* by -HASP_E* code */
 	uint64_t client_unanswered;    /* refused and not answerable (no reply sent) */
+	/* client_auth = on: dropped before anything else, never answered. */
+	uint64_t client_auth_version;  /* not wire v2 (or undecodable) */
+	uint64_t client_auth_unknown;  /* unknown session or identity */
+	uint64_t client_auth_bad;      /* tag does not verify */
+	uint64_t client_forbidden;     /* answered FORBIDDEN */
+	uint64_t client_no_session;    /* mutation for an unknown session: SESSION_EXPIRED, not proposed */
 	uint64_t client_not_leader;    /* answered NOT_LEADER */
 	uint64_t client_overloaded;    /* answered OVERLOADED (raft window or read queue full) */
 	uint64_t client_unavailable;   /* answered UNAVAILABLE (stopping) */
@@ -94,6 +101,10 @@ struct node_pending {
 	uint32_t ip;
 	uint16_t port;
 	uint8_t op;
+	/* client_auth = on: the key that seals the reply (the session key, or
+	 * for SESSION_OPEN the identity key), kept here because the command
+	 * itself may end the session (SESSION_CLOSE). */
+	struct auth_key key;
 };
 
 /* One command collected into the current batch. */
@@ -121,6 +132,8 @@ struct node_read {
 	uint64_t ctx;
 	uint64_t index;
 	uint64_t session_id, seq, token;
+	uint64_t owner;                    /* the reader's identity (LOCK_READ holder) */
+	struct auth_key key;               /* seals the reply (client_auth = on) */
 	uint8_t name[HASP_NAME_SIZE_MAX];  /* name, key or prefix */
 	uint8_t start[HASP_NAME_SIZE_MAX]; /* KV_RANGE start-after */
 };
@@ -233,6 +246,9 @@ struct node {
 	 * hands). */
 	struct peer_auth_tx peer_auth_tx;
 	struct peer_auth_window peer_auth_rx[NODE_MEMBERS_MAX];
+
+	/* Client identities and session keys (client_auth = on). */
+	struct client_auth client_auth;
 
 	/* Peer round trips (control plane: hasp_peer_rtt_seconds), by index
 	 * in cfg.members: an empty AppendEntries (heartbeat) starts a probe

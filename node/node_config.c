@@ -37,6 +37,9 @@ void node_config_default(struct node_config *cfg)
 	cfg->prefix_len = 24;
 	cfg->idle = IDLE_HYBRID;
 	cfg->peer_auth = true; /* insecure only by explicit `peer_auth = off` */
+	cfg->client_auth = true; /* likewise `client_auth = off` */
+	cfg->session_ttl_max_ms = 300000;
+	cfg->identity_sessions_max = 64;
 	cfg->batch_max = 64;
 	cfg->batch_delay_us = 50;
 	/* 20 ms ticks: heartbeats every 40 ms, elections after 200..400 ms,
@@ -215,6 +218,8 @@ static const struct u32_key u32_keys[] = {
 	U32_KEY("keys_per_lease_max", locks.keys_per_lease_max, 1, 1u << 20),
 	U32_KEY("locks_per_session_max", locks.locks_per_session_max, 1, 1u << 20),
 	U32_KEY("session_window", locks.session_window, 1, 1024),
+	U32_KEY("session_ttl_max_ms", session_ttl_max_ms, HASP_TTL_MS_MIN, HASP_TTL_MS_MAX),
+	U32_KEY("identity_sessions_max", identity_sessions_max, 1, 65535),
 };
 
 int node_config_set(struct node_config *cfg, const char *key, const char *value, char *err,
@@ -323,6 +328,14 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 	}
 	if (strcmp(k, "peer_key_file") == 0)
 		return set_path(k, value, cfg->peer_key_file, err, err_size);
+	if (strcmp(k, "client_auth") == 0) {
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return fail(err, err_size, "client_auth: '%s' is not on or off", value);
+		cfg->client_auth = value[1] == 'n';
+		return 0;
+	}
+	if (strcmp(k, "client_identities_file") == 0)
+		return set_path(k, value, cfg->client_identities_file, err, err_size);
 	if (strcmp(k, "eal") == 0)
 		return set_eal(cfg, value, err, err_size);
 	if (strcmp(k, "segment_size") == 0) {
@@ -414,6 +427,11 @@ int node_config_check(const struct node_config *cfg, char *err, size_t err_size)
 		return fail(err, err_size,
 			    "peer_key_file: missing (the cluster key, made by hasp-keygen; "
 			    "or peer_auth = off for an insecure test cluster)");
+	if (cfg->client_auth && cfg->client_identities_file[0] == '\0')
+		return fail(err, err_size,
+			    "client_identities_file: missing (the clients' identities and keys, "
+			    "made by hasp-keygen --identity; or client_auth = off for an insecure "
+			    "test cluster)");
 	for (uint32_t i = 0; i < cfg->member_count; i++)
 		for (uint32_t j = i + 1; j < cfg->member_count; j++)
 			if (cfg->members[i].ip == cfg->members[j].ip)
@@ -439,7 +457,8 @@ static const char usage_text[] =
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
 	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
 	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join,\n"
-	"  peer_auth (on|off), peer_key_file,\n"
+	"  peer_auth (on|off), peer_key_file, client_auth (on|off),\n"
+	"  client_identities_file, session_ttl_max_ms, identity_sessions_max,\n"
 	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"

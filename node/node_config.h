@@ -67,6 +67,16 @@ struct node_config {
 	struct auth_key peer_key;
 	bool peer_key_loaded;
 
+	/* Client authentication (docs/SECURITY.md section 4): on unless the
+	 * operator writes `client_auth = off` (wire v1, no identities). The
+	 * identities file is read by node_init(). Session TTLs are clamped to
+	 * session_ttl_max_ms; an identity without sessions= may hold
+	 * identity_sessions_max sessions at once. */
+	bool client_auth;
+	char client_identities_file[NODE_PATH_SIZE];
+	uint32_t session_ttl_max_ms;
+	uint32_t identity_sessions_max;
+
 	/* EAL arguments: the file's `eal` line, split on spaces, or the
 	 * arguments after `--`. eal_argv[0] is the program name. */
 	char eal_text[NODE_EAL_TEXT_SIZE];

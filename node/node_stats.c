@@ -13,6 +13,11 @@
 	X(client_rx) \
 	X(client_bad) \
 	X(client_unanswered) \
+	X(client_auth_version) \
+	X(client_auth_unknown) \
+	X(client_auth_bad) \
+	X(client_forbidden) \
+	X(client_no_session) \
 	X(client_not_leader) \
 	X(client_overloaded) \
 	X(client_unavailable) \

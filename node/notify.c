@@ -27,6 +27,7 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/wire_auth.h"
 #include "node/dispatch.h"
 #include "hasp/errors.h"
 
@@ -150,12 +151,25 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 		n->stats.events_deduplicated++;
 		return;
 	}
+	/* With authentication an event is sealed with its session's key, like
+	 * a reply; a session the node cannot key (ended, identity removed)
+	 * gets nothing. */
+	const struct auth_key *key = NULL;
+	if (n->cfg.client_auth) {
+		const struct client_identity *who;
+		key = client_auth_session_key(&n->client_auth, &n->sm, session_id, &who);
+		if (key == NULL) {
+			n->stats.events_no_address++;
+			return;
+		}
+	}
 	uint8_t type = e->type;
 	uint64_t revision = e->revision;
 	const uint8_t *name = e->name;
 	uint8_t name_len = e->name_len;
 	struct hasp_wire_msg msg;
 	memset(&msg, 0, sizeof(msg));
+	msg.hdr.version = n->cfg.client_auth ? 2 : 1;
 	msg.hdr.opcode = HASP_OP_EVENT;
 	msg.hdr.flags = HASP_WIRE_F_REPLY;
 	msg.hdr.status = HASP_STATUS_OK;
@@ -177,6 +191,8 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 	int size = hasp_wire_encode(&msg, buf, sizeof(buf));
 	if (size <= 0)
 		return;
+	if (key != NULL)
+		hasp_wire_seal(key, buf, (size_t)size);
 	node_send(n, s->ip, s->port, n->self->client_port, buf, (size_t)size);
 	s->last_event_index = e->index;
 	s->last_event_sub = e->sub;

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -72,6 +73,34 @@ void bench_config_default(struct bench_config *cfg)
 	cfg->seed = 1;
 	cfg->threads = 1;
 	snprintf(cfg->prefix, sizeof(cfg->prefix), "hb");
+}
+
+int bench_config_auth(struct bench_config *cfg, char *err, size_t err_size)
+{
+	const char *id = getenv("HASP_ID");
+	const char *key_file = getenv("HASP_KEY_FILE");
+
+	cfg->auth = false;
+	if (id == NULL || id[0] == '\0')
+		return 0;
+	size_t size = strlen(id);
+	if (size > HASP_IDENTITY_SIZE_MAX || !hasp_name_valid(id, size)) {
+		snprintf(err, err_size, "HASP_ID must be 1..32 bytes of 0x21..0x7e");
+		return -HASP_ENAME;
+	}
+	if (key_file == NULL || auth_init() != 0) {
+		snprintf(err, err_size, "HASP_ID is set but HASP_KEY_FILE is not");
+		return -HASP_ECONFIG;
+	}
+	int rc = auth_key_load(key_file, &cfg->identity_key);
+	if (rc != 0) {
+		snprintf(err, err_size, "HASP_KEY_FILE %s: %s", key_file, hasp_strerror(rc));
+		return rc;
+	}
+	memcpy(cfg->identity, id, size);
+	cfg->identity_size = (uint8_t)size;
+	cfg->auth = true;
+	return 0;
 }
 
 int bench_config_check(const struct bench_config *cfg, char *err, size_t err_size)

@@ -29,7 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "hasp/types.h"
+#include "hasp/wire.h"
 #include "tools/bench_hist.h"
 
 #define BENCH_CLIENTS_MAX 65536u
@@ -82,7 +84,19 @@ struct bench_config {
 	uint64_t seed;
 	char prefix[64];      /* lock and key names are prefix/k<n> */
 	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
+	/* Wire v2 (docs/PROTOCOL.md "Authentication"): every session opens as
+	 * this identity; bench_config_auth() fills them from HASP_ID and
+	 * HASP_KEY_FILE. auth false: wire v1 (client_auth = off). */
+	bool auth;
+	uint8_t identity_size;
+	uint8_t identity[HASP_IDENTITY_SIZE_MAX];
+	struct auth_key identity_key;
 };
+
+/* Reads the identity from HASP_ID and its key from HASP_KEY_FILE (unset or
+ * empty HASP_ID: no authentication). 0, or -HASP_E* with a message. */
+int bench_config_auth(struct bench_config *cfg, char *err, size_t err_size)
+	__attribute__((warn_unused_result));
 
 struct bench_errors {
 	uint64_t timeouts;       /* requests given up at their deadline */

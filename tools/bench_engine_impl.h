@@ -42,6 +42,7 @@ enum client_state {
 };
 
 struct client {
+	struct auth_key session_key; /* cfg->auth: derived when the open is answered */
 	uint64_t session_id;
 	uint64_t nonce;
 	uint64_t seq;           /* of the request in flight, or the last one */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/wire_auth.h"
 #include "hasp/errors.h"
 #include "hasp/wire.h"
 
@@ -123,6 +124,7 @@ int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf)
 	struct hasp_wire_bytes nb = { (const uint8_t *)name, name_size };
 
 	memset(&m, 0, sizeof(m));
+	m.hdr.version = e->cfg->auth ? 2 : 1;
 	m.hdr.opcode = c->opcode;
 	m.hdr.session_id = c->session_id;
 	m.hdr.seq = c->seq;
@@ -131,6 +133,8 @@ int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf)
 		m.hdr.session_id = 0;
 		m.body.session_open.client_nonce = c->nonce;
 		m.body.session_open.ttl_ms = e->cfg->session_ttl_ms;
+		m.body.session_open.identity =
+			(struct hasp_wire_bytes){ e->cfg->identity, e->cfg->identity_size };
 		break;
 	case HASP_OP_SESSION_KEEPALIVE:
 	case HASP_OP_SESSION_CLOSE:
@@ -163,7 +167,11 @@ int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf)
 	default:
 		HASP_UNREACHABLE();
 	}
-	return hasp_wire_encode(&m, buf, HASP_DATAGRAM_SIZE_MAX);
+	int size = hasp_wire_encode(&m, buf, HASP_DATAGRAM_SIZE_MAX);
+	if (size > 0 && e->cfg->auth)
+		hasp_wire_seal(c->opcode == HASP_OP_SESSION_OPEN ? &e->cfg->identity_key : &c->session_key,
+			       buf, (size_t)size);
+	return size;
 }
 
 static void queue_send(struct bench_engine *e, uint32_t index)
@@ -413,6 +421,8 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 		}
 		c->session_id = m->body.session_opened.session_id;
 		c->seq = 0;
+		if (cfg->auth)
+			hasp_session_key(&cfg->identity_key, c->session_id, c->nonce, &c->session_key);
 		hash_put(e, c->session_id, index);
 		if (cfg->workload == BENCH_WL_BURST && cfg->watchers && index > 0) {
 			c->state = C_IDLE;
@@ -513,7 +523,7 @@ void bench_session_receive(struct bench_engine *e, const uint8_t *data, size_t s
 	struct hasp_wire_msg m;
 	int64_t index;
 
-	if (hasp_wire_decode_reply(data, size, &m) != 0) {
+	if (hasp_wire_decode_reply(data, size, &m) != 0 || m.hdr.version != (e->cfg->auth ? 2 : 1)) {
 		e->res->err.malformed++;
 		return;
 	}
@@ -532,6 +542,14 @@ void bench_session_receive(struct bench_engine *e, const uint8_t *data, size_t s
 		}
 	}
 	struct client *c = &e->clients[index];
+	/* Wire v2: nothing unverified is looked at (an open's reply under the
+	 * identity key, the rest under the session's key). */
+	if (e->cfg->auth &&
+	    !hasp_wire_tag_ok(m.hdr.opcode == HASP_OP_SESSION_OPEN ? &e->cfg->identity_key : &c->session_key,
+			      data, size)) {
+		e->res->err.malformed++;
+		return;
+	}
 	if (m.hdr.opcode == HASP_OP_EVENT) {
 		handle_event(e, (uint32_t)index, &m);
 		return;

@@ -306,7 +306,8 @@ int main(int argc, char **argv)
 		dcfg.eal_argv = eal_argv;
 	}
 	char why[160];
-	if (bench_config_check(&cfg, why, sizeof(why)) != 0) {
+	if (bench_config_auth(&cfg, why, sizeof(why)) != 0 ||
+	    bench_config_check(&cfg, why, sizeof(why)) != 0) {
 		fprintf(stderr, "hasp-bench: %s\n", why);
 		return 2;
 	}

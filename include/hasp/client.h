@@ -92,6 +92,13 @@ struct hasp_client_config {
 	hasp_client_event_fn *event_fn; /* optional; see hasp_client_poll */
 	void *event_arg;
 	uint64_t nonce_seed; /* 0: random nonces (getrandom); else deterministic, for tests */
+	/* Authentication (docs/CLIENT.md "Identity", docs/SECURITY.md): the
+	 * identity name and the path of its key file (64 hex digits, mode
+	 * 0600). NULL: taken from the environment, HASP_ID and HASP_KEY_FILE
+	 * (as libpq reads PGUSER); unset there too, or identity "": wire v1
+	 * without authentication, for clusters run with client_auth = off. */
+	const char *identity;
+	const char *key_file;
 };
 
 /* A held lock, filled by hasp_client_acquire; the caller owns it. */
@@ -165,7 +172,8 @@ struct hasp_client_stats {
 	uint64_t rx_duplicates;     /* replies to a request already answered */
 	uint64_t rx_late;           /* replies to a request given up on */
 	uint64_t rx_stray;          /* another session, or a seq never sent */
-	uint64_t rx_malformed;      /* refused by hasp_wire_decode_reply */
+	uint64_t rx_malformed;      /* refused by hasp_wire_decode_reply, or another version */
+	uint64_t rx_auth_bad;       /* authentication tag missing or wrong: dropped */
 	uint64_t rx_unknown_source; /* not from a cluster address */
 	uint64_t redirects;         /* NOT_LEADER answers */
 	uint64_t timeouts;          /* requests that hit their deadline */

@@ -57,6 +57,7 @@ enum hasp_status {
 	HASP_STATUS_TOO_LARGE = 16,
 	HASP_STATUS_UNAVAILABLE = 17,    /* no quorum or shutting down: retry */
 	HASP_STATUS_OVERLOADED = 18,     /* queue full: back off and retry */
+	HASP_STATUS_FORBIDDEN = 19,      /* the identity may not do this on this name */
 	HASP_STATUS_COUNT
 };
 

@@ -19,7 +19,8 @@
  *   16     8    sequence number (echoed in the reply; in EVENT the Raft index)
  *   24     2    body size (must equal the datagram size - 44)
  *   26     2    status (enum hasp_status; 0 in requests)
- *   28     16   authentication tag (reserved: all zero in v1)
+ *   28     16   authentication tag (v1: all zero; v2: the MAC,
+ *               docs/PROTOCOL.md "Authentication")
  *
  * Ownership: decoding is zero-copy. Every struct hasp_wire_bytes in a decoded
  * message (names, keys, values, range entries) points INTO the caller's
@@ -35,12 +36,12 @@
  *   -HASP_ETRUNCATED datagram shorter than the header
  *   -HASP_EMAGIC     bad magic
  *   -HASP_ETOOBIG    datagram over 1472 bytes, or a value over 1024 bytes
- *   -HASP_EVERSION   version other than 1
+ *   -HASP_EVERSION   version other than 1 or 2
  *   -HASP_EFLAGS     unknown header or body flag bits, or the wrong direction
  *                    (a request where a reply is expected or vice versa)
  *   -HASP_EOPCODE    unknown opcode (or EVENT sent as a request)
  *   -HASP_ELENGTH    body size or an inner length disagrees with the data
- *   -HASP_ENOTSUP    non-zero authentication tag (not supported in v1)
+ *   -HASP_ENOTSUP    non-zero authentication tag in a v1 datagram
  *   -HASP_ENAME      name, key or prefix bytes or size not allowed
  *   -HASP_ERANGE     TTL out of range (requests: 10 ms .. 1 day)
  *   -HASP_EINVAL     anything else inconsistent: unknown enum value, status
@@ -58,8 +59,12 @@
 #include "hasp/types.h"
 
 #define HASP_WIRE_MAGIC 0x50534148u /* bytes 'H' 'A' 'S' 'P' */
-#define HASP_WIRE_VERSION 1u
+#define HASP_WIRE_VERSION 2u     /* newest: authenticated (docs/PROTOCOL.md) */
 #define HASP_WIRE_VERSION_MIN 1u /* oldest version this build speaks */
+#define HASP_WIRE_TAG_OFFSET 28u
+#define HASP_WIRE_TAG_SIZE 16u
+/* SESSION_OPEN v2: the identity that opens, 1..32 bytes of 0x21..0x7e. */
+#define HASP_IDENTITY_SIZE_MAX 32u
 #define HASP_WIRE_HEADER_SIZE 44u
 
 /* Header flags. */
@@ -85,13 +90,16 @@ struct hasp_wire_bytes {
 };
 
 struct hasp_wire_header {
-	uint8_t version;    /* set by decode; encoders always write 1 */
+	uint8_t version;    /* 1 or 2; encoders write 1 for 0 */
 	uint8_t opcode;     /* enum hasp_op */
 	uint16_t flags;     /* HASP_WIRE_F_* */
 	uint16_t status;    /* enum hasp_status; 0 in requests */
 	uint16_t body_size; /* set by decode; encoders compute it */
 	uint64_t session_id;
 	uint64_t seq;
+	/* Set by decode (v2: the MAC as received); encoders write zeros, and
+	 * hasp_wire_seal (common/wire_auth.h) puts the MAC in place. */
+	uint8_t tag[HASP_WIRE_TAG_SIZE];
 };
 
 /* ---- request bodies ---- */
@@ -99,6 +107,7 @@ struct hasp_wire_header {
 struct hasp_wire_session_open {
 	uint64_t client_nonce; /* random per open: a retried open gets the same session */
 	uint32_t ttl_ms;       /* requested session TTL; the server may clamp it */
+	struct hasp_wire_bytes identity; /* v2 only: who opens (1..32 name bytes) */
 };
 
 struct hasp_wire_lease_grant {
@@ -317,8 +326,9 @@ int hasp_wire_decode_reply(const void *datagram, size_t size, struct hasp_wire_m
 /* Encodes `msg` into `buf` (at most buf_size bytes). Returns the datagram
  * size or -HASP_E*: the decoder's checks; -HASP_ETOOBIG when the message
  * exceeds 1472 bytes and buf_size >= 1472; -HASP_ENOSPC when it exceeds a
- * smaller buf_size. hdr.version and hdr.body_size are ignored (version 1
- * and the real size are written). */
+ * smaller buf_size. hdr.version 2 writes version 2 (with its SESSION_OPEN
+ * body), anything else version 1; hdr.body_size and hdr.tag are ignored
+ * (the real size and a zero tag are written). */
 int hasp_wire_encode(const struct hasp_wire_msg *msg, void *buf, size_t buf_size)
 	__attribute__((warn_unused_result));
 
@@ -349,8 +359,8 @@ void hasp_wire_kv_iter_init(struct hasp_wire_kv_iter *it, const struct hasp_wire
 /* Fills *entry and returns true, or returns false after the last entry. */
 bool hasp_wire_kv_iter_next(struct hasp_wire_kv_iter *it, struct hasp_wire_kv_entry *entry);
 
-/* Starts a reply to `request`: same opcode, session id and sequence number,
- * REPLY flag, the given status, zeroed body. */
+/* Starts a reply to `request`: same version, opcode, session id and
+ * sequence number, REPLY flag, the given status, zeroed body. */
 void hasp_wire_reply_init(struct hasp_wire_msg *reply, const struct hasp_wire_header *request,
 			  enum hasp_status status);
 

@@ -71,7 +71,7 @@ static void fuzz_setup(void)
 		{ "leases_max", "128" }, { "sessions_max", "32" }, { "waiters_max", "64" },
 		{ "kv_entries_max", "64" }, { "kv_bytes_max", "65536" }, { "lock_name_bytes_max", "8192" },
 		{ "locks_per_lease_max", "16" }, { "keys_per_lease_max", "16" },
-		{ "locks_per_session_max", "16" }, { "watches_max", "16" },
+		{ "locks_per_session_max", "16" }, { "watches_max", "16" }, { "client_auth", "off" },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
 		HASP_ASSERT(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)) == 0);

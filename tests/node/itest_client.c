@@ -240,6 +240,13 @@ static int cmd_malformed(const char *ip, int port)
 	cases[n].answerable = true;
 	cases[n++].what = "EVENT as request";
 
+	/* A node with client_auth = on (the clients here have HASP_ID) answers
+	 * nothing that is not authenticated: every case is dropped there. */
+	const char *id = getenv("HASP_ID");
+	if (id != NULL && id[0] != '\0')
+		for (int i = 0; i < n; i++)
+			cases[i].answerable = false;
+
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	inet_pton(AF_INET, ip, &to.sin_addr);

@@ -10,13 +10,15 @@ tmp=$(mktemp -d /tmp/hasp-itest-config.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 "$keygen" "$tmp/cluster.key" || { echo "FAIL: hasp-keygen"; exit 1; }
+"$keygen" --identity app --identities "$tmp/identities" --allow all: "$tmp/app.key" ||
+	{ echo "FAIL: hasp-keygen --identity"; exit 1; }
 
 base() { # a valid configuration, minus the keys named in $@
 	local skip=" $* "
 	for kv in "node_id=1" "cluster_id=9" "member=1,10.77.250.11,7001,7000" \
 		"member=2,10.77.250.12,7001,7000" "ip=10.77.250.11/24" "mac=02:77:00:00:00:01" \
 		"data_dir=$tmp/data" "eal=-l 0 --no-huge --no-pci --file-prefix hasp-itest-config" \
-		"peer_key_file=$tmp/cluster.key"; do
+		"peer_key_file=$tmp/cluster.key" "client_identities_file=$tmp/identities"; do
 		k=${kv%%=*}
 		case $skip in *" $k "*) continue ;; esac
 		echo "$k = ${kv#*=}"
@@ -37,7 +39,7 @@ expect() { # code field description -- haspd arguments...
 	fi
 }
 
-for key in node_id cluster_id member ip mac data_dir eal peer_key_file; do
+for key in node_id cluster_id member ip mac data_dir eal peer_key_file client_identities_file; do
 	base "$key" > "$tmp/c.conf"
 	expect 2 "$key" "missing $key" -- --config "$tmp/c.conf"
 done
@@ -72,6 +74,26 @@ if "$keygen" "$tmp/cluster.key" 2>/dev/null; then
 	fails=$((fails + 1))
 fi
 expect 2 "syntax.conf:1" "line without =" -- --config "$tmp/syntax.conf"
+# Client identities (docs/SECURITY.md 4.1): owner-only, every line valid,
+# checked at start before the data directory is touched.
+expect 2 client_auth "bad client_auth" -- --config "$tmp/ok.conf" --client-auth maybe
+cp "$tmp/identities" "$tmp/open.ids"
+chmod 0644 "$tmp/open.ids"
+expect 2 client_identities_file "identities readable by others" -- --config "$tmp/ok.conf" \
+	--client-identities-file "$tmp/open.ids" --data-dir "$tmp/file"
+printf 'app 1234 allow=all:\n' > "$tmp/badkey.ids"
+chmod 0600 "$tmp/badkey.ids"
+expect 2 "badkey.ids:1" "identity with a short key" -- --config "$tmp/ok.conf" \
+	--client-identities-file "$tmp/badkey.ids" --data-dir "$tmp/file"
+printf 'app %064d allow=root:\n' 0 > "$tmp/badperm.ids"
+chmod 0600 "$tmp/badperm.ids"
+expect 2 "badperm.ids:1" "unknown permission" -- --config "$tmp/ok.conf" \
+	--client-identities-file "$tmp/badperm.ids" --data-dir "$tmp/file"
+if "$keygen" --identity app --identities "$tmp/identities" "$tmp/app2.key" 2>/dev/null; then
+	echo "FAIL: hasp-keygen added an identity twice"
+	fails=$((fails + 1))
+fi
+[ ! -e "$tmp/app2.key" ] || { echo "FAIL: hasp-keygen left a key for a refused identity"; fails=$((fails + 1)); }
 
 # Unusable data directories: exit 3, the path named. (A WAL damaged in a
 # way that proves lost durable entries is refused the same way; the storage
@@ -81,7 +103,8 @@ expect 3 "$tmp/file" "data_dir is a file" -- --config "$tmp/ok.conf" --data-dir 
 expect 3 "/proc/hasp-itest" "data_dir not creatable" -- --config "$tmp/ok.conf" --data-dir /proc/hasp-itest/data
 # Explicit insecure mode: no key needed (the configuration passes and the
 # data dir is what stops it).
-base peer_key_file > "$tmp/insecure.conf"
-expect 3 "$tmp/file" "peer_auth = off needs no key" -- --config "$tmp/insecure.conf" --peer-auth off --data-dir "$tmp/file"
+base peer_key_file client_identities_file > "$tmp/insecure.conf"
+expect 3 "$tmp/file" "peer_auth = off needs no key" -- --config "$tmp/insecure.conf" --peer-auth off \
+	--client-auth off --data-dir "$tmp/file"
 [ $fails -eq 0 ] && echo "itest: PASS (config)" || echo "itest: $fails FAILED"
 [ $fails -eq 0 ]

@@ -9,6 +9,8 @@ tag=$(($$ % 90 + 10))
 export HASP_NET_NAME="hct$tag"
 export HASP_BUILD=$build
 export HASP_CLUSTER_DIR=$(mktemp -d /tmp/hasp-itest-node.XXXXXX)
+# Clients authenticate as the cluster's "local" identity (scripts/cluster).
+export HASP_ID=local HASP_KEY_FILE=$HASP_CLUSTER_DIR/client.key
 subnet=""
 for i in $(seq 0 99); do
 	n=$(( (tag + i) % 100 + 100 ))

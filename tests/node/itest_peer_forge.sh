@@ -27,9 +27,14 @@ bad_l=$(stats "$l" peer_auth_bad)
 bad_f=$(stats "$f" peer_auth_bad)
 echo "itest: leader=$l follower=$f term=$term"
 
+# The forged term is far ahead: a forgery that took effect moves a node's
+# term there at once, while elections that a loaded machine may run on
+# its own (slow heartbeats) only add one or two. So the check below does
+# not depend on timing.
 rounds=30
-python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $((term + 1)) $rounds
-python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $((term + 1)) $rounds
+forged=$((term + 1000))
+python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $forged $rounds
+python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $forged $rounds
 
 # The drops are counted (poll with a bound: the datagrams are in flight).
 want_l=$((bad_l + 3 * rounds)) want_f=$((bad_f + 3 * rounds))
@@ -44,17 +49,15 @@ fails=0
 [ "$got_l" -ge $want_l ] || { echo "FAIL: leader counted $((got_l - bad_l)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
 [ "$got_f" -ge $want_f ] || { echo "FAIL: follower counted $((got_f - bad_f)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
 
-# Still serving, same leader, same term, no election on any node.
+# Still serving, and no node took the forged term.
 "$hasp" kv put itest/forge after >/dev/null || { echo "FAIL: no service after the forgeries"; fails=$((fails + 1)); }
 [ "$("$hasp" kv get itest/forge)" = after ] || { echo "FAIL: kv read"; fails=$((fails + 1)); }
-now=$("$cluster" leader)
-[ "$now" = "$l" ] || { echo "FAIL: leader changed $l -> $now"; fails=$((fails + 1)); }
 after=0
 for i in 1 2 3; do
 	t=$(stats "$i" term)
-	[ "$t" = "$term" ] || { echo "FAIL: node $i term $term -> $t"; fails=$((fails + 1)); }
+	[ "$t" -lt "$forged" ] || { echo "FAIL: node $i term $term -> $t (forged $forged)"; fails=$((fails + 1)); }
 	after=$((after + $(stats "$i" raft_elections)))
 done
-[ "$after" = "$elections" ] || { echo "FAIL: elections $elections -> $after"; fails=$((fails + 1)); }
+echo "itest: terms stayed below the forged $forged; elections $elections -> $after (load may cause some)"
 [ $fails -eq 0 ] && echo "itest: PASS (forged raft datagrams)" || echo "itest: $fails FAILED"
 [ $fails -eq 0 ]

@@ -12,10 +12,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/wire_auth.h"
 #include "node/node.h"
 #include "hasp/errors.h"
 #include "raft/msg_codec.h"
@@ -58,6 +61,9 @@ struct sim {
 };
 
 static struct sim *g;
+/* Set by the client-authentication tests before sim_create: the nodes then
+ * run with client_auth = on and this identities file. */
+static const char *sim_identities;
 
 static void sim_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
 		     size_t size)
@@ -117,6 +123,13 @@ static struct sim *sim_create_with(uint64_t seed, const char *segment_size)
 		assert_int_equal(node_config_set(c, "segment_size", segment_size, err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "sessions_max", "64", err, sizeof(err)), 0);
 		assert_int_equal(node_config_set(c, "time_tick_ms", "20", err, sizeof(err)), 0);
+		/* Clients of this simulation speak v1 unless a test names an
+		 * identities file (the client-authentication tests). */
+		if (sim_identities != NULL)
+			assert_int_equal(node_config_set(c, "client_identities_file", sim_identities, err,
+							 sizeof(err)), 0);
+		else
+			assert_int_equal(node_config_set(c, "client_auth", "off", err, sizeof(err)), 0);
 		sim_cluster_key(&c->peer_key);
 		c->peer_key_loaded = true;
 		struct simdisk_config dc;
@@ -789,8 +802,15 @@ static void test_node_config_names_the_bad_field(void **state)
 	char *argv_ok[] = { "haspd", "--node-id", "1", "--cluster-id", "5", "--member", "1,10.1.0.1,7001,7000",
 			    "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
 			    "--peer-auth", "off", "--", "-l", "0", NULL };
-	assert_int_equal(node_config_load(&c, 18, argv_ok, err, sizeof(err)), 0);
+	/* Client authentication too: no identities file, no start. */
+	assert_int_equal(node_config_load(&c, 18, argv_ok, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "client_identities_file"));
+	char *argv_ok2[] = { "haspd", "--node-id", "1", "--cluster-id", "5", "--member", "1,10.1.0.1,7001,7000",
+			     "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
+			     "--peer-auth", "off", "--client-auth", "off", "--", "-l", "0", NULL };
+	assert_int_equal(node_config_load(&c, 20, argv_ok2, err, sizeof(err)), 0);
 	assert_false(c.peer_auth);
+	assert_false(c.client_auth);
 	assert_int_equal(c.eal_argc, 3);
 	assert_string_equal(c.eal_argv[1], "-l");
 	assert_int_equal(c.members[0].client_port, 7000);
@@ -897,6 +917,139 @@ static int sim_raw_status(struct sim *s, int i, const uint8_t *buf, size_t size,
 	return -1;
 }
 
+/* ---- client authentication (wire v2, docs/SECURITY.md section 4) ---- */
+
+/* Sends `req` as wire v2 sealed with `key` (NULL: unsealed) to node i; true
+ * with the reply when one that verifies under `reply_key` comes back. */
+static bool sim_call_v2(struct sim *s, int i, struct hasp_wire_msg req, const struct auth_key *key,
+			const struct auth_key *reply_key, struct hasp_wire_msg *reply, uint8_t *keep)
+{
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	req.hdr.version = 2;
+	int size = hasp_wire_encode(&req, buf, sizeof(buf));
+	assert_true(size > 0);
+	if (key != NULL)
+		hasp_wire_seal(key, buf, (size_t)size);
+	s->inbox_count = 0;
+	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	for (int t = 0; t < 3000; t++) {
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			struct dgram *d = &s->inbox[k];
+			memcpy(keep, d->data, d->size);
+			if (hasp_wire_decode_reply(keep, d->size, reply) == 0 && reply->hdr.version == 2 &&
+			    reply->hdr.opcode == req.hdr.opcode && reply->hdr.seq == req.hdr.seq &&
+			    hasp_wire_tag_ok(reply_key, keep, d->size))
+				return true;
+		}
+		sim_step(s);
+	}
+	return false;
+}
+
+static uint64_t sim_open_v2(struct sim *s, int i, const char *identity, const struct auth_key *key,
+			    uint64_t nonce, struct auth_key *session_key)
+{
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_SESSION_OPEN, .seq = 1 } };
+	struct hasp_wire_msg reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	req.body.session_open = (struct hasp_wire_session_open){
+		.client_nonce = nonce, .ttl_ms = 60000,
+		.identity = { (const uint8_t *)identity, strlen(identity) },
+	};
+	if (!sim_call_v2(s, i, req, key, key, &reply, keep) || reply.hdr.status != HASP_STATUS_OK)
+		return 0;
+	uint64_t id = reply.body.session_opened.session_id;
+	hasp_session_key(key, id, nonce, session_key);
+	return id;
+}
+
+/* A node with client_auth = on acts only on datagrams whose tag verifies
+ * under the session's key (the identity's for an open), answers them
+ * tagged, and drops the rest unanswered before they touch anything:
+ * untagged, v1, another identity's key on the victim's session id, an
+ * unknown identity. Permissions and ownership hold between identities.
+ * (Security issue 15, attacks 1-3 and 6 at node level; the real-cluster
+ * suite is node_itest_hostile.) */
+static void test_node_client_auth_acts_only_on_verified_datagrams(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/hasp-test-ids.XXXXXX";
+	char path[64];
+	struct auth_key alice, bob, as, bs;
+	struct hasp_wire_msg reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+
+	assert_int_equal(auth_init(), 0);
+	memset(alice.bytes, 0x11, sizeof(alice.bytes));
+	memset(bob.bytes, 0x22, sizeof(bob.bytes));
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/identities", dir);
+	/* Keys as hex: all 0x11 bytes and all 0x22 bytes. */
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("alice ", f);
+	for (int k = 0; k < 32; k++)
+		fputs("11", f);
+	fputs(" allow=all:\nbob ", f);
+	for (int k = 0; k < 32; k++)
+		fputs("22", f);
+	fputs(" allow=read: allow=acquire:bob/\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+	sim_identities = path;
+	struct sim *s = sim_create(91);
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+
+	uint64_t a = sim_open_v2(s, l, "alice", &alice, 5, &as);
+	uint64_t b = sim_open_v2(s, l, "bob", &bob, 6, &bs);
+	assert_true(a != 0 && b != 0);
+	assert_true(sim_call_v2(s, l, acquire_req(a, 1, "job", 30000, HASP_ACQUIRE_TRY), &as, &as, &reply,
+				keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+
+	/* Untagged, v1, under bob's key with alice's id, an unknown identity,
+	 * an open under a wrong key: no reply, each counted. */
+	uint64_t bad = n->stats.client_auth_bad, unknown = n->stats.client_auth_unknown;
+	struct hasp_wire_msg close = { .hdr = { .opcode = HASP_OP_SESSION_CLOSE, .session_id = a, .seq = 2 } };
+	assert_false(sim_call_v2(s, l, close, NULL, &as, &reply, keep));
+	assert_false(sim_call_v2(s, l, close, &bs, &as, &reply, keep));
+	assert_int_equal(n->stats.client_auth_bad, bad + 2);
+	uint8_t v1[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(&close, v1, sizeof(v1));
+	uint64_t version = n->stats.client_auth_version;
+	assert_int_equal(sim_raw_status(s, l, v1, (size_t)size, 2), -1);
+	assert_int_equal(n->stats.client_auth_version, version + 1);
+	struct auth_key mallory;
+	assert_int_equal(sim_open_v2(s, l, "mallory", &alice, 7, &mallory), 0);
+	assert_int_equal(sim_open_v2(s, l, "alice", &bob, 8, &mallory), 0);
+	assert_int_equal(n->stats.client_auth_unknown, unknown + 1);
+	assert_int_equal(n->stats.client_auth_bad, bad + 3);
+
+	/* Bob reads the lock without learning the holder, cannot release it
+	 * (no acquire permission on job), cannot even with permission on
+	 * his own prefix hold what alice holds. */
+	assert_true(sim_call_v2(s, l, read_req(b, 1, "job"), &bs, &bs, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.lock_info.token, token);
+	assert_int_equal(reply.body.lock_info.holder_session_id, 0);
+	struct hasp_wire_msg rel = { .hdr = { .opcode = HASP_OP_RELEASE, .session_id = b, .seq = 2 } };
+	rel.body.release = (struct hasp_wire_name_token){ { (const uint8_t *)"job", 3 }, token };
+	assert_true(sim_call_v2(s, l, rel, &bs, &bs, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_FORBIDDEN);
+
+	/* Alice's session is intact: her next request works and sees her
+	 * lock with her as holder. */
+	assert_true(sim_call_v2(s, l, read_req(a, 2, "job"), &as, &as, &reply, keep));
+	assert_int_equal(reply.body.lock_info.holder_session_id, a);
+	assert_int_equal(reply.body.lock_info.token, token);
+	sim_destroy(s);
+	sim_identities = NULL;
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 /* Issue 11 item 16: an EVENT sent as a request is answered BAD_OPCODE, as
  * the opcode table says (it used to get no reply at all). */
 static void test_node_event_as_request_is_bad_opcode(void **state)
@@ -991,6 +1144,7 @@ int main(void)
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
+		cmocka_unit_test(test_node_client_auth_acts_only_on_verified_datagrams),
 		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
 		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
 	};

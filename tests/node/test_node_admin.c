@@ -95,7 +95,7 @@ static struct sim *sim_create(void)
 			{ "ip", i == 0 ? "10.0.0.1/24" : i == 1 ? "10.0.0.2/24" : "10.0.0.3/24" },
 			{ "mac", "02:77:00:00:00:01" }, { "data_dir", "sim" }, { "eal", "-l 0" },
 			{ "log_window", "512" }, { "snapshot_threshold", "100" }, { "snapshot_trailing", "20" }, { "segment_size", "262144" },
-			{ "sessions_max", "64" }, { "time_tick_ms", "20" },
+			{ "sessions_max", "64" }, { "time_tick_ms", "20" }, { "client_auth", "off" },
 		};
 		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
 			assert_int_equal(node_config_set(c, kv[k][0], kv[k][1], err, sizeof(err)), 0);
@@ -460,7 +460,7 @@ static void test_node_admin_config_keys_are_checked(void **state)
 			{ "node_id", "4" }, { "cluster_id", "42" }, { "member", "1,10.0.0.1,7001,7000" },
 			{ "member", "4,10.0.0.4,7001,7000" }, { "ip", "10.0.0.4/24" },
 			{ "mac", "02:77:00:00:00:04" }, { "data_dir", "sim" }, { "eal", "-l 0" },
-			{ "segment_size", "262144" }, { "join", join ? "1" : "0" }, { "peer_auth", "off" },
+			{ "segment_size", "262144" }, { "join", join ? "1" : "0" }, { "peer_auth", "off" }, { "client_auth", "off" },
 		};
 		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
 			assert_int_equal(node_config_set(&jc, kv[k][0], kv[k][1], err, sizeof(err)), 0);
