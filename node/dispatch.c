@@ -82,7 +82,7 @@ static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct 
 			return;
 		}
 	}
-	node_send(n, ip, port, n->self->client_port, buf, (size_t)size);
+	n->loop.client_send(n, ip, port, buf, (size_t)size);
 	n->stats.client_replies++;
 }
 
@@ -204,7 +204,7 @@ static void flush_reads(struct node *n)
 		}
 	}
 	n->reads_collected = 0;
-	node_update(n); /* a single-node group may answer the read at once */
+	n->loop.raft_updated(n); /* a single-node group may answer the read at once */
 }
 
 void dispatch_flush(struct node *n)
@@ -242,7 +242,7 @@ void dispatch_flush(struct node *n)
 		}
 		/* The propose step's update (entries to the WAL, appends to the
 		 * followers) is handled like any other. */
-		node_update(n);
+		n->loop.raft_updated(n);
 	}
 	flush_reads(n);
 }
@@ -403,7 +403,7 @@ static void serve_read(struct node *n, const struct node_read *r)
 		int size = hasp_wire_encode_kv_range_reply(&rh, entries, count, more, buf, sizeof(buf),
 							   &packed);
 		if (size > 0) {
-			node_send(n, r->ip, r->port, n->self->client_port, buf, (size_t)size);
+			n->loop.client_send(n, r->ip, r->port, buf, (size_t)size);
 			n->stats.client_replies++;
 		}
 		n->stats.reads++;

@@ -27,7 +27,6 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
-#include "node/dispatch.h"
 #include "hasp/errors.h"
 
 int notify_init(struct node *n)
@@ -177,7 +176,7 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 	int size = hasp_wire_encode(&msg, buf, sizeof(buf));
 	if (size <= 0)
 		return;
-	node_send(n, s->ip, s->port, n->self->client_port, buf, (size_t)size);
+	n->loop.client_send(n, s->ip, s->port, buf, (size_t)size);
 	s->last_event_index = e->index;
 	s->last_event_sub = e->sub;
 	n->stats.events_pushed++;
