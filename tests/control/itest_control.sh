@@ -16,6 +16,9 @@ set -eu
 build=$1 src=$2
 . "$src/tests/node/itest_lib.sh"
 ctl="$build/control/haspctl"
+# haspctl snapshot restore runs hasp-snapshot (tools/), which in the build
+# tree is not beside haspctl.
+export HASP_SNAPSHOT="$build/tools/hasp-snapshot"
 work=$(mktemp -d /tmp/hasp-itest-ctl.XXXXXX)
 # set +e first: under errexit `(exit $st)` would end the trap before the
 # cluster is torn down.
