@@ -804,7 +804,7 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	}
 	if (strcmp(cmd, "health") == 0)
 		return argc == 1 ? cmd_health(c) : usage(c, "health takes no arguments");
-	/* `stats` is the same: the counters (STYLE §8 names it so). */
+	/* `stats` is the same: the counters (docs/STYLE.md §8 names it so). */
 	if (strcmp(cmd, "metrics") == 0 || strcmp(cmd, "stats") == 0)
 		return argc == 1 ? simple(c, "metrics", false, human_metrics) : usage(c, "metrics");
 	if (strcmp(cmd, "members") == 0)

@@ -269,7 +269,7 @@ static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t c
 
 /*
  * Handles the update of the last raft_step(), in the one order that keeps
- * Raft safe (docs/RAFT.md, Figure 2; STYLE §1):
+ * Raft safe (docs/RAFT.md, Figure 2; docs/STYLE.md §1):
  *
  *   1. persist: term and vote durably (waited for) BEFORE any message of
  *      this update leaves; received snapshot chunks and installs stored

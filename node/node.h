@@ -41,7 +41,7 @@ struct node_net {
 	void *ctx;
 };
 
-/* Counters (STYLE §8): everything dropped, refused or throttled. */
+/* Counters (docs/STYLE.md §8): everything dropped, refused or throttled. */
 struct node_stats {
 	uint64_t client_rx;            /* datagrams on the client port */
 	uint64_t client_bad;           /* refused by the wire decoder (all reasons) */
@@ -156,7 +156,7 @@ struct node;
 
 /*
  * The node loop's side of dispatch.c and notify.c: all they may ask of it.
- * node_init() fills it once (an ops table, STYLE.md section 1). node.c
+ * node_init() fills it once (an ops table, docs/STYLE.md §1). node.c
  * calls dispatch and notify; they reach node.c only through these two
  * callbacks, so the three files form no circle (docs/ARCHITECTURE.md).
  * They keep their own parts of struct node (batches, pending replies and

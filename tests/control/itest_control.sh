@@ -180,7 +180,7 @@ rc=0; "$hasp" release itest/force "$token" >/dev/null 2>&1 || rc=$?
 [ $rc -ne 0 ] || fail "the old holder's release was accepted"
 echo "itest: forced release: old token $token stale (check and release refused)"
 
-# The admin path never allocates on the lcore (STYLE §6): every command
+# The admin path never allocates on the lcore (docs/STYLE.md §6): every command
 # above ran there through the request slots.
 for i in 1 2 3; do
 	f=$(stats "$i" alloc_forbidden)
