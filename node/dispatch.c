@@ -50,6 +50,8 @@ int dispatch_init(struct node *n)
 	if (n->batch == NULL || n->batch_bufs == NULL || n->batch_buf == NULL || n->pending == NULL ||
 	    n->reads == NULL)
 		return -HASP_ENOMEM;
+	HASP_ASSERT(n->pending_count > 0 && n->reads_max > 0);
+	HASP_ASSERT(n->batch_count == 0 && n->reads_collected == 0);
 	return 0;
 }
 
@@ -144,6 +146,8 @@ static void batch_add(struct node *n, const struct locks_cmd *cmd, const struct 
 		it->p = *p;
 	n->batch_used += (uint32_t)size;
 	n->batch_count++;
+	HASP_ASSERT(n->batch_used <= (n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1) *
+					  LOCKS_CMD_SIZE_MAX);
 }
 
 void dispatch_add_leader_cmd(struct node *n, const struct locks_cmd *cmd)
@@ -176,6 +180,8 @@ static void fail_batch(struct node *n, enum hasp_status status)
 	n->batch_used = 0;
 }
 
+/* Closes the reads collected since the last batch: one READ_INDEX for all
+ * of them (Raft §6.4), or their refusal. */
 static void flush_reads(struct node *n)
 {
 	if (n->reads_collected == 0)
@@ -205,6 +211,7 @@ static void flush_reads(struct node *n)
 	}
 	n->reads_collected = 0;
 	n->loop.raft_updated(n); /* a single-node group may answer the read at once */
+	HASP_ASSERT(n->reads_ready <= n->reads_max);
 }
 
 void dispatch_flush(struct node *n)
@@ -224,6 +231,7 @@ void dispatch_flush(struct node *n)
 				const struct node_batch_item *it = &n->batch[i];
 				uint64_t index = n->up.propose_index + i;
 				struct node_pending *p = &n->pending[index % n->pending_count];
+				HASP_ASSERT(index > n->applied); /* not applied yet */
 				if (it->has_client) {
 					*p = it->p;
 					p->index = index;
@@ -245,6 +253,9 @@ void dispatch_flush(struct node *n)
 		n->loop.raft_updated(n);
 	}
 	flush_reads(n);
+	/* Everything collected left: proposed, read-indexed or refused. */
+	HASP_ASSERT(n->batch_count == 0 && n->batch_used == 0);
+	HASP_ASSERT(n->reads_collected == 0);
 }
 
 /* ---- replies from applied commands ---- */
@@ -324,6 +335,7 @@ void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cm
 {
 	struct node_pending *p = &n->pending[index % n->pending_count];
 
+	HASP_ASSERT(index != 0 && index <= n->applied);
 	if (p->index != index)
 		return; /* no client waits here (a leader command or a follower) */
 	p->index = 0;
@@ -427,6 +439,7 @@ void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_
 				n->reads_ready++;
 			}
 		}
+	HASP_ASSERT(n->reads_ready <= n->reads_max);
 }
 
 uint32_t dispatch_serve_reads(struct node *n)
@@ -445,6 +458,7 @@ uint32_t dispatch_serve_reads(struct node *n)
 			served++;
 		}
 	}
+	HASP_ASSERT(served <= n->reads_max);
 	return served;
 }
 
@@ -467,6 +481,7 @@ void dispatch_step_down(struct node *n)
 	}
 	n->reads_collected = 0;
 	n->reads_ready = 0;
+	HASP_ASSERT(n->batch_count == 0 && n->batch_used == 0);
 	/* Pending replies stay: if the entries commit under the next leader
 	 * the clients retry there and get the cached reply; if they are
 	 * replaced, dispatch_applied finds another command and drops them. */
