@@ -31,24 +31,34 @@
 
 static void lock_fill_name(struct hasp_lock *lock, const struct hasp_wire_bytes *name)
 {
+	/* client_name() checked it: 1..HASP_NAME_SIZE_MAX bytes, and the
+	 * lock's buffer has room for those and a NUL. */
+	HASP_ASSERT(name->size > 0 && name->size <= HASP_NAME_SIZE_MAX);
+	HASP_ASSERT(name->size < sizeof(lock->name));
 	memcpy(lock->name, name->data, name->size);
 	lock->name[name->size] = '\0';
 }
 
+/* Removes a WAIT acquirer's entry from the client's list; it must be there
+ * (linked once by hasp_client_acquire, unlinked once). */
 static void waiter_unlink_locked(struct hasp_client *c, struct waiter *w)
 {
+	HASP_ASSERT(w != NULL);
 	for (struct waiter **pp = &c->waiters; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == w) {
 			*pp = w->next;
+			w->next = NULL;
 			return;
 		}
 	}
+	HASP_UNREACHABLE();
 }
 
 /* LOCK_READ with an overall deadline (0: the configured one). */
 static int lock_read_raw(struct hasp_client *c, const struct hasp_wire_bytes *name,
 			 uint64_t deadline_ns, struct client_call *call)
 {
+	HASP_ASSERT(name->size > 0 && name->size <= HASP_NAME_SIZE_MAX);
 	memset(call, 0, sizeof(*call));
 	call->req.hdr.opcode = HASP_OP_LOCK_READ;
 	call->req.body.lock_read.name = *name;
@@ -68,6 +78,10 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 	uint64_t recheck_ns = (uint64_t)c->cfg.wait_recheck_ms * NS_PER_MS;
 	uint64_t next_check_ns = clock_monotonic_ns() + recheck_ns;
 
+	/* A QUEUED reply answered a request sent in a session, at a time. */
+	HASP_ASSERT(session_id != 0);
+	HASP_ASSERT(acquire_send_ns != 0 && acquire_send_ns <= clock_monotonic_ns());
+	HASP_ASSERT(w->name == lock->name && w->name_size == name->size);
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
@@ -80,6 +94,9 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 			lock->ttl_ms = w->ttl_ms;
 			pthread_mutex_unlock(&c->mu);
 			lock->valid_until_ns = client_valid_until(c, granted_after_ns, lock->ttl_ms);
+			/* Validity counts from a send before the grant. */
+			HASP_ASSERT(granted_after_ns >= acquire_send_ns);
+			HASP_ASSERT(lock->valid_until_ns >= granted_after_ns);
 			return HASP_STATUS_GRANTED;
 		}
 		if (c->session_state != SESSION_OPEN || c->session_id != session_id) {
@@ -109,10 +126,13 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 				lock->token = li->token;
 				lock->valid_until_ns =
 					client_valid_until(c, call.first_send_ns, li->ttl_remaining_ms);
+				HASP_ASSERT(call.first_send_ns != 0);
+				HASP_ASSERT(lock->valid_until_ns >= call.first_send_ns);
 				return HASP_STATUS_GRANTED;
 			}
 			if (rc == HASP_STATUS_OK && call.first_send_ns > granted_after_ns)
 				granted_after_ns = call.first_send_ns;
+			HASP_ASSERT(granted_after_ns >= acquire_send_ns); /* only moves later */
 			/* Free while we are queued: our entry is gone (a lock
 			 * with waiters always has a holder). */
 			if (rc == HASP_STATUS_NOT_FOUND)
@@ -135,6 +155,7 @@ static int wait_for_grant(struct hasp_client *c, struct waiter *w,
 static void wait_give_up(struct hasp_client *c, const struct hasp_wire_bytes *name)
 {
 	struct client_call call;
+	HASP_ASSERT(name->size > 0 && name->size <= HASP_NAME_SIZE_MAX);
 	memset(&call, 0, sizeof(call));
 	call.req.hdr.opcode = HASP_OP_CANCEL;
 	call.req.body.cancel.name = *name;
@@ -203,6 +224,8 @@ int hasp_client_acquire(struct hasp_client *c, const char *name,
 		if (opts->wait && wait_deadline_ns != UINT64_MAX) {
 			uint64_t d = client_deadline(c);
 			call.deadline_ns = d < wait_deadline_ns ? d : wait_deadline_ns;
+			/* The wait's deadline bounds every ACQUIRE it sends. */
+			HASP_ASSERT(call.deadline_ns != 0 && call.deadline_ns <= wait_deadline_ns);
 		}
 		rc = client_call(c, &call);
 		if (rc == HASP_STATUS_GRANTED) {
@@ -211,6 +234,10 @@ int hasp_client_acquire(struct hasp_client *c, const char *name,
 			lock->lease_id = g->lease_id;
 			lock->ttl_ms = g->ttl_ms;
 			lock->valid_until_ns = client_valid_until(c, call.first_send_ns, g->ttl_ms);
+			/* An answered request was sent at least once, and the
+			 * validity never starts before that send. */
+			HASP_ASSERT(call.first_send_ns != 0);
+			HASP_ASSERT(lock->valid_until_ns >= call.first_send_ns);
 			break;
 		}
 		if (rc == HASP_STATUS_BUSY) {
@@ -235,6 +262,7 @@ int hasp_client_acquire(struct hasp_client *c, const char *name,
 		pthread_mutex_lock(&c->mu);
 		waiter_unlink_locked(c, &w);
 		pthread_mutex_unlock(&c->mu);
+		HASP_ASSERT(w.next == NULL);
 		if (rc == -HASP_ETIMEDOUT)
 			wait_give_up(c, &n);
 	}
@@ -249,11 +277,14 @@ static int name_token_call(struct hasp_client *c, uint8_t opcode, const char *na
 	struct client_call call;
 	int rc;
 
+	/* RELEASE and CHECK share a body layout (struct hasp_wire_name_token). */
+	HASP_ASSERT(opcode == HASP_OP_RELEASE || opcode == HASP_OP_CHECK);
 	if (c == NULL)
 		return -HASP_EINVAL;
 	memset(&call, 0, sizeof(call));
 	if ((rc = client_name(name, &call.req.body.release.name)) != 0)
 		return rc;
+	HASP_ASSERT(call.req.body.release.name.size > 0);
 	call.req.hdr.opcode = opcode;
 	call.req.body.release.token = token;
 	return client_call(c, &call);
@@ -291,6 +322,8 @@ int hasp_client_renew(struct hasp_client *c, const char *name, uint64_t token, u
 	if (rc == HASP_STATUS_GRANTED && lock != NULL) {
 		lock->ttl_ms = call.reply.body.granted.ttl_ms;
 		lock->valid_until_ns = client_valid_until(c, call.first_send_ns, lock->ttl_ms);
+		HASP_ASSERT(call.first_send_ns != 0);
+		HASP_ASSERT(lock->valid_until_ns >= call.first_send_ns);
 	}
 	return rc;
 }
@@ -331,6 +364,7 @@ uint64_t hasp_client_lock_valid_until(struct hasp_client *c, const struct hasp_l
 		 * extend; follow the lease when this client keeps it. */
 		pthread_mutex_lock(&c->mu);
 		const struct lease_entry *l = client_lease_find_locked(c, lock->lease_id);
+		HASP_ASSERT(l == NULL || (l->used && l->lease_id == lock->lease_id));
 		if (l != NULL)
 			until = l->valid_until_ns;
 		pthread_mutex_unlock(&c->mu);
@@ -340,6 +374,8 @@ uint64_t hasp_client_lock_valid_until(struct hasp_client *c, const struct hasp_l
 
 bool hasp_client_lock_safe(struct hasp_client *c, const struct hasp_lock *lock, uint32_t work_ms)
 {
+	HASP_ASSERT(c != NULL);
+	HASP_ASSERT(lock != NULL);
 	uint64_t until = hasp_client_lock_valid_until(c, lock);
 
 	if (lock->token == 0)

@@ -91,7 +91,7 @@ static void c_rest(struct wire_codec *c, struct hasp_wire_bytes *b)
 }
 
 /*
- * Request bodies (docs/PROTOCOL.md "Requests"); n = name size, k = key size,
+ * Request bodies (docs/PROTOCOL.md "Request bodies"); n = name size, k = key size,
  * v = value size, e = expected value size.
  *
  * SESSION_OPEN (12)          0 u64 client nonce, 8 u32 ttl_ms
@@ -222,7 +222,7 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
 }
 
 /*
- * Reply bodies (docs/PROTOCOL.md "Replies"), chosen by status, then by
+ * Reply bodies (docs/PROTOCOL.md "Reply bodies"), chosen by status, then by
  * opcode for OK:
  *
  * GRANTED (20)      0 u64 token, 8 u64 lease id, 16 u32 ttl_ms

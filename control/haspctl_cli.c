@@ -12,8 +12,9 @@
  * (redirect, not forwarding: nodes never call each other's admin
  * endpoints, so a wedged peer cannot stall an operator's command).
  *
- * `snapshot restore` is offline: it checks a saved snapshot and writes it
- * into a new data directory with storage/, for a node to boot from.
+ * `snapshot restore` is offline: hasp-snapshot (tools/) checks a saved
+ * snapshot and writes it into a new data directory for a node to boot
+ * from; haspctl runs it (control/ does not link storage/).
  */
 #include "control/haspctl_cli.h"
 
@@ -26,15 +27,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <limits.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/assert.h"
 #include "control/admin_client.h"
 #include "control/json.h"
 #include "hasp/errors.h"
-#include "storage/hardstate.h"
-#include "storage/snapshot.h"
-#include "storage/uring.h"
 
 #define NODES_MAX 9u
 #define TOKENS_MAX 65536u
@@ -50,7 +53,7 @@ static const char usage_text[] =
 	"  members promote <id> | members remove <id>\n"
 	"  leader transfer <id>\n"
 	"  snapshot save <file>\n"
-	"  snapshot restore <file> <new-data-dir> [--members ID,ID,...]   (offline)\n"
+	"  snapshot restore <file> <new-data-dir> [--members ID,ID,...]   (offline: runs hasp-snapshot)\n"
 	"  locks list [--prefix P] [--after CURSOR] [--limit N]\n"
 	"  locks show <name>\n"
 	"  locks release --force <name>\n"
@@ -560,165 +563,136 @@ static int cmd_snapshot_save(struct ctl *c, const char *file)
 	return finish(c, &r, NULL);
 }
 
-/* The membership blob of snapshot files written by the node
- * (node/node.c): count u8, then count x (id u32 little-endian, role u8),
- * role 1 = voter. */
-static size_t membership_encode(const uint32_t *ids, uint32_t count, uint8_t *buf)
+/*
+ * `snapshot restore` is offline work on storage files, and control/ links
+ * neither storage/ nor the node (docs/ARCHITECTURE.md): hasp-snapshot in
+ * tools/ does it. haspctl runs the program named by $HASP_SNAPSHOT, else
+ * the hasp-snapshot beside the running haspctl, else the first on PATH,
+ * and passes its output and exit code through, so the operator's command
+ * and its --json output stay as they were.
+ */
+static void snapshot_tool_path(char *path, size_t size)
 {
-	size_t off = 0;
-	buf[off++] = (uint8_t)count;
-	for (uint32_t i = 0; i < count; i++) {
-		buf[off++] = (uint8_t)ids[i];
-		buf[off++] = (uint8_t)(ids[i] >> 8);
-		buf[off++] = (uint8_t)(ids[i] >> 16);
-		buf[off++] = (uint8_t)(ids[i] >> 24);
-		buf[off++] = 1;
+	const char *env = getenv("HASP_SNAPSHOT");
+	if (env != NULL && env[0] != '\0' && strlen(env) < size) {
+		snprintf(path, size, "%s", env);
+		return;
 	}
-	return off;
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash != NULL) {
+			slash[1] = '\0';
+			if ((size_t)snprintf(path, size, "%shasp-snapshot", self) < size &&
+			    access(path, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(path, size, "hasp-snapshot");
 }
 
-static int dir_is_empty(const char *dir)
+/* Copies what the child writes on `fds` (stdout, stderr) to c->out and
+ * c->err until both close. */
+static void relay(struct ctl *c, int fds[2])
 {
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return errno == ENOENT ? 1 : -1;
-	int empty = 1;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			empty = 0;
-	closedir(d);
-	return empty;
+	FILE *to[2] = { c->out, c->err };
+	bool open_[2] = { true, true };
+	while (open_[0] || open_[1]) {
+		struct pollfd p[2];
+		nfds_t count = 0;
+		int which[2];
+		for (int k = 0; k < 2; k++)
+			if (open_[k]) {
+				p[count] = (struct pollfd){ .fd = fds[k], .events = POLLIN };
+				which[count++] = k;
+			}
+		if (poll(p, count, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		for (nfds_t i = 0; i < count; i++) {
+			if (p[i].revents == 0)
+				continue;
+			char buf[4096];
+			ssize_t got = read(p[i].fd, buf, sizeof(buf));
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0)
+				open_[which[i]] = false;
+			else
+				fwrite(buf, 1, (size_t)got, to[which[i]]);
+		}
+	}
 }
 
-static int read_file(struct ctl *c, const char *path, uint8_t **data, uint64_t *size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
-	if (fd < 0 || fstat(fd, &sb) != 0) {
-		fprintf(c->err, "haspctl: cannot open %s: %s\n", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return HASPCTL_EXIT_FAILED;
-	}
-	if ((uint64_t)sb.st_size > SNAPSHOT_DATA_SIZE_MAX + SNAPSHOT_MEMBERSHIP_SIZE_MAX ||
-	    sb.st_size < SNAPSHOT_HEADER_SIZE) {
-		fprintf(c->err, "haspctl: %s: not a snapshot (size %lld)\n", path, (long long)sb.st_size);
-		close(fd);
-		return HASPCTL_EXIT_FAILED;
-	}
-	*size = (uint64_t)sb.st_size;
-	*data = hasp_alloc(*size);
-	uint64_t off = 0;
-	while (*data != NULL && off < *size) {
-		ssize_t n = pread(fd, *data + off, *size - off, (off_t)off);
-		if (n <= 0)
-			break;
-		off += (uint64_t)n;
-	}
-	close(fd);
-	if (*data == NULL || off != *size) {
-		fprintf(c->err, "haspctl: cannot read %s\n", path);
-		hasp_free(*data);
-		return HASPCTL_EXIT_FAILED;
-	}
-	return 0;
-}
-
-/* Writes the hard state (term = the snapshot's term, no vote) a node booting
- * from the snapshot needs: Raft's current term is never below the last log
- * term (§3.3), and a fresh data dir would start at term 0. Slot 0 holds it,
- * slot 1 stays zero (invalid), as after a first save. */
-static int hardstate_write(struct storage_io io, uint64_t term)
-{
-	static uint8_t slots[2 * HARDSTATE_SLOT_SIZE];
-	struct hard_state hs = { .term = term, .vote = 0 };
-	int fd;
-	bool direct;
-	memset(slots, 0, sizeof(slots));
-	hardstate_slot_encode(slots, 1, &hs);
-	int rc = io.ops->open(io.ctx, HARDSTATE_FILE, STORAGE_OPEN_CREATE, &fd, &direct);
-	if (rc != 0)
-		return -HASP_EIO;
-	rc = io.ops->pwrite(io.ctx, fd, slots, sizeof(slots), 0);
-	if (rc == 0)
-		rc = io.ops->fsync(io.ctx, fd);
-	io.ops->close(io.ctx, fd);
-	if (rc == 0)
-		rc = io.ops->sync_dir(io.ctx);
-	return rc == 0 ? 0 : -HASP_EIO;
-}
-
-/* Offline: checks the snapshot file and writes it into a new data
- * directory (snapshot_save: temp file, fsync, rename, directory fsync) with
- * a hard state at the snapshot's term, the voter set replaced when
- * --members is given. The node that boots there recovers from it like from
- * its own snapshot. */
 static int cmd_snapshot_restore(struct ctl *c, int argc, char **argv)
 {
-	if (argc < 2)
-		return usage(c, "snapshot restore <file> <new-data-dir> [--members ID,ID,...]");
-	const char *file = argv[0], *dir = argv[1];
-	uint32_t ids[9];
-	uint32_t id_count = 0;
-	if (argc == 4 && strcmp(argv[2], "--members") == 0) {
-		char buf[256];
-		snprintf(buf, sizeof(buf), "%s", argv[3]);
-		char *save = NULL;
-		for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-			if (id_count == 9 || parse_u32(t, &ids[id_count]) != 0 || ids[id_count] == 0)
-				return usage(c, "--members takes 1 to 9 node ids: 1,2,3");
-			id_count++;
-		}
-	} else if (argc != 2) {
-		return usage(c, "snapshot restore <file> <new-data-dir> [--members ID,ID,...]");
-	}
-	int empty = dir_is_empty(dir);
-	if (empty != 1) {
-		fprintf(c->err, "haspctl: %s: %s\n", dir,
-			empty == 0 ? "not empty (restore only into a new data dir)" : strerror(errno));
+	char path[PATH_MAX];
+	char **args = hasp_calloc((size_t)argc + 4, sizeof(*args));
+	int out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
+	int code = HASPCTL_EXIT_FAILED;
+
+	if (args == NULL)
 		return HASPCTL_EXIT_FAILED;
-	}
-	uint8_t *image;
-	uint64_t size;
-	int rc = read_file(c, file, &image, &size);
-	if (rc != 0)
-		return rc;
-	struct snapshot_meta meta;
-	int err = snapshot_decode(image, size, &meta);
-	if (err != 0) {
-		fprintf(c->err, "haspctl: %s: not a valid snapshot: %s\n", file, hasp_strerror(err));
-		hasp_free(image);
-		return HASPCTL_EXIT_FAILED;
-	}
-	const uint8_t *membership = image + SNAPSHOT_HEADER_SIZE;
-	const uint8_t *data = membership + meta.membership_size;
-	uint8_t blob[1 + 9 * 5];
-	if (id_count > 0) {
-		meta.membership_size = (uint32_t)membership_encode(ids, id_count, blob);
-		membership = blob;
-	}
-	struct uring_io *u;
-	err = uring_io_open(&u, dir, 8);
-	if (err == 0) {
-		err = snapshot_save(uring_io_ops(u), &meta, membership, data, 1);
-		if (err == 0)
-			err = hardstate_write(uring_io_ops(u), meta.last_term);
-		uring_io_close(u);
-	}
-	hasp_free(image);
-	if (err != 0) {
-		fprintf(c->err, "haspctl: cannot write the snapshot into %s: %s\n", dir, hasp_strerror(err));
-		return HASPCTL_EXIT_FAILED;
-	}
+	snapshot_tool_path(path, sizeof(path));
+	int k = 0;
+	args[k++] = path;
 	if (c->json)
-		fprintf(c->out, "{\"ok\":true,\"command\":\"snapshot.restore\",\"result\":{\"index\":%" PRIu64
-			",\"term\":%" PRIu64 ",\"data_size\":%" PRIu64 ",\"dir\":\"%s\"}}\n",
-			meta.last_index, meta.last_term, meta.data_size, dir);
+		args[k++] = (char *)"--json";
+	args[k++] = (char *)"restore";
+	for (int i = 0; i < argc; i++)
+		args[k++] = argv[i];
+	args[k] = NULL;
+	HASP_ASSERT(k <= argc + 3);
+
+	posix_spawn_file_actions_t fa;
+	bool fa_ok = false;
+	if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+	    posix_spawn_file_actions_init(&fa) != 0) {
+		fprintf(c->err, "haspctl: cannot run %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	fa_ok = true;
+	pid_t pid;
+	int rc = posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
+	if (rc == 0)
+		rc = posix_spawnp(&pid, path, &fa, NULL, args, environ);
+	if (rc != 0) {
+		fprintf(c->err, "haspctl: cannot run %s: %s (snapshot restore is done by hasp-snapshot: "
+			"install it beside haspctl or name it in $HASP_SNAPSHOT)\n", path, strerror(rc));
+		goto out;
+	}
+	close(out_pipe[1]);
+	close(err_pipe[1]);
+	out_pipe[1] = err_pipe[1] = -1;
+	int fds[2] = { out_pipe[0], err_pipe[0] };
+	relay(c, fds);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			fprintf(c->err, "haspctl: waiting for %s: %s\n", path, strerror(errno));
+			goto out;
+		}
+	if (WIFEXITED(status) && WEXITSTATUS(status) <= HASPCTL_EXIT_USAGE)
+		code = WEXITSTATUS(status);
 	else
-		fprintf(c->out, "restored snapshot index=%" PRIu64 " term=%" PRIu64 " into %s\n",
-			meta.last_index, meta.last_term, dir);
-	return HASPCTL_EXIT_OK;
+		fprintf(c->err, "haspctl: %s ended abnormally (status %d)\n", path, status);
+out:
+	if (fa_ok)
+		posix_spawn_file_actions_destroy(&fa);
+	for (int i = 0; i < 2; i++) {
+		if (out_pipe[i] >= 0)
+			close(out_pipe[i]);
+		if (err_pipe[i] >= 0)
+			close(err_pipe[i]);
+	}
+	hasp_free(args);
+	return code;
 }
 
 /* Joins words into one request line ("name a b"); false if too long or a
@@ -830,7 +804,7 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	}
 	if (strcmp(cmd, "health") == 0)
 		return argc == 1 ? cmd_health(c) : usage(c, "health takes no arguments");
-	/* `stats` is the same: the counters (STYLE §8 names it so). */
+	/* `stats` is the same: the counters (docs/STYLE.md §8 names it so). */
 	if (strcmp(cmd, "metrics") == 0 || strcmp(cmd, "stats") == 0)
 		return argc == 1 ? simple(c, "metrics", false, human_metrics) : usage(c, "metrics");
 	if (strcmp(cmd, "members") == 0)

@@ -3,7 +3,7 @@
  * (Raft peers, watch notifications, a gateway). Replies to a request never
  * need it: they go back to the Ethernet source of the request.
  *
- * Fixed capacity, allocated once in arp_cache_init() (STYLE.md §6): an open
+ * Fixed capacity, allocated once in arp_cache_init() (docs/STYLE.md §6): an open
  * addressing table of `entry_count` slots (a power of two, kept at most 3/4
  * full) and, per slot, a bounded FIFO of `pending_max` datagrams waiting for
  * resolution. A full FIFO or a full table is a designed state: the caller

@@ -1,5 +1,5 @@
 /*
- * Per-lcore dataplane counters (STYLE.md §8: counters, not logs).
+ * Per-lcore dataplane counters (docs/STYLE.md §8: counters, not logs).
  *
  * Each lcore owns one struct dp_stats and is its only writer; readers (the
  * control plane, the echo program's SIGUSR1 dump) sum them with

@@ -5,7 +5,7 @@
  * the broadcast address. This filter is in software on purpose: the tap PMD
  * gives the DPDK port and the kernel's tap netdev the same MAC and does not
  * filter, so on a bridge every node must use its own MAC (02:77:00:00:00:NN)
- * and drop the rest (ENVIRONMENT.md, "The MAC trap on a bridge").
+ * and drop the rest (docs/ENVIRONMENT.md, "The MAC trap on a bridge").
  *
  *   offset size field
  *   0      6    destination MAC

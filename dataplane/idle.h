@@ -10,7 +10,7 @@
  *        ended early by idle_wake()): the fallback when no fd can report
  *        readiness (net_memif, NICs).
  *
- * Why ppoll and not the O_ASYNC + sigtimedwait recipe of ENVIRONMENT.md:
+ * Why ppoll and not the O_ASYNC + sigtimedwait recipe of docs/ENVIRONMENT.md:
  * eventfds and io_uring ring fds have no fasync support, so O_ASYNC on the
  * node's io_uring eventfd never raises a signal (measured on this kernel)
  * and a completion would wait for the timer. ppoll is level-triggered, so

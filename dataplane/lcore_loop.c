@@ -382,7 +382,7 @@ int lcore_loop_run(void *arg)
 	lc->now_ns = clock_monotonic_ns();
 	lc->announce_ns = lc->now_ns;
 	lc->announce_count = lc->index == 0 ? 0 : DP_ANNOUNCE_COUNT;
-	/* From here on this thread must not allocate (STYLE.md §6). */
+	/* From here on this thread must not allocate (docs/STYLE.md §6). */
 	hasp_alloc_forbid_thread(true);
 
 	while (!atomic_load_explicit(&dp->stopping, memory_order_relaxed)) {

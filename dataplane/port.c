@@ -34,7 +34,7 @@ static int port_pick(const struct port_config *cfg, uint16_t *port_id)
 }
 
 /* Mbufs the pool must hold so that no lcore ever finds it empty in normal
- * operation (STYLE.md §6): every descriptor can hold one, plus what each
+ * operation (docs/STYLE.md §6): every descriptor can hold one, plus what each
  * lcore keeps in hand, plus what the per-lcore mempool caches can hide. */
 static uint32_t port_mbuf_count(const struct port *p, const struct port_config *cfg)
 {

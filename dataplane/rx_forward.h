@@ -3,7 +3,7 @@
  *
  * With more than one dataplane lcore, every lcore receives on its own queue,
  * but the node core (raft, WAL, state machine) is single-threaded on lcore 0
- * (STYLE.md §1: "Lcores reach the raft thread only through rte_rings of
+ * (docs/STYLE.md §1: "Lcores reach the raft thread only through rte_rings of
  * preallocated messages"). An RX lcore copies each datagram for a port
  * handler into a message from one shared rte_mempool and enqueues the
  * pointer on its own single-producer single-consumer rte_ring; lcore 0

@@ -3,7 +3,7 @@
  * waiter queues, leases (private per lock, or shared etcd-style), a KV store
  * with revisions, and client sessions with exactly-once replies.
  *
- * It is a pure step function (STYLE.md §1): locks_apply() takes one committed
+ * It is a pure step function (docs/STYLE.md §1): locks_apply() takes one committed
  * command at a log index and fills a caller-owned result (the reply and the
  * events for the watch layer). It never reads a clock, does no I/O, never
  * logs and never allocates after locks_init(); time arrives inside each

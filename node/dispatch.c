@@ -53,6 +53,8 @@ int dispatch_init(struct node *n)
 	if (n->batch == NULL || n->batch_bufs == NULL || n->batch_buf == NULL || n->pending == NULL ||
 	    n->reads == NULL)
 		return -HASP_ENOMEM;
+	HASP_ASSERT(n->pending_count > 0 && n->reads_max > 0);
+	HASP_ASSERT(n->batch_count == 0 && n->reads_collected == 0);
 	return 0;
 }
 
@@ -104,7 +106,7 @@ static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct 
 	}
 	if (key != NULL)
 		hasp_wire_seal(key, buf, (size_t)size);
-	node_send(n, ip, port, n->self->client_port, buf, (size_t)size);
+	n->loop.client_send(n, ip, port, buf, (size_t)size);
 	n->stats.client_replies++;
 }
 
@@ -167,6 +169,8 @@ static void batch_add(struct node *n, const struct locks_cmd *cmd, const struct 
 		it->p = *p;
 	n->batch_used += (uint32_t)size;
 	n->batch_count++;
+	HASP_ASSERT(n->batch_used <= (n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1) *
+					  LOCKS_CMD_SIZE_MAX);
 }
 
 void dispatch_add_leader_cmd(struct node *n, const struct locks_cmd *cmd)
@@ -199,6 +203,8 @@ static void fail_batch(struct node *n, enum hasp_status status)
 	n->batch_used = 0;
 }
 
+/* Closes the reads collected since the last batch: one READ_INDEX for all
+ * of them (Raft §6.4), or their refusal. */
 static void flush_reads(struct node *n)
 {
 	if (n->reads_collected == 0)
@@ -228,7 +234,8 @@ static void flush_reads(struct node *n)
 		}
 	}
 	n->reads_collected = 0;
-	node_update(n); /* a single-node group may answer the read at once */
+	n->loop.raft_updated(n); /* a single-node group may answer the read at once */
+	HASP_ASSERT(n->reads_ready <= n->reads_max);
 }
 
 void dispatch_flush(struct node *n)
@@ -248,6 +255,7 @@ void dispatch_flush(struct node *n)
 				const struct node_batch_item *it = &n->batch[i];
 				uint64_t index = n->up.propose_index + i;
 				struct node_pending *p = &n->pending[index % n->pending_count];
+				HASP_ASSERT(index > n->applied); /* not applied yet */
 				if (it->has_client) {
 					*p = it->p;
 					p->index = index;
@@ -266,9 +274,12 @@ void dispatch_flush(struct node *n)
 		}
 		/* The propose step's update (entries to the WAL, appends to the
 		 * followers) is handled like any other. */
-		node_update(n);
+		n->loop.raft_updated(n);
 	}
 	flush_reads(n);
+	/* Everything collected left: proposed, read-indexed or refused. */
+	HASP_ASSERT(n->batch_count == 0 && n->batch_used == 0);
+	HASP_ASSERT(n->reads_collected == 0);
 }
 
 /* ---- replies from applied commands ---- */
@@ -348,6 +359,7 @@ void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cm
 {
 	struct node_pending *p = &n->pending[index % n->pending_count];
 
+	HASP_ASSERT(index != 0 && index <= n->applied);
 	if (p->index != index)
 		return; /* no client waits here (a leader command or a follower) */
 	p->index = 0;
@@ -433,7 +445,7 @@ static void serve_read(struct node *n, const struct node_read *r)
 		if (size > 0 && n->cfg.client_auth)
 			hasp_wire_seal(&r->key, buf, (size_t)size);
 		if (size > 0) {
-			node_send(n, r->ip, r->port, n->self->client_port, buf, (size_t)size);
+			n->loop.client_send(n, r->ip, r->port, buf, (size_t)size);
 			n->stats.client_replies++;
 		}
 		n->stats.reads++;
@@ -457,6 +469,7 @@ void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_
 				n->reads_ready++;
 			}
 		}
+	HASP_ASSERT(n->reads_ready <= n->reads_max);
 }
 
 uint32_t dispatch_serve_reads(struct node *n)
@@ -475,6 +488,7 @@ uint32_t dispatch_serve_reads(struct node *n)
 			served++;
 		}
 	}
+	HASP_ASSERT(served <= n->reads_max);
 	return served;
 }
 
@@ -497,6 +511,7 @@ void dispatch_step_down(struct node *n)
 	}
 	n->reads_collected = 0;
 	n->reads_ready = 0;
+	HASP_ASSERT(n->batch_count == 0 && n->batch_used == 0);
 	/* Pending replies stay: if the entries commit under the next leader
 	 * the clients retry there and get the cached reply; if they are
 	 * replaced, dispatch_applied finds another command and drops them. */

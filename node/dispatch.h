@@ -2,7 +2,9 @@
  * Client requests on the node (dispatch.c): decode, route (NOT_LEADER,
  * batch, ReadIndex read, watch), batches, pending replies by log index,
  * replies built from the state machine's results. Runs on the node's lcore
- * only; the state lives in struct node (node.h).
+ * only; the state lives in struct node (node.h). It reaches the node loop
+ * only through n->loop (struct node_loop: send a datagram, carry out a raft
+ * update), never by calling into node.c.
  */
 #ifndef HASP_NODE_DISPATCH_H
 #define HASP_NODE_DISPATCH_H

@@ -136,7 +136,7 @@ static bool work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, vo
 	haspd_lcore = lc;
 	if (dump_requested) {
 		/* Inside the forbidden window like everything else here:
-		 * dump_stats() uses no stdio buffers (STYLE.md §6). */
+		 * dump_stats() uses no stdio buffers (docs/STYLE.md §6). */
 		dump_requested = 0;
 		dump_stats(false);
 	}

@@ -39,16 +39,19 @@ LOG_TOPIC_DEFINE(node);
 #define NS_PER_MS 1000000ull
 #define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
 
-bool node_is_leader(const struct node *n)
-{
-	return n->role == RAFT_LEADER && !n->stopping && !n->failed;
-}
-
-void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
-	       const void *payload, size_t size)
+static void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
+		      const void *payload, size_t size)
 {
 	HASP_ASSERT(payload != NULL && size > 0);
 	n->net.send(n->net.ctx, ip, dst_port, src_port, payload, size);
+}
+
+/* struct node_loop: how dispatch.c and notify.c send a client datagram. */
+static void loop_client_send(struct node *n, uint32_t ip, uint16_t port, const void *payload,
+			     size_t size)
+{
+	HASP_ASSERT(n->self != NULL);
+	node_send(n, ip, port, n->self->client_port, payload, size);
 }
 
 /* ---- membership blob of snapshot files: count u8, count x (id u32, role u8) ---- */
@@ -266,7 +269,7 @@ static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t c
 
 /*
  * Handles the update of the last raft_step(), in the one order that keeps
- * Raft safe (docs/RAFT.md, Figure 2; STYLE §1):
+ * Raft safe (docs/RAFT.md, Figure 2; docs/STYLE.md §1):
  *
  *   1. persist: term and vote durably (waited for) BEFORE any message of
  *      this update leaves; received snapshot chunks and installs stored
@@ -281,7 +284,7 @@ static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t c
  *
  * A node whose disk failed stops here: it must not acknowledge anything.
  */
-void node_update(struct node *n)
+static void node_update(struct node *n)
 {
 	const struct raft_update *up = &n->up;
 
@@ -459,6 +462,7 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	memset(n, 0, sizeof(*n));
 	n->cfg = *cfg;
 	n->net = *net;
+	n->loop = (struct node_loop){ .client_send = loop_client_send, .raft_updated = node_update };
 	n->now_ns = now_ns;
 	rc = node_config_check(&n->cfg, err, err_size);
 	if (rc != 0)

@@ -42,7 +42,7 @@ struct node_net {
 	void *ctx;
 };
 
-/* Counters (STYLE §8): everything dropped, refused or throttled. */
+/* Counters (docs/STYLE.md §8): everything dropped, refused or throttled. */
 struct node_stats {
 	uint64_t client_rx;            /* datagrams on the client port */
 	uint64_t client_bad;           /* refused by the wire decoder (all reasons) */
@@ -165,6 +165,26 @@ struct node_watch {
 	uint8_t held_name[HASP_NAME_SIZE_MAX];
 };
 
+struct node;
+
+/*
+ * The node loop's side of dispatch.c and notify.c: all they may ask of it.
+ * node_init() fills it once (an ops table, docs/STYLE.md §1). node.c
+ * calls dispatch and notify; they reach node.c only through these two
+ * callbacks, so the three files form no circle (docs/ARCHITECTURE.md).
+ * They keep their own parts of struct node (batches, pending replies and
+ * reads; sessions and watches) and read the shared ones (raft, sm, cfg,
+ * now_ns, term, role).
+ */
+struct node_loop {
+	/* Sends one datagram from this node's client port; copies it. */
+	void (*client_send)(struct node *n, uint32_t ip, uint16_t port, const void *payload,
+			    size_t size);
+	/* Carries out the update that the raft_step() just made left in n->up:
+	 * persist, send, apply, reply (node_update() in node.c). */
+	void (*raft_updated)(struct node *n);
+};
+
 #define NODE_EXPIRE_IDS_MAX 256u
 #define NODE_RANGE_MAX 128u
 
@@ -172,6 +192,7 @@ struct node {
 	struct node_config cfg;
 	const struct node_member *self;
 	struct node_net net;
+	struct node_loop loop;     /* for dispatch.c and notify.c */
 	struct prng prng;
 	struct raft raft;
 	struct raft_update up;
@@ -297,12 +318,16 @@ int node_wake_fd(struct node *n);
  * (0 if it does not fit). */
 size_t node_stats_json(const struct node *n, char *buf, size_t size);
 
-/* ---- internal, shared by node.c, dispatch.c, notify.c ---- */
+/* ---- inside the node/ folder ---- */
 
+/* Steps raft with `ev` and carries out its update (node_update() in
+ * node.c). For node_admin.c; dispatch.c and notify.c use struct node_loop. */
 void node_step(struct node *n, const struct raft_event *ev);
-void node_update(struct node *n);
-bool node_is_leader(const struct node *n);
-void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
-	       const void *payload, size_t size);
+
+/* Leader, and taking requests (not stopping, storage not failed). */
+static inline bool node_is_leader(const struct node *n)
+{
+	return n->role == RAFT_LEADER && !n->stopping && !n->failed;
+}
 
 #endif

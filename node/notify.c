@@ -28,7 +28,6 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "common/wire_auth.h"
-#include "node/dispatch.h"
 #include "hasp/errors.h"
 
 int notify_init(struct node *n)
@@ -42,7 +41,19 @@ int notify_init(struct node *n)
 	n->watches = hasp_calloc(n->cfg.watches_max, sizeof(*n->watches));
 	if (n->sessions == NULL || n->watches == NULL)
 		return -HASP_ENOMEM;
+	/* Open addressing needs a power of two kept at most half full. */
+	HASP_ASSERT((size & (size - 1)) == 0 && size >= want);
+	HASP_ASSERT(n->watch_count == 0);
 	return 0;
+}
+
+/* The watch count is the number of used watch slots (O(watches_max)). */
+static bool watch_count_ok(const struct node *n)
+{
+	uint32_t used = 0;
+	for (uint32_t w = 0; w < n->cfg.watches_max; w++)
+		used += n->watches[w].session_id != 0;
+	return used == n->watch_count;
 }
 
 void notify_deinit(struct node *n)
@@ -63,6 +74,7 @@ static uint32_t session_hash(uint64_t id)
 
 static struct node_session *session_find(struct node *n, uint64_t id)
 {
+	HASP_ASSERT(id != 0); /* 0 marks a free slot */
 	for (uint32_t i = session_hash(id) & n->sessions_mask, k = 0; k <= n->sessions_mask;
 	     i = (i + 1) & n->sessions_mask, k++) {
 		if (n->sessions[i].id == id)
@@ -94,6 +106,7 @@ void notify_session_seen(struct node *n, uint64_t id, uint32_t ip, uint16_t port
 		s->last_event_index = 0;
 		s->last_event_sub = 0;
 	}
+	HASP_ASSERT(s->id == id);
 	s->ip = ip;
 	s->port = port;
 }
@@ -119,9 +132,12 @@ void notify_session_end(struct node *n, uint64_t id)
 	}
 	for (uint32_t w = 0; w < n->cfg.watches_max; w++)
 		if (n->watches[w].session_id == id) {
+			HASP_ASSERT(n->watch_count > 0);
 			n->watches[w].session_id = 0;
 			n->watch_count--;
 		}
+	HASP_DASSERT(session_find(n, id) == NULL);
+	HASP_DASSERT(watch_count_ok(n));
 }
 
 /* The identity and content of one event to push. */
@@ -142,6 +158,8 @@ struct push {
  * session once even when several of its waits and watches match it. */
 static void push_event(struct node *n, uint64_t session_id, const struct push *e)
 {
+	/* Every event has an identity: the index of an applied command. */
+	HASP_ASSERT(e->index != 0 && e->index <= n->applied);
 	struct node_session *s = session_find(n, session_id);
 	if (s == NULL) {
 		n->stats.events_no_address++;
@@ -193,10 +211,11 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 		return;
 	if (key != NULL)
 		hasp_wire_seal(key, buf, (size_t)size);
-	node_send(n, s->ip, s->port, n->self->client_port, buf, (size_t)size);
+	n->loop.client_send(n, s->ip, s->port, buf, (size_t)size);
 	s->last_event_index = e->index;
 	s->last_event_sub = e->sub;
 	n->stats.events_pushed++;
+	HASP_ASSERT(s->id == session_id);
 }
 
 static bool watch_matches(const struct node_watch *w, const uint8_t *name, uint8_t len)
@@ -208,15 +227,19 @@ static bool watch_matches(const struct node_watch *w, const uint8_t *name, uint8
 
 static void refill(struct node *n)
 {
+	HASP_ASSERT(n->now_ns >= n->watch_refill_ns); /* CLOCK_MONOTONIC */
 	uint64_t dt = n->now_ns - n->watch_refill_ns;
 	n->watch_refill_ns = n->now_ns;
 	n->watch_tokens += (double)dt * n->cfg.watch_rate / 1e9;
 	if (n->watch_tokens > n->cfg.watch_burst)
 		n->watch_tokens = n->cfg.watch_burst;
+	HASP_ASSERT(n->watch_tokens >= 0.0 && n->watch_tokens <= n->cfg.watch_burst);
 }
 
 static void watch_event(struct node *n, struct node_watch *w, const struct push *e)
 {
+	HASP_ASSERT(w->session_id != 0);
+	HASP_ASSERT(e->name_len <= sizeof(w->held_name));
 	if (!w->held && n->watch_tokens >= 1.0) {
 		n->watch_tokens -= 1.0;
 		push_event(n, w->session_id, e);
@@ -237,11 +260,13 @@ static void watch_event(struct node *n, struct node_watch *w, const struct push 
 	w->held_sub = e->sub;
 	w->held_name_len = e->name_len;
 	memcpy(w->held_name, e->name, e->name_len);
+	HASP_ASSERT(w->held);
 }
 
 void notify_events(struct node *n, uint64_t index, const struct locks_event *ev, uint32_t count)
 {
 	HASP_ASSERT(index != 0);
+	HASP_ASSERT(count <= n->events_max);
 	if (!node_is_leader(n) || count == 0)
 		return;
 	refill(n);
@@ -278,6 +303,9 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 	struct node_watch *free_slot = NULL;
 	uint32_t session_watches = 0;
 
+	/* The wire decoder bounds names (hasp_wire_decode_request). */
+	HASP_ASSERT(w->name.size <= HASP_NAME_SIZE_MAX);
+
 	if (session_id == 0)
 		return HASP_STATUS_SESSION_EXPIRED;
 	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
@@ -311,12 +339,15 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 	free_slot->name_len = (uint8_t)w->name.size;
 	memcpy(free_slot->name, w->name.data, w->name.size);
 	n->watch_count++;
+	HASP_ASSERT(n->watch_count <= n->cfg.watches_max);
+	HASP_DASSERT(watch_count_ok(n));
 	return HASP_STATUS_OK;
 }
 
 bool notify_flush(struct node *n, uint64_t *deadline_ns)
 {
 	bool did = false, held = false;
+	HASP_ASSERT(deadline_ns != NULL);
 	if (n->watch_count == 0)
 		return false;
 	refill(n);
@@ -342,6 +373,7 @@ bool notify_flush(struct node *n, uint64_t *deadline_ns)
 		if (at < *deadline_ns)
 			*deadline_ns = at;
 	}
+	HASP_ASSERT(n->watch_tokens >= 0.0);
 	return did;
 }
 
@@ -351,4 +383,5 @@ void notify_clear(struct node *n)
 		return;
 	memset(n->watches, 0, (size_t)n->cfg.watches_max * sizeof(*n->watches));
 	n->watch_count = 0;
+	HASP_DASSERT(watch_count_ok(n));
 }

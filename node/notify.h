@@ -2,6 +2,7 @@
  * Pushed events (notify.c): the session -> address table (not
  * replicated), LOCK_GRANTED to new holders, and node-local watches with a
  * token-bucket rate limit and per-watch coalescing. Leader only; lcore only.
+ * Sends through n->loop.client_send (struct node_loop), never into node.c.
  */
 #ifndef HASP_NODE_NOTIFY_H
 #define HASP_NODE_NOTIFY_H

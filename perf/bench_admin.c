@@ -3,7 +3,7 @@
  * command (`health`) and an lcore command (through the request slots,
  * drained by a fake lcore thread that polls like the node's work hook),
  * and the cost of one /metrics exposition of the node's metric set.
- * Not a test (STYLE §9: timing stays out of pass/fail).
+ * Not a test (docs/STYLE.md §9: timing stays out of pass/fail).
  *
  *   ninja -C build perf/bench_admin && ./build/perf/bench_admin [requests]
  */

@@ -10,7 +10,7 @@
  * Prints one line per batch size (1, 16, 128 commands per proposal) with
  * committed commands per second on the leader, ns per command and messages
  * per command, plus the seed, the build's assertion mode and the ratios
- * between batch sizes (STYLE §9: ratios within one run).
+ * between batch sizes (docs/STYLE.md §9: ratios within one run).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@ Runs each case of perf_micro under valgrind --tool=callgrind with
 inclusive instructions (Ir) count, divides by the iterations and compares
 with the baseline (perf/baselines/micro.json). Instruction counts do not
 depend on the machine's load, so this can gate CI where wall-clock timing
-cannot (STYLE.md section 9: timing never gates a test).
+cannot (docs/STYLE.md §9: timing never gates a test).
 
   micro_check.py --exe build/perf/perf_micro --baseline perf/baselines/micro.json
                  [--valgrind valgrind] [--build-id ID] [--update] [--cases a,b]

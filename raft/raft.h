@@ -162,7 +162,7 @@ struct raft_config {
 	uint32_t reads_max;           /* pending ReadIndex requests */
 	bool pre_vote;                /* §9.6 */
 	bool check_quorum;            /* leader steps down without a majority (§6.2) */
-	/* Trace events (STYLE §8): one line of text per protocol event, for the
+	/* Trace events (docs/STYLE.md §8): one line of text per protocol event, for the
 	 * node's debug log and the trace tests. NULL: off. */
 	void (*trace)(void *trace_arg, const char *line);
 	void *trace_arg;
@@ -224,7 +224,7 @@ struct raft_event {
 	};
 };
 
-/* Refusals are data, not errors (STYLE §4). */
+/* Refusals are data, not errors (docs/STYLE.md §4). */
 enum raft_reject {
 	RAFT_OK = 0,
 	RAFT_NOT_LEADER = 1,       /* up->leader_id says who is, 0 if unknown */
@@ -297,7 +297,7 @@ struct raft_update {
 	uint64_t commit;
 };
 
-/* Counters (STYLE §8): bad or stray input is counted, never asserted. */
+/* Counters (docs/STYLE.md §8): bad or stray input is counted, never asserted. */
 struct raft_counters {
 	uint64_t msg_received;
 	uint64_t msg_dropped_cluster;   /* another cluster id */

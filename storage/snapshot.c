@@ -146,7 +146,7 @@ static int snap_errno(int rc)
 	return rc == -ENOSPC ? -HASP_ENOSPC : -HASP_EIO;
 }
 
-/* Keep-N trimming without the heap (STYLE.md §6): this runs on the node's
+/* Keep-N trimming without the heap (docs/STYLE.md §6): this runs on the node's
  * lcore after start, so it works in two listing passes over fixed stack
  * arrays instead of a heap list of every name. Pass one keeps the newest
  * `keep` (index, term) pairs, newest first, in at most SNAPSHOT_KEEP_MAX

@@ -4,7 +4,7 @@
  * One ring per storage directory, driven by its owner's polling loop: ops are
  * queued with io_uring_get_sqe, handed to the kernel by submit() and reaped by
  * reap(). Every wait retries on EINTR: DPDK's tap PMD signals every thread on
- * each received packet (ENVIRONMENT.md), so an interrupted wait is routine.
+ * each received packet (docs/ENVIRONMENT.md), so an interrupted wait is routine.
  */
 #include "storage/uring.h"
 
@@ -272,7 +272,7 @@ static int ur_sync_dir(void *ctx)
 
 /* Lists with getdents64 into a stack buffer, not opendir(): opendir mallocs
  * its buffer, and this runs on the node's lcore when a snapshot save trims
- * old snapshots (STYLE.md §6). */
+ * old snapshots (docs/STYLE.md §6). */
 struct ur_dirent64 {
 	uint64_t d_ino;
 	int64_t d_off;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every header compiles on its own (STYLE.md §3): each is included first and
+# Every header compiles on its own (docs/STYLE.md §3): each is included first and
 # alone in a translation unit.
 #   check_headers.sh <source-root> <cc>
 set -u

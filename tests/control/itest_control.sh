@@ -16,6 +16,9 @@ set -eu
 build=$1 src=$2
 . "$src/tests/node/itest_lib.sh"
 ctl="$build/control/haspctl"
+# haspctl snapshot restore runs hasp-snapshot (tools/), which in the build
+# tree is not beside haspctl.
+export HASP_SNAPSHOT="$build/tools/hasp-snapshot"
 work=$(mktemp -d /tmp/hasp-itest-ctl.XXXXXX)
 # set +e first: under errexit `(exit $st)` would end the trap before the
 # cluster is torn down.
@@ -177,7 +180,7 @@ rc=0; "$hasp" release itest/force "$token" >/dev/null 2>&1 || rc=$?
 [ $rc -ne 0 ] || fail "the old holder's release was accepted"
 echo "itest: forced release: old token $token stale (check and release refused)"
 
-# The admin path never allocates on the lcore (STYLE §6): every command
+# The admin path never allocates on the lcore (docs/STYLE.md §6): every command
 # above ran there through the request slots.
 for i in 1 2 3; do
 	f=$(stats "$i" alloc_forbidden)

@@ -4,7 +4,7 @@
  * node thread: argument parsing, human and --json output, exit codes,
  * redirect to the leader through --nodes, status --cluster, snapshot save
  * (attachment to a file) and the offline snapshot restore into a new data
- * directory read back with storage/.
+ * directory (haspctl runs tools/hasp-snapshot) read back with storage/.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -487,6 +487,20 @@ static void test_haspctl_snapshot_save_then_restore_offline(void **state)
 	snprintf(restored, sizeof(restored), "%s/newdata2", dir);
 	expect(ctl("snapshot", "restore", out, restored, NULL), 1, NULL, "not a valid snapshot");
 	expect(ctl("snapshot", "restore", out, NULL), 2, NULL, "snapshot restore");
+
+	/* haspctl runs hasp-snapshot (tools/) for the restore: --json passes
+	 * through, and a missing program is a clear failure, not a crash. */
+	snprintf(restored, sizeof(restored), "%s/newdata3", dir);
+	expect(ctl("--json", "snapshot", "restore", snap_file, restored, NULL), 0,
+	       "{\"ok\":true,\"command\":\"snapshot.restore\",\"result\":{\"index\":42,\"term\":3", NULL);
+	const char *tool = getenv("HASP_SNAPSHOT");
+	assert_non_null(tool);
+	char saved[512];
+	snprintf(saved, sizeof(saved), "%s", tool);
+	setenv("HASP_SNAPSHOT", "/nonexistent/hasp-snapshot", 1);
+	snprintf(restored, sizeof(restored), "%s/newdata4", dir);
+	expect(ctl("snapshot", "restore", snap_file, restored, NULL), 1, NULL, "cannot run");
+	setenv("HASP_SNAPSHOT", saved, 1);
 }
 
 int main(void)

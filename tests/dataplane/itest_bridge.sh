@@ -1,12 +1,12 @@
 #!/bin/sh
 # Dataplane integration test: two hasp-dp-echo nodes on one Linux bridge,
-# the local-cluster topology of DESIGN.md ("Running it on a machine without
-# a NIC").
+# the local-cluster topology of docs/OPERATIONS.md ("Running locally") and
+# docs/ENVIRONMENT.md ("Local cluster topology").
 #   itest_bridge.sh <hasp-dp-echo> <dp_itest>
 #
 # As root: creates a bridge with an address on a free 10.199.N.0/24, starts
 # two nodes on their own taps with their own MACs (02:77:00:00:0A:NN and
-# 02:77:00:00:0B:NN, never the taps' MACs: ENVIRONMENT.md, "The MAC trap"),
+# 02:77:00:00:0B:NN, never the taps' MACs: docs/ENVIRONMENT.md, "The MAC trap"),
 # attaches the taps after the nodes are ready (as an operator would), then
 # checks ping and UDP echo from the host to each node and a node-to-node
 # datagram through the bridge (node A resolves B by ARP, B replies to A).

@@ -87,7 +87,7 @@ if [ "$kind" = af_packet ]; then
 	ip link set "$iface" up
 	vdev="net_af_packet0,iface=$iface"
 	# A kernel socket's frames through a veth keep unfinished UDP checksums
-	# unless TX offload is off on the sending end (ENVIRONMENT.md).
+	# unless TX offload is off on the sending end (docs/ENVIRONMENT.md).
 	ethtool -K "$kside" tx off >/dev/null 2>&1 || \
 		{ echo "FAIL: ethtool -K $kside tx off (is ethtool installed?)"; exit 1; }
 else

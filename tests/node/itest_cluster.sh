@@ -82,7 +82,7 @@ inst=$(stats "$leader" snapshots_installed)
 echo "itest: node $leader caught up to $target (snapshots installed: $inst)"
 [ "$inst" -ge 1 ] || { echo "FAIL: node $leader caught up without InstallSnapshot"; exit 1; }
 
-# STYLE.md §6: nothing above allocated on any lcore. Checked now, before
+# docs/STYLE.md §6: nothing above allocated on any lcore. Checked now, before
 # the kills below restart processes (and their counters): node $new took
 # the snapshots, compacted and rolled its 64 KiB WAL segments over, node
 # $leader installed a snapshot, and every stats request was served through

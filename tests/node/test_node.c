@@ -4,7 +4,7 @@
  * client that speaks the real wire protocol. What haspd does on the lcore,
  * minus the packets: dispatch, batching, pending replies, ReadIndex reads,
  * expiry timers, pushed events, restart from the WAL, and that none of it
- * allocates once started (STYLE.md §6).
+ * allocates once started (docs/STYLE.md §6).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -704,7 +704,7 @@ static void test_node_dead_follower_does_not_fill_the_window(void **state)
 	sim_destroy(s);
 }
 
-/* STYLE.md §6: after start, the lcore allocates nothing. The node cores run
+/* docs/STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
  * follower that was isolated past the log window, restarts a follower, and

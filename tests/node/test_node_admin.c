@@ -9,7 +9,7 @@
  * leadership transfer, snapshot save, and the published status/metrics.
  * Every test also checks that the lcore side (node entry points and
  * node_admin_work, run inside the forbidden-thread window of
- * tests/storage/forbid_io.h) allocated nothing (STYLE.md §6).
+ * tests/storage/forbid_io.h) allocated nothing (docs/STYLE.md §6).
  */
 #include <setjmp.h>
 #include <stdarg.h>

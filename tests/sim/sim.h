@@ -1,5 +1,5 @@
 /*
- * Deterministic simulation of a hasp Raft group (STYLE §9, TigerBeetle's
+ * Deterministic simulation of a hasp Raft group (docs/STYLE.md §9, TigerBeetle's
  * VOPR): 3 or 5 nodes run the real raft core in one thread under one seeded
  * PRNG, over a simulated network (delay, loss, duplication, reordering,
  * symmetric and asymmetric partitions) and simulated disks (entries and hard

@@ -1,6 +1,6 @@
 /*
  * The forbidden-thread window for tests of code that runs on the lcore
- * (STYLE.md §6: after start, the lcore allocates nothing).
+ * (docs/STYLE.md §6: after start, the lcore allocates nothing).
  *
  * A test opens the window with forbid_io_window(true) once its nodes have
  * started, and brackets each call into a node entry point (node_peer_rx,

@@ -89,7 +89,7 @@ static void test_snapshot_keeps_the_last_n(void **state)
 	simdisk_destroy(d);
 }
 
-/* Trimming works from fixed arrays (it runs on the lcore, STYLE.md §6): at
+/* Trimming works from fixed arrays (it runs on the lcore, docs/STYLE.md §6): at
  * most 8 stale files go per save, so a backlog drains over later saves,
  * and the newest are kept whatever order the directory lists them in. */
 static void test_snapshot_trim_drains_a_backlog_eight_per_save(void **state)
