@@ -14,12 +14,22 @@
  * bit 1 set (3, 7, ...) are first sealed with the cluster key (a fresh
  * counter each), so the fuzzer reaches the raft decoder and raft; the
  * other raft-port records test the MAC check itself.
+ *
+ * Built a second time as fuzz_node_rx_auth (FUZZ_CLIENT_AUTH): the node
+ * runs with client_auth = on and one identity, and client-port records of
+ * kind 2, 6, ... are first tagged, under the session key of the session
+ * their header names when the node knows it, else under the identity key,
+ * so the fuzzer reaches the authenticated decoder, dispatch and the state
+ * machine; the other client records test the tag check itself.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/assert.h"
+#include "common/bytes.h"
+#include "common/wire_auth.h"
 #include "node/node.h"
 #include "hasp/wire.h"
 #include "storage/simdisk.h"
@@ -32,6 +42,26 @@ static uint64_t fuzz_now = 1000000000ull;
 static bool fuzz_ready;
 static struct auth_key fuzz_key;
 static struct peer_auth_tx fuzz_tx = { .epoch = 1 };
+#ifdef FUZZ_CLIENT_AUTH
+static struct auth_key fuzz_identity_key;
+
+/* An identities file with one identity "fz" (key all 0x33 bytes), allowed
+ * everything; written once, owner-only, as the node requires. */
+static const char *fuzz_identities(void)
+{
+	static char path[] = "/tmp/hasp-fuzz-ids.XXXXXX";
+	int fd = mkstemp(path);
+	HASP_ASSERT(fd >= 0);
+	char line[128] = "fz ";
+	for (int i = 0; i < 32; i++)
+		strcat(line, "33");
+	strcat(line, " allow=all:\n");
+	HASP_ASSERT(write(fd, line, strlen(line)) == (ssize_t)strlen(line));
+	close(fd);
+	memset(fuzz_identity_key.bytes, 0x33, sizeof(fuzz_identity_key.bytes));
+	return path;
+}
+#endif
 
 static void fuzz_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
 		      size_t size)
@@ -77,6 +107,10 @@ static void fuzz_setup(void)
 		HASP_ASSERT(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)) == 0);
 	memset(c.peer_key.bytes, 0x40, sizeof(c.peer_key.bytes));
 	c.peer_key_loaded = true;
+#ifdef FUZZ_CLIENT_AUTH
+	HASP_ASSERT(node_config_set(&c, "client_auth", "on", err, sizeof(err)) == 0);
+	HASP_ASSERT(node_config_set(&c, "client_identities_file", fuzz_identities(), err, sizeof(err)) == 0);
+#endif
 	fuzz_key = c.peer_key;
 	struct simdisk_config dc;
 	simdisk_config_default(&dc, 1);
@@ -110,6 +144,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(dg, data + pos, len);
 		if (seal)
 			len = peer_auth_seal(&fuzz_key, &fuzz_tx, dg, len, dg_size);
+#ifdef FUZZ_CLIENT_AUTH
+		if ((kind & 3) == 2 && len >= HASP_WIRE_HEADER_SIZE) {
+			const struct client_identity *who;
+			uint64_t sid = get_u64le(dg + 8);
+			const struct auth_key *k =
+				sid != 0 ? client_auth_session_key(&fuzz_node.client_auth, &fuzz_node.sm, sid, &who)
+					 : &fuzz_identity_key;
+			hasp_wire_seal(k != NULL ? k : &fuzz_identity_key, dg, len);
+		}
+#endif
 		if (kind & 1)
 			node_peer_rx(&fuzz_node, fuzz_now, 0x0a000002u, 7001, dg, len);
 		else
