@@ -217,8 +217,11 @@ void control_request_done(struct control_request *req);
 
 void control_request_fail(struct control_request *req, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Argument i as an unsigned number; false (and the request failed with
- * EINVAL naming it) when missing or not a number. */
+/* A decimal number: digits only, no sign, blank, leading zero (except "0"),
+ * base prefix or overflow past 2^64 - 1. False (v untouched) otherwise. */
+bool control_parse_u64(const char *s, uint64_t *v) __attribute__((warn_unused_result));
+/* Argument i as an unsigned decimal number (control_parse_u64); false (and
+ * the request failed with EINVAL naming it) when missing or not one. */
 bool control_arg_u64(struct control_request *req, uint32_t i, const char *what, uint64_t *v);
 
 /* ---- readers (any thread) ---- */

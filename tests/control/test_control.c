@@ -324,6 +324,19 @@ static void test_admin_bad_bytes_and_empty_lines_are_einval(void **state)
 	assert_int_equal(call(a, "", r), 0);
 	reply_error(r, err, sizeof(err));
 	assert_string_equal(err, "EINVAL");
+	/* Commands without arguments refuse stray words, and numbers are
+	 * plain decimal: no octal, hex, sign, blank or overflow. */
+	static const char *const bad[] = { "status x", "help me", "health now", "metrics all",
+					   "members.list 1", "log.list x", "lc.add 1 0x2", "lc.add 010 1",
+					   "lc.add 1 -1", "lc.add 18446744073709551616 1", "lc.add 1 1x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(call(a, bad[i], r), 0);
+		reply_error(r, err, sizeof(err));
+		if (strcmp(err, "EINVAL") != 0)
+			fail_msg("%s: want EINVAL: %s", bad[i], r->text);
+	}
+	assert_int_equal(call(a, "lc.add 18446744073709551615 0", r), 0);
+	assert_int_equal(result_u64(r, "sum"), UINT64_MAX);
 	free(r);
 	close_client(a);
 }

@@ -476,6 +476,72 @@ static void test_node_admin_config_keys_are_checked(void **state)
 	}
 }
 
+/* Every admin input is untrusted (issue 11 item 4): numbers that overflow,
+ * octal or hex spellings, a zero limit (a pager following `next` would loop
+ * forever), options a command does not take, repeated options and stray
+ * words are refused with EINVAL and change nothing; paging with a small
+ * limit visits every record once. */
+static void test_node_admin_listing_options_are_checked(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	uint64_t session;
+	(void)acquire(s, l, "page/0", &session);
+	for (uint32_t k = 1; k < 3; k++) {
+		char name[16];
+		struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_ACQUIRE, .session_id = session,
+						      .seq = 2 + k } }, reply;
+		uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+		snprintf(name, sizeof(name), "page/%u", k);
+		req.body.acquire = (struct hasp_wire_acquire){
+			.name = { (const uint8_t *)name, strlen(name) }, .ttl_ms = 60000, .mode = HASP_ACQUIRE_TRY,
+		};
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	}
+	static const char *const bad[] = {
+		"locks.list limit=99999999999999999999", "locks.list limit=18446744073709551616",
+		"locks.list after=99999999999999999999", "locks.list after=4294967296",
+		"locks.list limit=0", "locks.list limit=", "locks.list limit=-1", "locks.list limit=0x10",
+		"locks.list limit=1 limit=2", "locks.list prefix=a prefix=b", "locks.list bogus=1",
+		"locks.list page/", "locks.list =1", "sessions.list prefix=x", "leases.list prefix=x",
+		"sessions.list limit=0", "leases.list after=1x", "snapshot.save now",
+		"members.remove 0x2", "members.remove 02", "leader.transfer 0x2",
+		"members.promote 99999999999999999999", "members.add 4 10.0.0.4 7001 0x1b58",
+		"members.address 4 10.0.0.4 07001 7000", "locks.show a b",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct reply *r = admin(s, l, bad[i]);
+		if (r->req.error != -HASP_EINVAL)
+			fail_msg("%s: want EINVAL: %s", bad[i], r->line);
+	}
+	/* Nothing changed: every member is still there, no address learned. */
+	assert_int_equal(s->nodes[l].raft.conf.count, 3);
+	assert_null(node_config_member(&s->nodes[l].cfg, 4));
+	assert_int_equal(s->nodes[l].stats.snapshots_taken, 0);
+
+	/* Paging one at a time visits each lock once and ends. */
+	uint64_t after = 0, seen = 0;
+	for (int page = 0; page < 10; page++) {
+		char line[64];
+		snprintf(line, sizeof(line), "locks.list prefix=page/ limit=1 after=%llu",
+			 (unsigned long long)after);
+		struct reply *r = admin(s, l, line);
+		expect_ok(r);
+		seen += r->t[json_get(r->line, r->t, r->res, "locks")].size;
+		bool more = false;
+		assert_true(json_tok_bool(r->line, r->t, json_get(r->line, r->t, r->res, "truncated"), &more));
+		if (!more)
+			break;
+		uint64_t next = res_u64(r, "next");
+		assert_true(next > after);
+		after = next;
+	}
+	assert_int_equal(seen, 3);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -485,6 +551,7 @@ int main(void)
 		cmocka_unit_test(test_node_admin_transfer_moves_leadership),
 		cmocka_unit_test(test_node_admin_snapshot_save_names_the_file),
 		cmocka_unit_test(test_node_admin_config_keys_are_checked),
+		cmocka_unit_test(test_node_admin_listing_options_are_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
