@@ -79,8 +79,9 @@ void control_status_read(const struct control *c, struct control_status *st)
 
 const char *control_role_name(uint64_t role)
 {
-	static const char *const names[] = { "follower", "pre_candidate", "candidate", "leader" };
-	return role < 4 ? names[role] : "unknown";
+	static const char *const names[] = { "follower", "pre_candidate", "candidate", "leader",
+					     "learner", "removed" };
+	return role < sizeof(names) / sizeof(names[0]) ? names[role] : "unknown";
 }
 
 bool control_health(const struct control *c, uint64_t now_ns, char *reason, size_t reason_size)
@@ -95,6 +96,8 @@ bool control_health(const struct control *c, uint64_t now_ns, char *reason, size
 		why = "dataplane stalled";
 	else if (st.storage_failed)
 		why = "storage failed";
+	else if (st.role == CONTROL_ROLE_REMOVED)
+		why = "removed";
 	else if (st.leader_id == 0)
 		why = "no leader";
 	else if (!st.can_commit)

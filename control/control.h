@@ -110,7 +110,11 @@ struct control_command {
 
 /* What the node publishes about itself (all words, so the seqlock copy is
  * per-word atomic). Roles use raft's numbering: 0 follower, 1 pre-candidate,
- * 2 candidate, 3 leader; member roles 1 voter, 2 learner. */
+ * 2 candidate, 3 leader; then CONTROL_ROLE_LEARNER (a follower that is a
+ * learner) and CONTROL_ROLE_REMOVED (knows it was removed); member roles
+ * 1 voter, 2 learner. */
+#define CONTROL_ROLE_LEARNER 4u
+#define CONTROL_ROLE_REMOVED 5u
 struct control_member {
 	uint64_t id;
 	uint64_t role;
@@ -228,8 +232,8 @@ bool control_arg_u64(struct control_request *req, uint32_t i, const char *what, 
 
 void control_status_read(const struct control *c, struct control_status *st);
 /* True when healthy at now_ns (CLOCK_MONOTONIC); otherwise `reason` says
- * why: "starting", "dataplane stalled", "storage failed", "no leader",
- * "cannot commit". */
+ * why: "starting", "dataplane stalled", "storage failed", "removed", "no
+ * leader", "cannot commit". */
 bool control_health(const struct control *c, uint64_t now_ns, char *reason, size_t reason_size);
 const char *control_role_name(uint64_t role);
 

@@ -175,6 +175,7 @@ struct node {
 	uint64_t term;
 	bool stopping;
 	bool failed;               /* storage failed: no more acknowledgements */
+	bool removed;              /* raft_removed(), for the log line on a change */
 
 	/* Batching: commands encoded back to back in batch_buf. */
 	struct node_batch_item *batch;

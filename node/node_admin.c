@@ -636,8 +636,13 @@ static void deferred_check(struct node_admin *na)
 static void publish(struct node_admin *na)
 {
 	struct node *n = na->n;
+	uint64_t role = n->role;
+	if (raft_removed(&n->raft))
+		role = CONTROL_ROLE_REMOVED;
+	else if (n->role == RAFT_FOLLOWER && raft_self_role(&n->raft) == RAFT_LEARNER)
+		role = CONTROL_ROLE_LEARNER;
 	struct control_status st = {
-		.published_ns = n->now_ns, .role = n->role, .term = n->term, .leader_id = n->leader_id,
+		.published_ns = n->now_ns, .role = role, .term = n->term, .leader_id = n->leader_id,
 		.commit_index = n->raft.commit, .applied_index = n->applied,
 		.last_index = raft_last_index(&n->raft), .snapshot_index = n->raft.log.snap_index,
 		.storage_failed = n->failed,

@@ -542,6 +542,70 @@ static void test_node_admin_listing_options_are_checked(void **state)
 	sim_destroy(s);
 }
 
+static const char *status_role(struct sim *s, int i)
+{
+	struct reply *r = admin(s, i, "status");
+	expect_ok(r);
+	static char role[32];
+	int t = json_get(r->line, r->t, r->res, "role");
+	assert_true(t >= 0);
+	snprintf(role, sizeof(role), "%.*s", (int)(r->t[t].end - r->t[t].start), r->line + r->t[t].start);
+	return role;
+}
+
+/* Membership as `status` shows it (issue 11 item 6): a learner says
+ * "learner" (it showed "follower"); a node that learned it was removed
+ * says "removed", is unhealthy with that reason and never campaigns again;
+ * a removed node that never learned it cannot depose the leader. */
+static void test_node_admin_status_shows_learner_and_removed(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	char line[64];
+	uint32_t fid = s->nodes[f].cfg.node_id;
+	snprintf(line, sizeof(line), "members.remove %u", fid);
+	expect_ok(admin(s, l, line));
+	/* The removed follower is not told (the leader stops replicating to
+	 * it), so it campaigns: the others ignore it. */
+	uint64_t term = s->nodes[l].term;
+	sim_run_ms(s, 3000);
+	assert_int_equal(s->nodes[l].role, RAFT_LEADER);
+	assert_int_equal(s->nodes[l].term, term);
+	/* Added back as a learner it replicates, and says what it is. */
+	snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", fid, fid);
+	expect_ok(admin(s, l, line));
+	sim_run_ms(s, 200);
+	assert_string_equal(status_role(s, f), "learner");
+	snprintf(line, sizeof(line), "members.promote %u", fid);
+	expect_ok(admin(s, l, line));
+	sim_run_ms(s, 200);
+	assert_string_equal(status_role(s, f), "follower");
+	assert_string_equal(status_role(s, l), "leader");
+
+	/* The leader removes itself: once that commits it knows, says so and
+	 * stays out of elections. */
+	snprintf(line, sizeof(line), "members.remove %u", s->nodes[l].cfg.node_id);
+	expect_ok(admin(s, l, line));
+	sim_run_ms(s, 500);
+	assert_string_equal(status_role(s, l), "removed");
+	/* Health at the simulated clock (the admin command would use the
+	 * real one, far from the simulation's). */
+	char reason[64];
+	struct control_status st;
+	control_status_read(&s->admin[l].ctl, &st);
+	assert_false(control_health(&s->admin[l].ctl, st.published_ns, reason, sizeof(reason)));
+	assert_string_equal(reason, "removed");
+	uint64_t campaigns = s->nodes[l].raft.counters.elections + s->nodes[l].raft.counters.pre_votes;
+	sim_run_ms(s, 3000);
+	assert_int_equal(s->nodes[l].raft.counters.elections + s->nodes[l].raft.counters.pre_votes, campaigns);
+	assert_string_equal(status_role(s, l), "removed");
+	int nl = sim_leader(s);
+	assert_true(nl >= 0 && nl != l);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -552,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_node_admin_snapshot_save_names_the_file),
 		cmocka_unit_test(test_node_admin_config_keys_are_checked),
 		cmocka_unit_test(test_node_admin_listing_options_are_checked),
+		cmocka_unit_test(test_node_admin_status_shows_learner_and_removed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
