@@ -208,6 +208,7 @@ static void persist_snap_install(struct node *n, const struct raft_update *up)
 	n->snap_report = true;
 	n->snap_report_index = up->snap_index;
 	n->stats.snapshots_installed++;
+	notify_sessions_prune(n); /* sessions that ended inside the snapshot */
 	dispatch_step_down(n); /* any pending index may now mean something else */
 }
 
