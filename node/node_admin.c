@@ -175,11 +175,24 @@ static bool member_address(struct node_admin *na, struct control_request *req, u
 					     req->name);
 		return false;
 	}
+	/* As the config file's member lines: ports 1..65535 and distinct; and
+	 * an address a peer can have (not 0/8, loopback, multicast or
+	 * broadcast). */
 	if (id == 0 || id > UINT32_MAX || peer == 0 || peer > 65535 || client == 0 || client > 65535 ||
-	    ipv4_addr_parse(req->argv[1], &ip) != 0) {
-		control_request_fail(req, -HASP_EINVAL, "bad id, address or port");
+	    peer == client || ipv4_addr_parse(req->argv[1], &ip) != 0 || (ip >> 24) == 0 ||
+	    (ip >> 24) == 127 || (ip >> 24) >= 224) {
+		control_request_fail(req, -HASP_EINVAL,
+				     "bad id, address or port (id 1..%u, a unicast IPv4 address, two different "
+				     "ports 1..65535)", UINT32_MAX);
 		return false;
 	}
+	/* Peers are told apart by address (node/peer_auth.c, dispatch). */
+	for (uint32_t i = 0; i < cfg->member_count; i++)
+		if (cfg->members[i].ip == ip && cfg->members[i].id != id) {
+			control_request_fail(req, -HASP_EEXIST, "%s is node %u's address", req->argv[1],
+					     cfg->members[i].id);
+			return false;
+		}
 	const struct node_member *m = node_config_member(cfg, (uint32_t)id);
 	if (m == NULL) {
 		if (cfg->member_count == NODE_MEMBERS_MAX) {

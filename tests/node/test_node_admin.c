@@ -510,12 +510,20 @@ static void test_node_admin_listing_options_are_checked(void **state)
 		"members.remove 0x2", "members.remove 02", "leader.transfer 0x2",
 		"members.promote 99999999999999999999", "members.add 4 10.0.0.4 7001 0x1b58",
 		"members.address 4 10.0.0.4 07001 7000", "locks.show a b",
+		/* Addresses a member cannot have (the config file refuses
+		 * equal ports too). */
+		"members.address 4 10.0.0.4 7001 7001", "members.address 4 0.0.0.0 7001 7000",
+		"members.address 4 255.255.255.255 7001 7000", "members.address 4 127.0.0.1 7001 7000",
+		"members.address 4 224.0.0.1 7001 7000", "members.add 4 10.0.0.4 7001 7001",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct reply *r = admin(s, l, bad[i]);
 		if (r->req.error != -HASP_EINVAL)
 			fail_msg("%s: want EINVAL: %s", bad[i], r->line);
 	}
+	/* Another member's IP: peers are told apart by address. */
+	struct reply *dup = admin(s, l, "members.address 4 10.0.0.2 7001 7000");
+	expect_error(dup, "EEXIST");
 	/* Nothing changed: every member is still there, no address learned. */
 	assert_int_equal(s->nodes[l].raft.conf.count, 3);
 	assert_null(node_config_member(&s->nodes[l].cfg, 4));
