@@ -79,8 +79,9 @@ void control_status_read(const struct control *c, struct control_status *st)
 
 const char *control_role_name(uint64_t role)
 {
-	static const char *const names[] = { "follower", "pre_candidate", "candidate", "leader" };
-	return role < 4 ? names[role] : "unknown";
+	static const char *const names[] = { "follower", "pre_candidate", "candidate", "leader",
+					     "learner", "removed" };
+	return role < sizeof(names) / sizeof(names[0]) ? names[role] : "unknown";
 }
 
 bool control_health(const struct control *c, uint64_t now_ns, char *reason, size_t reason_size)
@@ -95,6 +96,8 @@ bool control_health(const struct control *c, uint64_t now_ns, char *reason, size
 		why = "dataplane stalled";
 	else if (st.storage_failed)
 		why = "storage failed";
+	else if (st.role == CONTROL_ROLE_REMOVED)
+		why = "removed";
 	else if (st.leader_id == 0)
 		why = "no leader";
 	else if (!st.can_commit)
@@ -115,18 +118,38 @@ void control_request_fail(struct control_request *req, int code, const char *fmt
 	va_end(ap);
 }
 
+bool control_parse_u64(const char *s, uint64_t *v)
+{
+	/* Decimal digits only: strtoull would take leading blanks, a sign,
+	 * and with base 0 read "010" as 8 and "0x10" as 16, and it saturates
+	 * on overflow; an operator's typo must not name another node. */
+	uint64_t x = 0;
+	if (s == NULL || *s == '\0')
+		return false;
+	for (const char *p = s; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		uint64_t d = (uint64_t)(*p - '0');
+		if (x > (UINT64_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+	}
+	/* A leading zero is refused too ("07001" is not a port), except 0. */
+	if (s[0] == '0' && s[1] != '\0')
+		return false;
+	*v = x;
+	return true;
+}
+
 bool control_arg_u64(struct control_request *req, uint32_t i, const char *what, uint64_t *v)
 {
-	char *end;
 	if (i >= req->argc) {
 		control_request_fail(req, -HASP_EINVAL, "missing argument: %s", what);
 		return false;
 	}
-	const char *a = req->argv[i];
-	errno = 0;
-	*v = strtoull(a, &end, 0);
-	if (a[0] < '0' || a[0] > '9' || *end != '\0' || errno != 0) {
-		control_request_fail(req, -HASP_EINVAL, "%s: not a number: %s", what, a);
+	if (!control_parse_u64(req->argv[i], v)) {
+		control_request_fail(req, -HASP_EINVAL, "%s: not a decimal number below 2^64: %s", what,
+				     req->argv[i]);
 		return false;
 	}
 	return true;
@@ -382,9 +405,20 @@ size_t control_reply_render(const struct control_request *req, int64_t attachmen
 
 /* ---- built-in commands (admin thread) ---- */
 
+/* Commands without arguments refuse stray words rather than ignore them. */
+static bool no_args(struct control_request *req)
+{
+	if (req->argc == 0)
+		return true;
+	control_request_fail(req, -HASP_EINVAL, "usage: %s (no arguments)", req->name);
+	return false;
+}
+
 static bool cmd_help(struct control_request *req, void *arg)
 {
 	struct control *c = arg;
+	if (!no_args(req))
+		return true;
 	struct json_writer *w = &req->out;
 	json_array_begin(w);
 	for (uint32_t i = 0; i < c->command_count; i++) {
@@ -433,6 +467,8 @@ static void members_json(struct json_writer *w, const struct control_status *st)
 static bool cmd_status(struct control_request *req, void *arg)
 {
 	struct control *c = arg;
+	if (!no_args(req))
+		return true;
 	struct control_status st;
 	char reason[64];
 	bool healthy = control_health(c, clock_monotonic_ns(), reason, sizeof(reason));
@@ -460,6 +496,8 @@ static bool cmd_status(struct control_request *req, void *arg)
 static bool cmd_health(struct control_request *req, void *arg)
 {
 	struct control *c = arg;
+	if (!no_args(req))
+		return true;
 	char reason[64];
 	bool healthy = control_health(c, clock_monotonic_ns(), reason, sizeof(reason));
 	json_object_begin(&req->out);
@@ -472,6 +510,8 @@ static bool cmd_health(struct control_request *req, void *arg)
 static bool cmd_metrics(struct control_request *req, void *arg)
 {
 	struct control *c = arg;
+	if (!no_args(req))
+		return true;
 	metrics_json(&c->metrics, &req->out);
 	return true;
 }
@@ -479,6 +519,8 @@ static bool cmd_metrics(struct control_request *req, void *arg)
 static bool cmd_members_list(struct control_request *req, void *arg)
 {
 	struct control *c = arg;
+	if (!no_args(req))
+		return true;
 	struct control_status st;
 	control_status_read(c, &st);
 	json_object_begin(&req->out);
@@ -501,6 +543,8 @@ static void log_visit(const struct log_topic *t, void *arg)
 static bool cmd_log_list(struct control_request *req, void *arg)
 {
 	(void)arg;
+	if (!no_args(req))
+		return true;
 	json_array_begin(&req->out);
 	log_topics_visit(log_visit, &req->out);
 	json_array_end(&req->out);

@@ -110,7 +110,11 @@ struct control_command {
 
 /* What the node publishes about itself (all words, so the seqlock copy is
  * per-word atomic). Roles use raft's numbering: 0 follower, 1 pre-candidate,
- * 2 candidate, 3 leader; member roles 1 voter, 2 learner. */
+ * 2 candidate, 3 leader; then CONTROL_ROLE_LEARNER (a follower that is a
+ * learner) and CONTROL_ROLE_REMOVED (knows it was removed); member roles
+ * 1 voter, 2 learner. */
+#define CONTROL_ROLE_LEARNER 4u
+#define CONTROL_ROLE_REMOVED 5u
 struct control_member {
 	uint64_t id;
 	uint64_t role;
@@ -217,16 +221,19 @@ void control_request_done(struct control_request *req);
 
 void control_request_fail(struct control_request *req, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Argument i as an unsigned number; false (and the request failed with
- * EINVAL naming it) when missing or not a number. */
+/* A decimal number: digits only, no sign, blank, leading zero (except "0"),
+ * base prefix or overflow past 2^64 - 1. False (v untouched) otherwise. */
+bool control_parse_u64(const char *s, uint64_t *v) __attribute__((warn_unused_result));
+/* Argument i as an unsigned decimal number (control_parse_u64); false (and
+ * the request failed with EINVAL naming it) when missing or not one. */
 bool control_arg_u64(struct control_request *req, uint32_t i, const char *what, uint64_t *v);
 
 /* ---- readers (any thread) ---- */
 
 void control_status_read(const struct control *c, struct control_status *st);
 /* True when healthy at now_ns (CLOCK_MONOTONIC); otherwise `reason` says
- * why: "starting", "dataplane stalled", "storage failed", "no leader",
- * "cannot commit". */
+ * why: "starting", "dataplane stalled", "storage failed", "removed", "no
+ * leader", "cannot commit". */
 bool control_health(const struct control *c, uint64_t now_ns, char *reason, size_t reason_size);
 const char *control_role_name(uint64_t role);
 

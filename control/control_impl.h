@@ -50,5 +50,11 @@ int server_start(struct control *c) __attribute__((warn_unused_result));
 void server_stop(struct control *c);
 int server_alloc(struct control *c) __attribute__((warn_unused_result));
 void server_free(struct control *c);
+/* Fuzzing only (control not started): `data` arrives on connection 0 as
+ * the server would receive it (in reads of at most the input buffer);
+ * each reply it would send goes to `sink` in order (`http`: an HTTP
+ * response). Returns when the connection would close or wait for more. */
+typedef void server_sink_fn(void *arg, const char *out, size_t n, bool http);
+void server_feed(struct control *c, const char *data, size_t len, server_sink_fn *sink, void *arg);
 
 #endif

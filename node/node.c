@@ -211,6 +211,7 @@ static void persist_snap_install(struct node *n, const struct raft_update *up)
 	n->snap_report = true;
 	n->snap_report_index = up->snap_index;
 	n->stats.snapshots_installed++;
+	notify_sessions_prune(n); /* sessions that ended inside the snapshot */
 	dispatch_step_down(n); /* any pending index may now mean something else */
 }
 
@@ -330,6 +331,15 @@ static void node_update(struct node *n)
 	}
 	if (n->applied > 0)
 		(void)dispatch_serve_reads(n);
+	if (raft_removed(&n->raft) != n->removed) {
+		n->removed = !n->removed;
+		if (n->removed)
+			LOG_WARN(node, "removed from the configuration node=%u index=%llu: no longer campaigns "
+				 "or votes; stop it, or add it back (members add)", n->cfg.node_id,
+				 (unsigned long long)n->raft.conf_index);
+		else
+			LOG_INFO(node, "member again node=%u", n->cfg.node_id);
+	}
 }
 
 void node_step(struct node *n, const struct raft_event *ev)

@@ -83,6 +83,7 @@ struct node_stats {
 	uint64_t watch_coalesced;      /* held-back events replaced by a newer one */
 	uint64_t watch_full;           /* WATCH refused: table full (FULL) */
 	uint64_t session_table_full;   /* session address not remembered */
+	uint64_t sessions_pruned;      /* addresses dropped after InstallSnapshot (session gone) */
 	uint64_t snapshots_taken;
 	uint64_t snapshots_installed;
 	uint64_t snapshot_too_big;     /* snapshot larger than the buffer: not taken */
@@ -209,6 +210,7 @@ struct node {
 	uint64_t term;
 	bool stopping;
 	bool failed;               /* storage failed: no more acknowledgements */
+	bool removed;              /* raft_removed(), for the log line on a change */
 
 	/* Batching: commands encoded back to back in batch_buf. */
 	struct node_batch_item *batch;

@@ -24,6 +24,7 @@
 #define NS_PER_MS 1000000ull
 #define PUBLISH_INTERVAL_NS (10ull * NS_PER_MS)
 #define LIST_LIMIT_DEFAULT 1000u
+#define LIST_LIMIT_MAX 100000u
 
 /* ---- helpers ---- */
 
@@ -62,16 +63,41 @@ static const char *opt_arg(const struct control_request *req, const char *key)
 	return NULL;
 }
 
-static bool opt_u64(struct control_request *req, const char *key, uint64_t dflt, uint64_t *v)
+/* Every argument must be `key=value` with a key from `keys` (NULL ends
+ * the list), each key at most once, the value non-empty: an option the
+ * command does not take (sessions.list prefix=...) is refused rather than
+ * ignored, so the operator does not read an unfiltered listing as a
+ * filtered one. */
+static bool opts_check(struct control_request *req, const char *const *keys, const char *usage)
+{
+	uint32_t seen = 0;
+	for (uint32_t i = 0; i < req->argc; i++) {
+		const char *a = req->argv[i], *eq = strchr(a, '=');
+		uint32_t k = 0;
+		for (; eq != NULL && keys[k] != NULL; k++)
+			if (strlen(keys[k]) == (size_t)(eq - a) && strncmp(a, keys[k], (size_t)(eq - a)) == 0)
+				break;
+		if (eq == NULL || keys[k] == NULL || eq[1] == '\0' || (seen & (1u << k)) != 0) {
+			control_request_fail(req, -HASP_EINVAL, "%s: %s (usage: %s %s)",
+					     eq == NULL || keys[k] == NULL ? "unknown argument" :
+					     eq[1] == '\0' ? "empty value" : "given twice", a, req->name, usage);
+			return false;
+		}
+		seen |= 1u << k;
+	}
+	return true;
+}
+
+static bool opt_u64(struct control_request *req, const char *key, uint64_t dflt, uint64_t min,
+		    uint64_t max, uint64_t *v)
 {
 	const char *s = opt_arg(req, key);
-	char *end;
 	*v = dflt;
 	if (s == NULL)
 		return true;
-	*v = strtoull(s, &end, 10);
-	if (*s < '0' || *s > '9' || *end != '\0') {
-		control_request_fail(req, -HASP_EINVAL, "%s: not a number: %s", key, s);
+	if (!control_parse_u64(s, v) || *v < min || *v > max) {
+		control_request_fail(req, -HASP_EINVAL, "%s: want a decimal number in %llu..%llu: %s", key,
+				     (unsigned long long)min, (unsigned long long)max, s);
 		return false;
 	}
 	return true;
@@ -149,11 +175,24 @@ static bool member_address(struct node_admin *na, struct control_request *req, u
 					     req->name);
 		return false;
 	}
+	/* As the config file's member lines: ports 1..65535 and distinct; and
+	 * an address a peer can have (not 0/8, loopback, multicast or
+	 * broadcast). */
 	if (id == 0 || id > UINT32_MAX || peer == 0 || peer > 65535 || client == 0 || client > 65535 ||
-	    ipv4_addr_parse(req->argv[1], &ip) != 0) {
-		control_request_fail(req, -HASP_EINVAL, "bad id, address or port");
+	    peer == client || ipv4_addr_parse(req->argv[1], &ip) != 0 || (ip >> 24) == 0 ||
+	    (ip >> 24) == 127 || (ip >> 24) >= 224) {
+		control_request_fail(req, -HASP_EINVAL,
+				     "bad id, address or port (id 1..%u, a unicast IPv4 address, two different "
+				     "ports 1..65535)", UINT32_MAX);
 		return false;
 	}
+	/* Peers are told apart by address (node/peer_auth.c, dispatch). */
+	for (uint32_t i = 0; i < cfg->member_count; i++)
+		if (cfg->members[i].ip == ip && cfg->members[i].id != id) {
+			control_request_fail(req, -HASP_EEXIST, "%s is node %u's address", req->argv[1],
+					     cfg->members[i].id);
+			return false;
+		}
 	const struct node_member *m = node_config_member(cfg, (uint32_t)id);
 	if (m == NULL) {
 		if (cfg->member_count == NODE_MEMBERS_MAX) {
@@ -284,20 +323,36 @@ static void lock_json(struct json_writer *w, const struct node *n, const uint8_t
 typedef bool list_next_fn(struct node_admin *na, uint32_t *cursor, struct json_writer *w,
 			  const char *prefix);
 
+/* Room kept free in the reply for what follows the records. */
+#define LIST_TAIL_ROOM 96u
+
 static void list_page(struct control_request *req, struct node_admin *na, const char *key,
-		      list_next_fn *next, const char *prefix)
+		      list_next_fn *next, bool with_prefix)
 {
+	static const char *const keys_prefix[] = { "prefix", "after", "limit", NULL };
+	static const char *const keys[] = { "after", "limit", NULL };
 	uint64_t after, limit, count = 0;
-	if (!opt_u64(req, "after", 0, &after) || !opt_u64(req, "limit", LIST_LIMIT_DEFAULT, &limit))
+	if (!opts_check(req, with_prefix ? keys_prefix : keys,
+			with_prefix ? "[prefix=P] [after=CURSOR] [limit=N]" : "[after=CURSOR] [limit=N]") ||
+	    !opt_u64(req, "after", 0, 0, UINT32_MAX, &after) ||
+	    !opt_u64(req, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, &limit))
 		return;
+	const char *prefix = with_prefix ? opt_arg(req, "prefix") : NULL;
 	struct json_writer *w = &req->out;
-	uint32_t cursor = after > UINT32_MAX ? UINT32_MAX : (uint32_t)after;
+	uint32_t cursor = (uint32_t)after;
 	uint32_t resume = 0;
 	bool more = false;
 	json_object_begin(w);
 	json_kv_u64(w, "applied_index", na->n->applied);
 	json_key(w, key);
 	json_array_begin(w);
+	/* Records stop short of the reply buffer's end: a record that does
+	 * not fit is taken back and the page ends there, truncated, so a large
+	 * limit pages instead of failing ETOOBIG. */
+	size_t size = w->size;
+	if (size < LIST_TAIL_ROOM * 2)
+		return; /* cannot happen: replies are at least 4 KiB; seal fails it */
+	w->size -= LIST_TAIL_ROOM;
 	for (;;) {
 		uint32_t at = cursor;
 		if (count == limit) {
@@ -305,10 +360,18 @@ static void list_page(struct control_request *req, struct node_admin *na, const 
 			resume = at;
 			break;
 		}
+		struct json_writer saved = *w;
 		if (!next(na, &cursor, w, prefix))
 			break;
+		if (w->overflow) {
+			*w = saved;
+			more = true;
+			resume = at;
+			break;
+		}
 		count++;
 	}
+	w->size = size;
 	json_array_end(w);
 	json_kv_bool(w, "truncated", more);
 	if (more)
@@ -341,7 +404,7 @@ static bool list_next_lock(struct node_admin *na, uint32_t *cursor, struct json_
 
 static bool cmd_locks_list(struct control_request *req, void *arg)
 {
-	list_page(req, arg, "locks", list_next_lock, opt_arg(req, "prefix"));
+	list_page(req, arg, "locks", list_next_lock, true);
 	return true;
 }
 
@@ -431,7 +494,7 @@ static bool list_next_lease(struct node_admin *na, uint32_t *cursor, struct json
 
 static bool cmd_leases_list(struct control_request *req, void *arg)
 {
-	list_page(req, arg, "leases", list_next_lease, NULL);
+	list_page(req, arg, "leases", list_next_lease, false);
 	return true;
 }
 
@@ -459,7 +522,7 @@ static bool list_next_session(struct node_admin *na, uint32_t *cursor, struct js
 
 static bool cmd_sessions_list(struct control_request *req, void *arg)
 {
-	list_page(req, arg, "sessions", list_next_session, NULL);
+	list_page(req, arg, "sessions", list_next_session, false);
 	return true;
 }
 
@@ -469,6 +532,10 @@ static bool cmd_snapshot_save(struct control_request *req, void *arg)
 {
 	struct node_admin *na = arg;
 	struct node *n = na->n;
+	if (req->argc != 0) {
+		control_request_fail(req, -HASP_EINVAL, "usage: snapshot.save (no arguments)");
+		return true;
+	}
 	if (n->failed) {
 		control_request_fail(req, -HASP_EIO, "storage failed");
 		return true;
@@ -582,8 +649,13 @@ static void deferred_check(struct node_admin *na)
 static void publish(struct node_admin *na)
 {
 	struct node *n = na->n;
+	uint64_t role = n->role;
+	if (raft_removed(&n->raft))
+		role = CONTROL_ROLE_REMOVED;
+	else if (n->role == RAFT_FOLLOWER && raft_self_role(&n->raft) == RAFT_LEARNER)
+		role = CONTROL_ROLE_LEARNER;
 	struct control_status st = {
-		.published_ns = n->now_ns, .role = n->role, .term = n->term, .leader_id = n->leader_id,
+		.published_ns = n->now_ns, .role = role, .term = n->term, .leader_id = n->leader_id,
 		.commit_index = n->raft.commit, .applied_index = n->applied,
 		.last_index = raft_last_index(&n->raft), .snapshot_index = n->raft.log.snap_index,
 		.storage_failed = n->failed,

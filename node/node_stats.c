@@ -47,6 +47,7 @@
 	X(watch_coalesced) \
 	X(watch_full) \
 	X(session_table_full) \
+	X(sessions_pruned) \
 	X(snapshots_taken) \
 	X(snapshots_installed) \
 	X(snapshot_too_big) \

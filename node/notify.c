@@ -140,6 +140,20 @@ void notify_session_end(struct node *n, uint64_t id)
 	HASP_DASSERT(watch_count_ok(n));
 }
 
+void notify_sessions_prune(struct node *n)
+{
+	/* A delete shifts a later entry back into slot i (or one from the
+	 * table's start, past the wrap, to the end): look at slot i again
+	 * until it holds a live session or nothing. */
+	for (uint32_t i = 0; i <= n->sessions_mask; i++) {
+		struct locks_session_info si;
+		while (n->sessions[i].id != 0 && !locks_session_read(&n->sm, n->sessions[i].id, &si)) {
+			notify_session_end(n, n->sessions[i].id);
+			n->stats.sessions_pruned++;
+		}
+	}
+}
+
 /* The identity and content of one event to push. */
 struct push {
 	uint64_t index; /* Raft index of the command that caused it */

@@ -17,6 +17,10 @@ int notify_init(struct node *n) __attribute__((warn_unused_result));
 void notify_deinit(struct node *n);
 void notify_session_seen(struct node *n, uint64_t session_id, uint32_t ip, uint16_t port);
 void notify_session_end(struct node *n, uint64_t session_id);
+/* Ends every entry whose session the state machine no longer has (after
+ * an InstallSnapshot replaced it: the ends inside it were never applied
+ * here). O(table size); counts stats.sessions_pruned. */
+void notify_sessions_prune(struct node *n);
 /* Events of one applied command (the leader pushes; followers only track). */
 /* Pushes the events of the command applied at Raft index `index` (leader
  * only): a waiter's grant at once, watchers' events through the rate

@@ -97,6 +97,8 @@ void membership_set(struct raft *r, const struct raft_conf *conf, uint64_t index
 	HASP_ASSERT(membership_conf_valid(conf, r->cfg.peers_max));
 	r->conf = *conf;
 	r->conf_index = index;
+	if (core_member(r, r->cfg.id) != NULL)
+		r->was_member = true;
 	progress_sync(r);
 	if (r->transfer_target != 0 && !core_is_voter(r, r->transfer_target))
 		r->transfer_target = 0;

@@ -157,6 +157,16 @@ int raft_restore(struct raft *r, const struct raft_persisted_state *ps)
 		}
 	}
 	progress_sync(r);
+	r->was_member = core_member(r, r->cfg.id) != NULL;
+	for (uint32_t i = 0; i < ps->entry_count && !r->was_member; i++) {
+		struct raft_conf conf;
+		if (ps->entries[i].type == RAFT_ENTRY_CONF &&
+		    membership_conf_decode(&conf, ps->entries[i].data, ps->entries[i].size) == 0)
+			for (uint32_t k = 0; k < conf.count; k++)
+				r->was_member |= conf.members[k].id == r->cfg.id;
+	}
+	for (uint32_t k = 0; k < ps->snap_conf.count; k++)
+		r->was_member |= ps->snap_conf.members[k].id == r->cfg.id;
 	r->commit = ps->snap_index;
 	r->applied = ps->snap_index;
 	r->persisted = r->log.last;
@@ -167,6 +177,18 @@ int raft_restore(struct raft *r, const struct raft_persisted_state *ps)
 	}
 	HASP_DASSERT(raft_invariants_ok(r));
 	return 0;
+}
+
+bool raft_removed(const struct raft *r)
+{
+	return r->was_member && r->conf.count > 0 && core_member(r, r->cfg.id) == NULL &&
+	       r->commit >= r->conf_index;
+}
+
+uint8_t raft_self_role(const struct raft *r)
+{
+	const struct raft_member *m = core_member(r, r->cfg.id);
+	return m != NULL ? m->role : 0;
 }
 
 uint64_t raft_term_at(const struct raft *r, uint64_t index)
@@ -206,6 +228,18 @@ static bool accepted_from_nonmember(uint8_t type)
 {
 	return type == RAFT_MSG_APPEND || type == RAFT_MSG_SNAPSHOT || type == RAFT_MSG_VOTE ||
 	       type == RAFT_MSG_PRE_VOTE || type == RAFT_MSG_TIMEOUT_NOW;
+}
+
+static bool committed_member(const struct raft *r, uint32_t id)
+{
+	struct raft_conf committed;
+	if (r->conf_index <= r->commit)
+		return false; /* the latest configuration is the committed one */
+	membership_conf_at(r, r->commit, &committed);
+	for (uint32_t i = 0; i < committed.count; i++)
+		if (committed.members[i].id == id)
+			return true;
+	return false;
 }
 
 static void reply_stale(struct raft *r, const struct raft_msg *m)
@@ -266,6 +300,21 @@ static void receive(struct raft *r, const struct raft_msg *m)
 		return;
 	}
 	if (core_member(r, m->from) == NULL && !accepted_from_nonmember(m->type)) {
+		r->counters.msg_dropped_nonmember++;
+		return;
+	}
+	/* A vote request from a server that is in neither our latest nor our
+	 * committed configuration comes from a removed server that never
+	 * learned it (it would depose the leader with its higher term), or
+	 * from a member added by an entry we lack. Ignoring the latter costs
+	 * no election: every member joins as a learner by an entry that
+	 * committed on a majority of the voters before it can be promoted,
+	 * and a server lacking a committed entry could not elect it anyway. A
+	 * server whose removal we hold but have not seen commit is still
+	 * heard: it may hold the only log the new majority would elect
+	 * (election_may_campaign; simulator seed 5220). */
+	if ((m->type == RAFT_MSG_VOTE || m->type == RAFT_MSG_PRE_VOTE) && core_member(r, m->from) == NULL &&
+	    !committed_member(r, m->from)) {
 		r->counters.msg_dropped_nonmember++;
 		return;
 	}

@@ -404,6 +404,10 @@ struct raft {
 	struct raft_conf conf;
 	uint64_t conf_index;
 	struct raft_conf snap_conf;
+	/* This server was a member of a configuration it held (restored or
+	 * appended): tells "removed" from "joining, configuration not yet
+	 * known" (raft_removed). */
+	bool was_member;
 
 	/* Leader. */
 	struct raft_progress *progress; /* peers_max slots */
@@ -483,5 +487,14 @@ uint64_t raft_last_index(const struct raft *r);
 const struct raft_entry *raft_entry_at(const struct raft *r, uint64_t index);
 
 const char *raft_role_name(uint8_t role);
+/* This server knows it was removed: it was a member, and the latest
+ * configuration, committed, no longer lists it. It never campaigns again
+ * (unless added back), and the others ignore its vote requests. A server
+ * removed while cut off may never learn it: the leader stops replicating
+ * to it when it appends the removal. */
+bool raft_removed(const struct raft *r);
+/* This server's role in the latest configuration: RAFT_VOTER,
+ * RAFT_LEARNER, or 0 when it is not listed. */
+uint8_t raft_self_role(const struct raft *r);
 
 #endif

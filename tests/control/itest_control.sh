@@ -137,6 +137,9 @@ for _ in $(seq 1 100); do
 	sleep 0.2
 done
 [ "$(field "$(sock 4)" applied_index)" -gt 0 ] || fail "the learner did not catch up"
+# It says what it is (it once said follower).
+for _ in $(seq 1 50); do [ "$(field "$(sock 4)" role)" = learner ] && break; sleep 0.1; done
+[ "$(field "$(sock 4)" role)" = learner ] || fail "node 4's status says $(field "$(sock 4)" role), not learner"
 promote4() {
 	"$ctl" --nodes "$N4" members promote 4 >/dev/null || true
 	[ "$(member_role)" = voter ]

@@ -324,6 +324,19 @@ static void test_admin_bad_bytes_and_empty_lines_are_einval(void **state)
 	assert_int_equal(call(a, "", r), 0);
 	reply_error(r, err, sizeof(err));
 	assert_string_equal(err, "EINVAL");
+	/* Commands without arguments refuse stray words, and numbers are
+	 * plain decimal: no octal, hex, sign, blank or overflow. */
+	static const char *const bad[] = { "status x", "help me", "health now", "metrics all",
+					   "members.list 1", "log.list x", "lc.add 1 0x2", "lc.add 010 1",
+					   "lc.add 1 -1", "lc.add 18446744073709551616 1", "lc.add 1 1x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(call(a, bad[i], r), 0);
+		reply_error(r, err, sizeof(err));
+		if (strcmp(err, "EINVAL") != 0)
+			fail_msg("%s: want EINVAL: %s", bad[i], r->text);
+	}
+	assert_int_equal(call(a, "lc.add 18446744073709551615 0", r), 0);
+	assert_int_equal(result_u64(r, "sum"), UINT64_MAX);
 	free(r);
 	close_client(a);
 }
@@ -637,6 +650,67 @@ static void test_http_metrics_and_status(void **state)
 	free(r);
 }
 
+/* One raw HTTP exchange on the Unix socket: sends `request`, reads until
+ * the server closes (bounded by a 5 s deadline). Returns the bytes read. */
+static size_t http_raw(const char *request, char *out, size_t size)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	assert_true(strlen(fx->sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, fx->sock, strlen(fx->sock) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(send(fd, request, strlen(request), MSG_NOSIGNAL), (ssize_t)strlen(request));
+	size_t n = 0;
+	uint64_t deadline = clock_monotonic_ms() + 5000;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint64_t now = clock_monotonic_ms();
+		assert_true(now < deadline);
+		if (poll(&p, 1, (int)(deadline - now)) <= 0)
+			continue;
+		ssize_t r = recv(fd, out + n, size - 1 - n, 0);
+		assert_true(r >= 0);
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		assert_true(n < size - 1);
+	}
+	out[n] = '\0';
+	close(fd);
+	return n;
+}
+
+static unsigned long long content_length(const char *resp)
+{
+	const char *cl = strstr(resp, "\r\nContent-Length: ");
+	assert_non_null(cl);
+	return strtoull(cl + 18, NULL, 10);
+}
+
+/* HEAD answers the headers GET would (the same Content-Length) and no
+ * body; /status once announced a length of 0. */
+static void test_http_head_has_the_get_headers_and_no_body(void **state)
+{
+	(void)state;
+	static char get[65536], head[65536];
+	publish(1, true, clock_monotonic_ns());
+	static const char *const paths[] = { "/status", "/health", "/nope" };
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char req[128];
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", paths[i]);
+		size_t g = http_raw(req, get, sizeof(get));
+		snprintf(req, sizeof(req), "HEAD %s HTTP/1.1\r\n\r\n", paths[i]);
+		size_t h = http_raw(req, head, sizeof(head));
+		const char *body = strstr(get, "\r\n\r\n");
+		assert_non_null(body);
+		assert_int_equal(content_length(get), g - (size_t)(body + 4 - get));
+		assert_int_equal(content_length(head), content_length(get));
+		assert_non_null(strstr(head, "\r\n\r\n"));
+		assert_int_equal(h, (size_t)(strstr(head, "\r\n\r\n") + 4 - head));
+	}
+}
+
 static void test_admin_status_health_help_and_log_commands(void **state)
 {
 	(void)state;
@@ -775,6 +849,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_admin_streams_an_attachment_after_the_reply, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_health_follows_the_published_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_metrics_and_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_http_head_has_the_get_headers_and_no_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_status_health_help_and_log_commands, setup, teardown),
 		cmocka_unit_test(test_control_queued_request_wakes_the_lcore),
 		cmocka_unit_test(test_control_register_refuses_duplicates_and_bad_names),

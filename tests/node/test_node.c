@@ -704,6 +704,61 @@ static void test_node_dead_follower_does_not_fill_the_window(void **state)
 	sim_destroy(s);
 }
 
+static bool session_addr_known(const struct node *n, uint64_t id)
+{
+	for (uint32_t i = 0; i <= n->sessions_mask; i++)
+		if (n->sessions[i].id == id)
+			return true;
+	return false;
+}
+
+/* The session -> address table (notify.c) is not replicated: a node drops
+ * an entry when it applies the session's end. A node that misses that
+ * entry because it catches up by InstallSnapshot must drop it too, or the
+ * table fills over time (issue 11 item 6). Here the leader that recorded
+ * the session is cut off past the log window while the session closes
+ * elsewhere; back, it installs a snapshot without that session. */
+static void test_node_snapshot_install_forgets_ended_sessions(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(12));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t gone = sim_open(s, l, 61), kept = sim_open(s, l, 62);
+	assert_true(session_addr_known(&s->nodes[l], gone));
+	assert_true(session_addr_known(&s->nodes[l], kept));
+
+	s->isolated[l] = true;
+	int nl = -1;
+	for (int t = 0; t < 5000 && nl < 0; t++) {
+		sim_run_ms(s, 1);
+		for (int i = 0; i < NODES; i++)
+			if (i != l && s->nodes[i].role == RAFT_LEADER)
+				nl = i;
+	}
+	assert_true(nl >= 0);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_SESSION_CLOSE, .session_id = gone, .seq = 1 } };
+	assert_true(sim_call(s, nl, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	req = (struct hasp_wire_msg){ .hdr = { .opcode = HASP_OP_SESSION_KEEPALIVE, .session_id = kept, .seq = 1 } };
+	assert_true(sim_call(s, nl, &req, &reply, keep));
+	/* Idle TICKs every 20 ms: 12 s is ~600 entries, past the window. */
+	sim_run_ms(s, 12000);
+	assert_true(s->nodes[nl].raft.log.snap_index > s->nodes[l].raft.log.last);
+	uint64_t installed = s->nodes[l].stats.snapshots_installed;
+	s->isolated[l] = false;
+	sim_run_ms(s, 2000);
+	assert_true(s->nodes[l].stats.snapshots_installed > installed);
+	struct locks_session_info si;
+	assert_false(locks_session_read(&s->nodes[l].sm, gone, &si));
+	assert_true(locks_session_read(&s->nodes[l].sm, kept, &si));
+	assert_false(session_addr_known(&s->nodes[l], gone));
+	assert_true(s->nodes[l].stats.sessions_pruned >= 1);
+	assert_true(session_addr_known(&s->nodes[l], kept));
+	sim_destroy(s);
+}
+
 /* docs/STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -1141,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
+		cmocka_unit_test(test_node_snapshot_install_forgets_ended_sessions),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),

@@ -476,6 +476,144 @@ static void test_node_admin_config_keys_are_checked(void **state)
 	}
 }
 
+/* Every admin input is untrusted (issue 11 item 4): numbers that overflow,
+ * octal or hex spellings, a zero limit (a pager following `next` would loop
+ * forever), options a command does not take, repeated options and stray
+ * words are refused with EINVAL and change nothing; paging with a small
+ * limit visits every record once. */
+static void test_node_admin_listing_options_are_checked(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	uint64_t session;
+	(void)acquire(s, l, "page/0", &session);
+	for (uint32_t k = 1; k < 3; k++) {
+		char name[16];
+		struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_ACQUIRE, .session_id = session,
+						      .seq = 2 + k } }, reply;
+		uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+		snprintf(name, sizeof(name), "page/%u", k);
+		req.body.acquire = (struct hasp_wire_acquire){
+			.name = { (const uint8_t *)name, strlen(name) }, .ttl_ms = 60000, .mode = HASP_ACQUIRE_TRY,
+		};
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	}
+	static const char *const bad[] = {
+		"locks.list limit=99999999999999999999", "locks.list limit=18446744073709551616",
+		"locks.list after=99999999999999999999", "locks.list after=4294967296",
+		"locks.list limit=0", "locks.list limit=", "locks.list limit=-1", "locks.list limit=0x10",
+		"locks.list limit=1 limit=2", "locks.list prefix=a prefix=b", "locks.list bogus=1",
+		"locks.list page/", "locks.list =1", "sessions.list prefix=x", "leases.list prefix=x",
+		"sessions.list limit=0", "leases.list after=1x", "snapshot.save now",
+		"members.remove 0x2", "members.remove 02", "leader.transfer 0x2",
+		"members.promote 99999999999999999999", "members.add 4 10.0.0.4 7001 0x1b58",
+		"members.address 4 10.0.0.4 07001 7000", "locks.show a b",
+		/* Addresses a member cannot have (the config file refuses
+		 * equal ports too). */
+		"members.address 4 10.0.0.4 7001 7001", "members.address 4 0.0.0.0 7001 7000",
+		"members.address 4 255.255.255.255 7001 7000", "members.address 4 127.0.0.1 7001 7000",
+		"members.address 4 224.0.0.1 7001 7000", "members.add 4 10.0.0.4 7001 7001",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct reply *r = admin(s, l, bad[i]);
+		if (r->req.error != -HASP_EINVAL)
+			fail_msg("%s: want EINVAL: %s", bad[i], r->line);
+	}
+	/* Another member's IP: peers are told apart by address. */
+	struct reply *dup = admin(s, l, "members.address 4 10.0.0.2 7001 7000");
+	expect_error(dup, "EEXIST");
+	/* Nothing changed: every member is still there, no address learned. */
+	assert_int_equal(s->nodes[l].raft.conf.count, 3);
+	assert_null(node_config_member(&s->nodes[l].cfg, 4));
+	assert_int_equal(s->nodes[l].stats.snapshots_taken, 0);
+
+	/* Paging one at a time visits each lock once and ends. */
+	uint64_t after = 0, seen = 0;
+	for (int page = 0; page < 10; page++) {
+		char line[64];
+		snprintf(line, sizeof(line), "locks.list prefix=page/ limit=1 after=%llu",
+			 (unsigned long long)after);
+		struct reply *r = admin(s, l, line);
+		expect_ok(r);
+		seen += r->t[json_get(r->line, r->t, r->res, "locks")].size;
+		bool more = false;
+		assert_true(json_tok_bool(r->line, r->t, json_get(r->line, r->t, r->res, "truncated"), &more));
+		if (!more)
+			break;
+		uint64_t next = res_u64(r, "next");
+		assert_true(next > after);
+		after = next;
+	}
+	assert_int_equal(seen, 3);
+	sim_destroy(s);
+}
+
+static const char *status_role(struct sim *s, int i)
+{
+	struct reply *r = admin(s, i, "status");
+	expect_ok(r);
+	static char role[32];
+	int t = json_get(r->line, r->t, r->res, "role");
+	assert_true(t >= 0);
+	snprintf(role, sizeof(role), "%.*s", (int)(r->t[t].end - r->t[t].start), r->line + r->t[t].start);
+	return role;
+}
+
+/* Membership as `status` shows it (issue 11 item 6): a learner says
+ * "learner" (it showed "follower"); a node that learned it was removed
+ * says "removed", is unhealthy with that reason and never campaigns again;
+ * a removed node that never learned it cannot depose the leader. */
+static void test_node_admin_status_shows_learner_and_removed(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	char line[64];
+	uint32_t fid = s->nodes[f].cfg.node_id;
+	snprintf(line, sizeof(line), "members.remove %u", fid);
+	expect_ok(admin(s, l, line));
+	/* The removed follower is not told (the leader stops replicating to
+	 * it), so it campaigns: the others ignore it. */
+	uint64_t term = s->nodes[l].term;
+	sim_run_ms(s, 3000);
+	assert_int_equal(s->nodes[l].role, RAFT_LEADER);
+	assert_int_equal(s->nodes[l].term, term);
+	/* Added back as a learner it replicates, and says what it is. */
+	snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", fid, fid);
+	expect_ok(admin(s, l, line));
+	sim_run_ms(s, 200);
+	assert_string_equal(status_role(s, f), "learner");
+	snprintf(line, sizeof(line), "members.promote %u", fid);
+	expect_ok(admin(s, l, line));
+	sim_run_ms(s, 200);
+	assert_string_equal(status_role(s, f), "follower");
+	assert_string_equal(status_role(s, l), "leader");
+
+	/* The leader removes itself: once that commits it knows, says so and
+	 * stays out of elections. */
+	snprintf(line, sizeof(line), "members.remove %u", s->nodes[l].cfg.node_id);
+	expect_ok(admin(s, l, line));
+	sim_run_ms(s, 500);
+	assert_string_equal(status_role(s, l), "removed");
+	/* Health at the simulated clock (the admin command would use the
+	 * real one, far from the simulation's). */
+	char reason[64];
+	struct control_status st;
+	control_status_read(&s->admin[l].ctl, &st);
+	assert_false(control_health(&s->admin[l].ctl, st.published_ns, reason, sizeof(reason)));
+	assert_string_equal(reason, "removed");
+	uint64_t campaigns = s->nodes[l].raft.counters.elections + s->nodes[l].raft.counters.pre_votes;
+	sim_run_ms(s, 3000);
+	assert_int_equal(s->nodes[l].raft.counters.elections + s->nodes[l].raft.counters.pre_votes, campaigns);
+	assert_string_equal(status_role(s, l), "removed");
+	int nl = sim_leader(s);
+	assert_true(nl >= 0 && nl != l);
+	sim_destroy(s);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -485,6 +623,8 @@ int main(void)
 		cmocka_unit_test(test_node_admin_transfer_moves_leadership),
 		cmocka_unit_test(test_node_admin_snapshot_save_names_the_file),
 		cmocka_unit_test(test_node_admin_config_keys_are_checked),
+		cmocka_unit_test(test_node_admin_listing_options_are_checked),
+		cmocka_unit_test(test_node_admin_status_shows_learner_and_removed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -227,6 +227,57 @@ static void test_server_with_pending_removal_may_still_campaign(void **state)
 	th_deinit(th);
 }
 
+static void test_removed_server_is_ignored_and_knows_it_once_told(void **state)
+{
+	/* A follower removed while cut off never receives the removal
+	 * (the leader stops replicating to it at once), so it campaigns at
+	 * a higher term. Without PreVote and CheckQuorum nothing else keeps
+	 * it from deposing the leader: the others ignore vote requests from
+	 * a server outside their configuration (issue 11 item 6). A server
+	 * that does learn its removal (here the leader removing itself) says
+	 * so (raft_removed) and never campaigns again. Deterministic: the
+	 * harness seeds each node's PRNG (1000 + i). */
+	struct th *th = &TH;
+	(void)state;
+	th_init(th, 3);
+	th_elect(th, 0);
+	th_isolate(th, 2, true);
+	conf_change(th, 0, RAFT_CONF_REMOVE, 3);
+	assert_int_equal(th->last_reject, RAFT_OK);
+	settle(th, 0, 2);
+	assert_int_equal(th->r[0].commit, th->r[0].conf_index);
+	assert_int_equal(th->r[1].conf.count, 2);
+	assert_false(raft_removed(&th->r[0]));
+	assert_false(raft_removed(&th->r[2])); /* it was never told */
+	th_isolate(th, 2, false);
+	uint64_t term = th->r[0].term, dropped = th->r[0].counters.msg_dropped_nonmember;
+	th_campaign(th, 2);
+	assert_true(th->r[2].term > term);
+	assert_int_equal(th->r[0].role, RAFT_LEADER);
+	assert_int_equal(th->r[0].term, term);
+	assert_int_equal(th->r[1].term, term);
+	assert_true(th->r[0].counters.msg_dropped_nonmember > dropped);
+	th_propose(th, 0, "still leading");
+	settle(th, 0, 2);
+	assert_int_equal(th->r[1].commit, raft_last_index(&th->r[0]));
+
+	/* The leader removes itself: once that commits it knows. */
+	conf_change(th, 0, RAFT_CONF_REMOVE, 1);
+	assert_int_equal(th->last_reject, RAFT_OK);
+	assert_false(raft_removed(&th->r[0])); /* not committed yet */
+	settle(th, 0, 2);
+	th_deliver_all(th);
+	assert_true(raft_removed(&th->r[0]));
+	assert_false(raft_removed(&th->r[1]));
+	uint64_t campaigns = th->r[0].counters.elections + th->r[0].counters.pre_votes;
+	for (int t = 0; t < 10 * (int)th->r[0].cfg.election_ticks; t++)
+		th_tick(th, 0);
+	th_deliver_all(th);
+	assert_int_equal(th->r[0].counters.elections + th->r[0].counters.pre_votes, campaigns);
+	assert_int_equal(th->r[1].role, RAFT_LEADER);
+	th_deinit(th);
+}
+
 static void take_snapshot(struct th *th, uint32_t i, const uint8_t *data, uint64_t size)
 {
 	struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT };
@@ -343,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_one_configuration_change_at_a_time),
 		cmocka_unit_test(test_removed_leader_steps_down_once_removal_commits),
 		cmocka_unit_test(test_server_with_pending_removal_may_still_campaign),
+		cmocka_unit_test(test_removed_server_is_ignored_and_knows_it_once_told),
 		cmocka_unit_test(test_snapshot_compacts_the_log),
 		cmocka_unit_test(test_lagging_follower_receives_snapshot_in_chunks),
 		cmocka_unit_test(test_silent_followers_transfer_stops_holding_compaction),
