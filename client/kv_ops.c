@@ -183,14 +183,17 @@ void client_watches_resend(struct hasp_client *c)
 {
 	/* The watches were gone (a new leader, a new session) for a while:
 	 * events in between are lost, and no later event may come to reveal
-	 * it. Tell the application now; the new leader's chain starts fresh,
-	 * so its first event (prev (0, 0)) is in order. */
+	 * it. Tell the application with a RESYNC, but only once every watch
+	 * is registered again: a re-read the application does on RESYNC must
+	 * come after the registration, or a change between the two is in
+	 * neither (the fault suite's events check caught a grant lost so).
+	 * The new leader's chain starts fresh, so its first event (prev
+	 * (0, 0)) is in order. */
 	pthread_mutex_lock(&c->mu);
 	bool any = false;
 	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
 		any |= c->watches[i].used;
 	if (any) {
-		client_event_resync_locked(c);
 		c->event_last_index = 0;
 		c->event_last_sub = 0;
 	}
@@ -221,7 +224,12 @@ void client_watches_resend(struct hasp_client *c)
 			c->watches[i].session_id = session_id;
 		pthread_mutex_unlock(&c->mu);
 		if (rc < 0)
-			return;
+			return; /* watches_stale: the next resend tells the RESYNC */
+	}
+	if (any) {
+		pthread_mutex_lock(&c->mu);
+		client_event_resync_locked(c);
+		pthread_mutex_unlock(&c->mu);
 	}
 }
 

@@ -1055,6 +1055,7 @@ static void event_collect(const struct hasp_event *ev, void *arg)
  * answer NOT_LEADER naming it. */
 struct moving_leader {
 	int leader;
+	int drop_watch; /* the leader does not answer WATCH */
 };
 
 static void script_moving_leader(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -1064,6 +1065,8 @@ static void script_moving_leader(struct responder *r, int node, const struct has
 	struct hasp_wire_msg rep;
 
 	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_WATCH && __atomic_load_n(&ml->drop_watch, __ATOMIC_ACQUIRE))
 		return;
 	if (node != __atomic_load_n(&ml->leader, __ATOMIC_ACQUIRE)) {
 		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER);
@@ -1110,6 +1113,39 @@ static void test_watches_are_registered_again_on_a_new_leader(void **state)
 	/* Once: the next request to the same leader sends no WATCH. */
 	assert_int_equal(hasp_client_check(c, "svc/a", 1), HASP_STATUS_OK);
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 1), 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* The RESYNC after a new leader comes only once the watches are registered
+ * there again: an application that re-reads on RESYNC must not re-read
+ * before the registration, or a change in between is in neither (the
+ * fault suite's kill-leader+kill-random saw a grant lost so). Here the new
+ * leader first does not answer WATCH: no RESYNC yet; when it does, the
+ * RESYNC follows the registration. */
+static void test_resync_follows_the_watch_registration(void **state)
+{
+	static struct moving_leader ml = { .leader = 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 300;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), HASP_STATUS_OK);
+	__atomic_store_n(&ml.drop_watch, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&ml.leader, 1, __ATOMIC_RELEASE);
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), HASP_STATUS_OK);
+	assert_true(responder_count(&r, HASP_OP_WATCH, 1) >= 1); /* tried, not answered */
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
+	__atomic_store_n(&ml.drop_watch, 0, __ATOMIC_RELEASE);
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), 0);
+	assert_int_equal(ev.type, HASP_EVENT_RESYNC);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1742,6 +1778,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
 		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_on_a_new_leader, responder_teardown),
+		cmocka_unit_test_teardown(test_resync_follows_the_watch_registration, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
 		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_request_blocks_window_until_new_session, responder_teardown),
