@@ -1,24 +1,28 @@
-# Shared by the node integration tests: a private cluster (own bridge,
-# taps, DPDK prefixes, subnet and directory) through scripts/cluster, torn
-# down on exit whatever happens. Source it after setting `build` and `src`.
+# Shared by the node integration tests: a private cluster (own network
+# namespace, bridge, taps, DPDK prefixes and directory) through
+# scripts/cluster, torn down on exit whatever happens. Source it after
+# setting `build` and `src`. Clients run inside the cluster's namespace:
+# `in_ns <command...>`, and "$hasp" is the CLI there; haspctl on a node's
+# Unix socket works from anywhere.
 if [ "$(id -u)" -ne 0 ]; then
-	echo "SKIP: needs root (creates a bridge and taps)"
+	echo "SKIP: needs root (creates a network namespace, a bridge and taps)"
 	exit 77
 fi
 tag=$(($$ % 90 + 10))
 export HASP_NET_NAME="hct$tag"
 export HASP_BUILD=$build
 export HASP_CLUSTER_DIR=$(mktemp -d /tmp/hasp-itest-node.XXXXXX)
-subnet=""
-for i in $(seq 0 99); do
-	n=$(( (tag + i) % 100 + 100 ))
-	if ! ip -4 addr show | grep -q "inet 10\.77\.$n\."; then subnet="10.77.$n"; break; fi
-done
-[ -n "$subnet" ] || { echo "FAIL: no free 10.77.N.0/24"; exit 1; }
+# The cluster has a namespace of its own, so the subnet cannot meet
+# another's; the tag only keeps names apart.
+subnet="10.77.$((tag + 100))"
 export HASP_SUBNET=$subnet
 cluster="$src/scripts/cluster"
-hasp="$build/tools/hasp"
 helpers=()
+
+# in_ns <command...>: run it inside the cluster's network namespace.
+in_ns() { "$cluster" exec -- "$@"; }
+hasp_in_ns() { in_ns "$build/tools/hasp" "$@"; }
+hasp=hasp_in_ns
 
 itest_cleanup() {
 	status=$?

@@ -28,8 +28,8 @@ bad_f=$(stats "$f" peer_auth_bad)
 echo "itest: leader=$l follower=$f term=$term"
 
 rounds=30
-python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $((term + 1)) $rounds
-python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $((term + 1)) $rounds
+in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $((term + 1)) $rounds
+in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $((term + 1)) $rounds
 
 # The drops are counted (poll with a bound: the datagrams are in flight).
 want_l=$((bad_l + 3 * rounds)) want_f=$((bad_f + 3 * rounds))

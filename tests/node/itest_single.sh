@@ -2,7 +2,8 @@
 # One haspd on a TAP, over real UDP through DPDK: acquire, check, renew,
 # release, expiry, wait-queue handoff by a pushed event, KV (libhasp), then
 # a corpus of malformed datagrams that is dropped or refused and counted
-# while the node keeps serving correct clients.
+# while the node keeps serving correct clients. The cluster lives in its own
+# network namespace: none of its interfaces is in the root namespace.
 #   itest_single.sh <build dir> <source dir> <itest_client>
 set -eu
 build=$1 src=$2 client=$3
@@ -11,9 +12,16 @@ build=$1 src=$2 client=$3
 line=$("$cluster" up -n 1 | tail -1)
 export "${line?}"
 echo "itest: $line"
-"$client" single "$HASP_CLUSTER"
+ns=$("$cluster" netns)
+[ "$ns" = "hasp-$HASP_NET_NAME" ] || { echo "FAIL: cluster namespace '$ns'"; exit 1; }
+in_root=$(ip -o link show | awk -F': ' '{print $2}' | grep -E "^${HASP_NET_NAME}[^0-9]" || true)
+[ -z "$in_root" ] || { echo "FAIL: in the root namespace: $in_root"; exit 1; }
+in_ns ip link show "${HASP_NET_NAME}n1" >/dev/null || { echo "FAIL: no tap in $ns"; exit 1; }
+in_ns ip link show "${HASP_NET_NAME}br0" >/dev/null || { echo "FAIL: no bridge in $ns"; exit 1; }
+echo "itest: bridge and tap in namespace $ns, none in the root namespace"
+in_ns "$client" single "$HASP_CLUSTER"
 bad_before=$(stats 1 client_bad)
-"$client" malformed "$subnet.11" 7000
+in_ns "$client" malformed "$subnet.11" 7000
 bad_after=$(stats 1 client_bad)
 echo "itest: client_bad $bad_before -> $bad_after"
 [ "$bad_after" -ge $((bad_before + 10)) ] || { echo "FAIL: malformed datagrams not counted"; exit 1; }
