@@ -1,9 +1,9 @@
 # Shared by the node integration tests: a private cluster (own network
 # namespace, bridge, taps, DPDK prefixes and directory) through
-# scripts/cluster, torn down on exit whatever happens. Source it after
-# setting `build` and `src`. Clients run inside the cluster's namespace:
-# `in_ns <command...>`, and "$hasp" is the CLI there; haspctl on a node's
-# Unix socket works from anywhere.
+# scripts/cluster, torn down on exit whatever happens, and checked to have
+# left nothing behind. Source it after setting `build` and `src`. Clients
+# run inside the cluster's namespace: `in_ns <command...>`, and "$hasp" is
+# the CLI there; haspctl on a node's Unix socket works from anywhere.
 if [ "$(id -u)" -ne 0 ]; then
 	echo "SKIP: needs root (creates a network namespace, a bridge and taps)"
 	exit 77
@@ -24,6 +24,19 @@ in_ns() { "$cluster" exec -- "$@"; }
 hasp_in_ns() { in_ns "$build/tools/hasp" "$@"; }
 hasp=hasp_in_ns
 
+# leftovers: what of this test's own (by its name) is still on the machine
+# after `scripts/cluster down`: interfaces in the root namespace, its
+# network namespace, nft tables named after it, DPDK runtime directories.
+leftovers() {
+	local n=$HASP_NET_NAME
+	ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^${n}[^0-9]" | sed 's/^/interface /' || true
+	ip netns list | awk '{print $1}' | grep -x "hasp-$n" | sed 's/^/netns /' || true
+	if command -v nft >/dev/null; then
+		nft list tables | grep -E " ${n}([^0-9]|$)" | sed 's/^/nft /' || true
+	fi
+	ls -d /var/run/dpdk/"$n"-* 2>/dev/null | sed 's/^/dpdk runtime dir /' || true
+}
+
 itest_cleanup() {
 	status=$?
 	for p in "${helpers[@]+"${helpers[@]}"}"; do kill -KILL "$p" 2>/dev/null || true; done
@@ -34,6 +47,13 @@ itest_cleanup() {
 	fi
 	"$cluster" down >/dev/null 2>&1 || true
 	rm -rf "$HASP_CLUSTER_DIR"
+	local left
+	left=$(leftovers)
+	if [ -n "$left" ]; then
+		echo "FAIL: left behind after scripts/cluster down:"
+		echo "$left"
+		status=1
+	fi
 	exit $status
 }
 trap itest_cleanup EXIT
