@@ -61,6 +61,13 @@ grep -q "haspd: stopped node=1 exit=0" "$HASP_CLUSTER_DIR/n1/log" || { echo "FAI
 # namespace, a client on the host reaches the node; the teardown's
 # leftover check sees what `down` might leave.
 "$cluster" down >/dev/null
+# In the root namespace the /24 must be one nobody else uses there.
+HASP_SUBNET=""
+for i in $(seq 0 99); do
+	n=$(( (tag + i) % 100 + 100 ))
+	if ! ip -4 addr show | grep -q "inet 10\.77\.$n\."; then HASP_SUBNET="10.77.$n"; break; fi
+done
+[ -n "$HASP_SUBNET" ] || { echo "FAIL: no free 10.77.N.0/24 in the root namespace"; exit 1; }
 line=$("$cluster" up -n 1 --root-ns | tail -1)
 export "${line?}"
 [ -z "$("$cluster" netns)" ] || { echo "FAIL: --root-ns made a namespace"; exit 1; }
