@@ -40,11 +40,11 @@ nl=$(stats "$follower" client_not_leader)
 echo "itest: follower $follower redirected ($nl NOT_LEADER)"
 
 # Hold 20 locks on one session, renewed in the background.
-"$client" hold "$HASP_CLUSTER" 20 "$HASP_CLUSTER_DIR/held" > "$HASP_CLUSTER_DIR/hold.out" 2>&1 &
+"$cluster" exec -- "$client" hold "$HASP_CLUSTER" 20 "$HASP_CLUSTER_DIR/held" > "$HASP_CLUSTER_DIR/hold.out" 2>&1 &
 helpers+=($!)
 for _ in $(seq 1 100); do grep -q holding "$HASP_CLUSTER_DIR/hold.out" && break; sleep 0.1; done
 grep -q holding "$HASP_CLUSTER_DIR/hold.out" || { cat "$HASP_CLUSTER_DIR/hold.out"; echo "FAIL: hold"; exit 1; }
-"$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
+in_ns "$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
 
 max_token() { sort -k2 -n "$HASP_CLUSTER_DIR/held" | tail -1 | cut -d' ' -f2; }
 
@@ -55,14 +55,14 @@ t0=$(date +%s%N)
 new=$("$cluster" leader 30) || { echo "FAIL: no new leader within 30 s"; exit 1; }
 t1=$(date +%s%N)
 echo "itest: node $new leads $(( (t1 - t0) / 1000000 )) ms after the kill"
-"$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
-"$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
+in_ns "$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
+in_ns "$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
 
 # Enough commands that the leader snapshots and compacts past the killed
 # node's log: it keeps at most log_window/2 - threshold = 64 entries for a
 # lagging follower, so 400 entries past the kill are far beyond.
 for _ in $(seq 1 15); do
-	"$build/tools/hasp-load" --cluster "$HASP_CLUSTER" --threads 2 --seconds 2
+	in_ns "$build/tools/hasp-load" --cluster "$HASP_CLUSTER" --threads 2 --seconds 2
 	[ "$(stats "$new" commit)" -ge $((killed_commit + 400)) ] && break
 done
 taken=$(stats "$new" snapshots_taken)
@@ -102,15 +102,15 @@ check_no_lcore_alloc "after snapshots and InstallSnapshot"
 "$cluster" kill "$new"
 third=$("$cluster" leader 30) || { echo "FAIL: no leader after the second kill"; exit 1; }
 echo "itest: node $third leads after killing node $new"
-"$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
+in_ns "$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
 "$cluster" start "$new"
 
 # Whole-cluster crash and restart.
 for i in 1 2 3; do "$cluster" kill "$i"; done
 for i in 1 2 3; do "$cluster" start "$i"; done
 "$cluster" leader 30 >/dev/null || { echo "FAIL: no leader after the restart"; exit 1; }
-"$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
-"$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
+in_ns "$client" verify "$HASP_CLUSTER" "$HASP_CLUSTER_DIR/held"
+in_ns "$client" next "$HASP_CLUSTER" itest/next "$(max_token)"
 check_no_lcore_alloc "after the restart"
 # The holder renewed every lock throughout: a renew refused (NOT_HOLDER)
 # means a lock was lost, even if a later verify could not see it.

@@ -28,7 +28,7 @@ until "$cluster" leader >/dev/null 2>&1; do
 	[ $SECONDS -lt $deadline ] || { echo "itest: no leader after the restart" >&2; exit 1; }
 	sleep 0.5
 done
-python3 "$src/tests/node/hostile_client.py" "${HASP_CLUSTER}" \
+in_ns python3 "$src/tests/node/hostile_client.py" "${HASP_CLUSTER}" \
 	local "$HASP_CLUSTER_DIR/client.key" intruder "$HASP_CLUSTER_DIR/intruder.key" \
 	narrow "$HASP_CLUSTER_DIR/narrow.key"
 echo "itest: every attack was refused"

@@ -24,14 +24,14 @@ line=$("$cluster" up -n 1 | tail -1)
 export "${line?}"
 echo "itest: $line"
 grep -q -- "-l 0-1" "$HASP_CLUSTER_DIR/n1.conf" || { echo "FAIL: not started on two lcores"; exit 1; }
-"$client" single "$HASP_CLUSTER"
+in_ns "$client" single "$HASP_CLUSTER"
 
 # Many source ports: one CLI process each, then load from several threads.
 for i in $(seq 1 16); do "$hasp" kv put "itest/lc$i" "v$i" >/dev/null; done
 for i in $(seq 1 16); do
 	[ "$("$hasp" kv get "itest/lc$i")" = "v$i" ] || { echo "FAIL: kv itest/lc$i"; exit 1; }
 done
-"$build/tools/hasp-load" --cluster "$HASP_CLUSTER" --threads 4 --seconds 2
+in_ns "$build/tools/hasp-load" --cluster "$HASP_CLUSTER" --threads 4 --seconds 2
 fwd=$(dp 1 rx_forwarded)
 handled=$(dp 1 fwd_handled)
 full=$(dp 1 rx_ring_full)

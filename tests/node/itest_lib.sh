@@ -1,8 +1,11 @@
-# Shared by the node integration tests: a private cluster (own bridge,
-# taps, DPDK prefixes, subnet and directory) through scripts/cluster, torn
-# down on exit whatever happens. Source it after setting `build` and `src`.
+# Shared by the node integration tests: a private cluster (own network
+# namespace, bridge, taps, DPDK prefixes and directory) through
+# scripts/cluster, torn down on exit whatever happens, and checked to have
+# left nothing behind. Source it after setting `build` and `src`. Clients
+# run inside the cluster's namespace: `in_ns <command...>`, and "$hasp" is
+# the CLI there; haspctl on a node's Unix socket works from anywhere.
 if [ "$(id -u)" -ne 0 ]; then
-	echo "SKIP: needs root (creates a bridge and taps)"
+	echo "SKIP: needs root (creates a network namespace, a bridge and taps)"
 	exit 77
 fi
 tag=$(($$ % 90 + 10))
@@ -11,16 +14,30 @@ export HASP_BUILD=$build
 export HASP_CLUSTER_DIR=$(mktemp -d /tmp/hasp-itest-node.XXXXXX)
 # Clients authenticate as the cluster's "local" identity (scripts/cluster).
 export HASP_ID=local HASP_KEY_FILE=$HASP_CLUSTER_DIR/client.key
-subnet=""
-for i in $(seq 0 99); do
-	n=$(( (tag + i) % 100 + 100 ))
-	if ! ip -4 addr show | grep -q "inet 10\.77\.$n\."; then subnet="10.77.$n"; break; fi
-done
-[ -n "$subnet" ] || { echo "FAIL: no free 10.77.N.0/24"; exit 1; }
+# The cluster has a namespace of its own, so the subnet cannot meet
+# another's; the tag only keeps names apart.
+subnet="10.77.$((tag + 100))"
 export HASP_SUBNET=$subnet
 cluster="$src/scripts/cluster"
-hasp="$build/tools/hasp"
 helpers=()
+
+# in_ns <command...>: run it inside the cluster's network namespace.
+in_ns() { "$cluster" exec -- "$@"; }
+hasp_in_ns() { in_ns "$build/tools/hasp" "$@"; }
+hasp=hasp_in_ns
+
+# leftovers: what of this test's own (by its name) is still on the machine
+# after `scripts/cluster down`: interfaces in the root namespace, its
+# network namespace, nft tables named after it, DPDK runtime directories.
+leftovers() {
+	local n=$HASP_NET_NAME
+	ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^${n}[^0-9]" | sed 's/^/interface /' || true
+	ip netns list | awk '{print $1}' | grep -x "hasp-$n" | sed 's/^/netns /' || true
+	if command -v nft >/dev/null; then
+		nft list tables | grep -E " ${n}([^0-9]|$)" | sed 's/^/nft /' || true
+	fi
+	ls -d /var/run/dpdk/"$n"-* 2>/dev/null | sed 's/^/dpdk runtime dir /' || true
+}
 
 itest_cleanup() {
 	status=$?
@@ -32,6 +49,13 @@ itest_cleanup() {
 	fi
 	"$cluster" down >/dev/null 2>&1 || true
 	rm -rf "$HASP_CLUSTER_DIR"
+	local left
+	left=$(leftovers)
+	if [ -n "$left" ]; then
+		echo "FAIL: left behind after scripts/cluster down:"
+		echo "$left"
+		status=1
+	fi
 	exit $status
 }
 trap itest_cleanup EXIT

@@ -33,8 +33,8 @@ echo "itest: leader=$l follower=$f term=$term"
 # not depend on timing.
 rounds=30
 forged=$((term + 1000))
-python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $forged $rounds
-python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $forged $rounds
+in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" $forged $rounds
+in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" $forged $rounds
 
 # The drops are counted (poll with a bound: the datagrams are in flight).
 want_l=$((bad_l + 3 * rounds)) want_f=$((bad_f + 3 * rounds))

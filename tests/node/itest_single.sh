@@ -2,7 +2,10 @@
 # One haspd on a TAP, over real UDP through DPDK: acquire, check, renew,
 # release, expiry, wait-queue handoff by a pushed event, KV (libhasp), then
 # a corpus of malformed datagrams that is dropped or refused and counted
-# while the node keeps serving correct clients.
+# while the node keeps serving correct clients. The cluster lives in its own
+# network namespace: none of its interfaces is in the root namespace, and
+# haspd and `scripts/cluster exec`'s commands run inside it; `up --root-ns`
+# still gives the old layout on request.
 #   itest_single.sh <build dir> <source dir> <itest_client>
 set -eu
 build=$1 src=$2 client=$3
@@ -11,12 +14,30 @@ build=$1 src=$2 client=$3
 line=$("$cluster" up -n 1 | tail -1)
 export "${line?}"
 echo "itest: $line"
-"$client" single "$HASP_CLUSTER"
+ns=$("$cluster" netns)
+[ "$ns" = "hasp-$HASP_NET_NAME" ] || { echo "FAIL: cluster namespace '$ns'"; exit 1; }
+in_root=$(ip -o link show | awk -F': ' '{print $2}' | grep -E "^${HASP_NET_NAME}[^0-9]" || true)
+[ -z "$in_root" ] || { echo "FAIL: in the root namespace: $in_root"; exit 1; }
+in_ns ip link show "${HASP_NET_NAME}n1" >/dev/null || { echo "FAIL: no tap in $ns"; exit 1; }
+in_ns ip link show "${HASP_NET_NAME}br0" >/dev/null || { echo "FAIL: no bridge in $ns"; exit 1; }
+echo "itest: bridge and tap in namespace $ns, none in the root namespace"
+# haspd runs in the namespace; `scripts/cluster exec` runs its command
+# there, in place (the caller's $! is the command's own PID).
+node_net=$(readlink "/proc/$(cat "$HASP_CLUSTER_DIR/n1/pid")/ns/net")
+[ "$node_net" != "$(readlink /proc/self/ns/net)" ] || { echo "FAIL: haspd runs in the root namespace"; exit 1; }
+"$cluster" exec -- sleep 60 &
+probe=$!
+helpers+=($probe)
+for _ in $(seq 1 100); do [ "$(cat "/proc/$probe/comm" 2>/dev/null)" = sleep ] && break; sleep 0.1; done
+[ "$(cat "/proc/$probe/comm")" = sleep ] || { echo "FAIL: exec did not exec its command in place"; exit 1; }
+[ "$(readlink "/proc/$probe/ns/net")" = "$node_net" ] || { echo "FAIL: exec ran outside the namespace"; exit 1; }
+kill "$probe"
+in_ns "$client" single "$HASP_CLUSTER"
 # Refused by the decoder (client_bad) or, with client authentication, dropped
 # unauthenticated before it (client_auth_*): counted either way.
 dropped() { echo $(( $(stats 1 client_bad) + $(stats 1 client_auth_version) + $(stats 1 client_auth_unknown) )); }
 bad_before=$(dropped)
-"$client" malformed "$subnet.11" 7000
+in_ns "$client" malformed "$subnet.11" 7000
 bad_after=$(dropped)
 echo "itest: dropped or refused $bad_before -> $bad_after"
 [ "$bad_after" -ge $((bad_before + 10)) ] || { echo "FAIL: malformed datagrams not counted"; exit 1; }
@@ -31,7 +52,7 @@ dpstat() {
 	python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['dp'][sys.argv[2]])" "$f" "$1"
 }
 frag_before=$(dpstat rx_ip_fragment)
-answered=$(python3 - "$subnet.11" <<'PY'
+answered=$(in_ns python3 - "$subnet.11" <<'PY'
 import socket, struct, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(1.0)
@@ -68,4 +89,26 @@ case $out in *'"status":"COMPARE_FAILED"'*'"exists":true'*) ;; *) echo "FAIL: ca
 # A clean stop: SIGTERM, exit 0.
 "$cluster" stop 1
 grep -q "haspd: stopped node=1 exit=0" "$HASP_CLUSTER_DIR/n1/log" || { echo "FAIL: unclean stop"; exit 1; }
+# --root-ns, on request only: the bridge and tap in the root namespace, no
+# namespace, a client on the host reaches the node; the teardown's
+# leftover check sees what `down` might leave.
+"$cluster" down >/dev/null
+# In the root namespace the /24 must be one nobody else uses there.
+HASP_SUBNET=""
+for i in $(seq 0 99); do
+	n=$(( (tag + i) % 100 + 100 ))
+	if ! ip -4 addr show | grep -q "inet 10\.77\.$n\."; then HASP_SUBNET="10.77.$n"; break; fi
+done
+[ -n "$HASP_SUBNET" ] || { echo "FAIL: no free 10.77.N.0/24 in the root namespace"; exit 1; }
+line=$("$cluster" up -n 1 --root-ns | tail -1)
+export "${line?}"
+[ -z "$("$cluster" netns)" ] || { echo "FAIL: --root-ns made a namespace"; exit 1; }
+ip link show "${HASP_NET_NAME}br0" >/dev/null || { echo "FAIL: --root-ns: no bridge in the root namespace"; exit 1; }
+if ip netns list | awk '{print $1}' | grep -qx "hasp-$HASP_NET_NAME"; then
+	echo "FAIL: --root-ns made hasp-$HASP_NET_NAME"; exit 1
+fi
+"$build/tools/hasp" --timeout 10000 kv put itest/root-ns ok >/dev/null ||
+	{ echo "FAIL: a host client does not reach a --root-ns node"; exit 1; }
+"$cluster" down >/dev/null
+echo "itest: --root-ns: bridge and tap in the root namespace, reached from the host"
 echo "itest: PASS (single node)"
