@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,28 +54,14 @@ static int fail(char *err, size_t err_size, const char *fmt, ...)
 	return -HASP_ECONFIG;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
+/* 64 hex digits, nothing else (libsodium's parser, as for key files). */
 static bool key_parse(const char *hex, size_t len, struct auth_key *key)
 {
-	if (len != 2 * AUTH_KEY_SIZE)
-		return false;
-	for (size_t i = 0; i < AUTH_KEY_SIZE; i++) {
-		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return false;
-		key->bytes[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return true;
+	size_t got = 0;
+
+	return len == 2 * AUTH_KEY_SIZE &&
+	       sodium_hex2bin(key->bytes, sizeof(key->bytes), hex, len, NULL, &got, NULL) == 0 &&
+	       got == AUTH_KEY_SIZE;
 }
 
 static uint8_t perm_parse(const char *s, size_t len)
