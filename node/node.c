@@ -420,6 +420,19 @@ static int recover(struct node *n, const struct hard_state *hs, char *err, size_
 		return -HASP_ENOMEM;
 	}
 	rc = wal_replay(&n->st.wal, replay_visit, &rctx);
+	if (rc == 0) {
+		/* Term and vote are durable before any entry or snapshot of their
+		 * term: a hard state older than those lost its newest vote. */
+		uint64_t last_term = rctx.count > 0 ? rctx.entries[rctx.count - 1].term : 0;
+		int bad = storage_check_hard_state(&n->st, hs, ps.snap_index, ps.snap_term, last_term,
+						   err, err_size);
+		if (bad != 0) {
+			LOG_ERROR(node, "data_dir=%s: %s", n->cfg.data_dir, err);
+			hasp_free(rctx.entries);
+			hasp_free(rctx.data);
+			return bad;
+		}
+	}
 	if (rc == 0 && rctx.count > 0 && rctx.entries[0].index != ps.snap_index + 1)
 		rc = -HASP_ECORRUPT; /* a gap between the snapshot and the log */
 	if (rc == 0 && wal_last_index(&n->st.wal) < ps.snap_index)
@@ -529,6 +542,9 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 		if (rc == -HASP_ESYS)
 			snprintf(err, err_size, "data_dir %s: cannot create or open the directory (%s)",
 				 cfg->data_dir, strerror(errno));
+		else if (n->st.open_failed != NULL && strcmp(n->st.open_failed, "WAL") != 0)
+			snprintf(err, err_size, "data_dir %s: %s refused: %s (see the log above and "
+				 "docs/STORAGE.md)", cfg->data_dir, n->st.open_failed, hasp_strerror(rc));
 		else
 			snprintf(err, err_size, "data_dir %s: storage recovery failed: %s (see hasp-waldump)",
 				 cfg->data_dir, hasp_strerror(rc));

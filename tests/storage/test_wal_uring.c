@@ -226,6 +226,75 @@ static void test_uring_hard_state_and_snapshots_on_disk(void **state)
 	rm_rf(dir);
 }
 
+static void save_hs(struct storage *s, uint64_t term, uint64_t vote)
+{
+	struct hard_state hs = { term, vote };
+	int64_t seq = hardstate_save(&s->hs, &hs);
+	assert_true(seq > 0);
+	while (hardstate_durable_seq(&s->hs) < (uint64_t)seq) {
+		assert_false(storage_failed(s));
+		(void)storage_poll(s, true);
+	}
+}
+
+static void test_uring_hard_state_damage_refuses_to_start(void **state)
+{
+	/* Real files: a damaged newest slot, a deleted hard state file next
+	 * to a WAL, and a term below the log's or the snapshot's each refuse
+	 * the start with a message naming the hard state file. */
+	(void)state;
+	char dir[128], path[256], err[256];
+	struct storage s;
+	struct storage_config cfg;
+	struct hard_state hs;
+	uint8_t junk[16];
+
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	config(&cfg, dir, WAL_SYNC_DSYNC);
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	save_hs(&s, 3, 1);
+	save_hs(&s, 4, 2);
+	save_hs(&s, 5, 3);
+	uint32_t newest = s.hs.durable_slot;
+	append(&s, 1, 10, 5, 100);
+	wait_durable(&s, 10);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), -HASP_ECORRUPT);
+	hs = hardstate_durable(&s.hs);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), 0);
+	storage_close(&s);
+
+	/* Damage inside the newest slot's record. */
+	snprintf(path, sizeof(path), "%s/%s", dir, HARDSTATE_FILE);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	memset(junk, 0x5a, sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), (off_t)newest * HARDSTATE_SLOT_SIZE + 24),
+			 (ssize_t)sizeof(junk));
+	assert_int_equal(fsync(fd), 0);
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
+	assert_non_null(s.open_failed);
+	assert_non_null(strstr(s.open_failed, HARDSTATE_FILE));
+
+	/* The file gone: the open recreates it, the check refuses. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	assert_true(s.hs.created);
+	assert_int_equal(hs.term, 0);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), -HASP_ECORRUPT);
+	assert_non_null(strstr(err, "hard state file " HARDSTATE_FILE " is missing"));
+	/* A term below the last entry's or the snapshot's term. */
+	save_hs(&s, 4, 0);
+	hs = hardstate_durable(&s.hs);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), -HASP_ECORRUPT);
+	assert_non_null(strstr(err, "last log entry's term 5"));
+	assert_int_equal(storage_check_hard_state(&s, &hs, 3, 6, 4, err, sizeof(err)), -HASP_ECORRUPT);
+	assert_non_null(strstr(err, "snapshot's term 6"));
+	assert_int_equal(storage_check_hard_state(&s, &hs, 3, 4, 4, err, sizeof(err)), 0);
+	storage_close(&s);
+	rm_rf(dir);
+}
+
 static void test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns(void **state)
 {
 	(void)state;
@@ -259,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_uring_wal_append_reopen_recover_every_sync_mode),
 		cmocka_unit_test(test_uring_wal_truncate_suffix_and_torn_tail_recover),
 		cmocka_unit_test(test_uring_hard_state_and_snapshots_on_disk),
+		cmocka_unit_test(test_uring_hard_state_damage_refuses_to_start),
 		cmocka_unit_test(test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns),
 	};
 
