@@ -120,10 +120,11 @@ int hardstate_open(struct hardstate *h, struct storage_io io, struct hard_state 
 			h->durable_slot = i;
 		}
 	}
-	/* The first save (sequence 1) goes to slot 1 and the next into slot
-	 * 0, so once slot 0 was written both slots stay written: a zeroed slot
-	 * next to a later sequence was wiped, not never written. */
-	if (zero_slots == 1 && (h->durable_slot == 0 || h->durable_seq >= 2)) {
+	/* Only sequence 1 is ever alone on disk (the first save, or the one
+	 * `haspctl snapshot restore` writes); the next save goes into the other
+	 * slot, so a zeroed slot next to a later sequence was wiped, not never
+	 * written. */
+	if (zero_slots == 1 && h->durable_seq >= 2) {
 		LOG_ERROR(storage, "hard state file=%s slot at offset=%u is zeroed next to sequence "
 				   "%llu: the newest term and vote cannot be proven; refusing to start "
 				   "(docs/STORAGE.md, \"Hard state damage\")",

@@ -131,7 +131,8 @@ static void test_hardstate_damaged_slot_refuses_to_start(void **state)
 
 static void test_hardstate_only_first_save_may_leave_slot_zero_empty(void **state)
 {
-	/* After one save only slot 1 is written: slot 0 still zero is normal. */
+	/* After one save only one slot is written: the other still zero is
+	 * normal. */
 	(void)state;
 	struct simdisk *d = disk_new(6, false);
 	struct hardstate h;
