@@ -295,6 +295,69 @@ static void test_uring_hard_state_damage_refuses_to_start(void **state)
 	rm_rf(dir);
 }
 
+/* Writes entries over three segments and closes; returns the newest
+ * segment that holds entries (path) and the spare's. */
+static void three_segments(const char *dir, struct storage_config *cfg, char *newest, char *spare,
+			   size_t size)
+{
+	struct storage s;
+	struct hard_state hs;
+
+	config(cfg, dir, WAL_SYNC_LINKED);
+	cfg->segment_size = 64 << 10;
+	cfg->write_size_max = 16 << 10;
+	assert_int_equal(storage_open(&s, cfg, &hs), 0);
+	append(&s, 1, 400, 1, 300); /* about 150 KiB: three segments of 64 KiB */
+	wait_durable(&s, 400);
+	assert_true(s.wal.segment_count >= 3);
+	snprintf(newest, size, "%s/%s", dir, s.wal.segments[s.wal.segment_count - 1].name);
+	snprintf(spare, size, "%s/%s", dir, s.wal.spare.name);
+	assert_int_equal(wal_drain(&s.wal), 0);
+	storage_close(&s);
+	assert_int_equal(access(spare, F_OK), 0);
+}
+
+static void test_uring_wal_truncated_or_missing_newest_segment_refuses(void **state)
+{
+	/* Segments are preallocated to their full size before their header is
+	 * written and numbered without gaps up to the spare: a segment shorter
+	 * than its header says, or a gap below the spare, lost entries that
+	 * were durable. Before, both opened as a clean, shorter log. */
+	(void)state;
+	char dir[128], newest[300], spare[300];
+	struct storage s;
+	struct storage_config cfg;
+	struct hard_state hs;
+	struct counted c;
+
+	for (int kind = 0; kind < 3; kind++) {
+		assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+		three_segments(dir, &cfg, newest, spare, sizeof(newest));
+		if (kind == 0)
+			assert_int_equal(truncate(newest, 8192), 0); /* cut inside the entries */
+		else if (kind == 1)
+			assert_int_equal(truncate(newest, 0), 0);
+		else
+			assert_int_equal(unlink(newest), 0);
+		assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
+		assert_non_null(s.open_failed);
+		assert_string_equal(s.open_failed, "WAL");
+		/* Refused without repairing: the evidence is still there. */
+		assert_int_equal(access(spare, F_OK), 0);
+		rm_rf(dir);
+	}
+
+	/* A clean reopen of the same layout still works, the spare included. */
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	three_segments(dir, &cfg, newest, spare, sizeof(newest));
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	replay(&s, &c);
+	assert_int_equal(c.last, 400);
+	assert_int_equal(c.count, 400);
+	storage_close(&s);
+	rm_rf(dir);
+}
+
 static void test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns(void **state)
 {
 	(void)state;
@@ -329,6 +392,7 @@ int main(void)
 		cmocka_unit_test(test_uring_wal_truncate_suffix_and_torn_tail_recover),
 		cmocka_unit_test(test_uring_hard_state_and_snapshots_on_disk),
 		cmocka_unit_test(test_uring_hard_state_damage_refuses_to_start),
+		cmocka_unit_test(test_uring_wal_truncated_or_missing_newest_segment_refuses),
 		cmocka_unit_test(test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns),
 	};
 
