@@ -537,9 +537,13 @@ static int cmd_snapshot_save(struct ctl *c, const char *file)
 		rc = HASPCTL_EXIT_FAILED;
 		reply_free(&r);
 	}
-	/* Durable before it has the final name: a backup that exists is whole. */
-	if (rc == 0 && r.ok && (fsync(fd) != 0 || rename(tmp, file) != 0)) {
-		fprintf(c->err, "haspctl: cannot write %s: %s\n", file, strerror(errno));
+	/* Durable before it has the final name: a backup that exists is whole;
+	 * the directory fsync makes the name itself survive a power cut. */
+	int dir_rc = 0;
+	if (rc == 0 && r.ok &&
+	    (fsync(fd) != 0 || rename(tmp, file) != 0 || (dir_rc = uring_fsync_parent_dir(file)) != 0)) {
+		fprintf(c->err, "haspctl: cannot write %s: %s\n", file,
+			strerror(dir_rc != 0 ? -dir_rc : errno));
 		rc = HASPCTL_EXIT_FAILED;
 		reply_free(&r);
 	}

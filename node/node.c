@@ -539,9 +539,12 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 				       .sync_mode = (enum wal_sync_mode)cfg->wal_sync };
 	rc = storage_open(&n->st, &scfg, &hs);
 	if (rc != 0) {
-		if (rc == -HASP_ESYS)
-			snprintf(err, err_size, "data_dir %s: cannot create or open the directory (%s)",
-				 cfg->data_dir, strerror(errno));
+		if (rc == -HASP_ESYS) {
+			int e = errno;
+			snprintf(err, err_size, "data_dir %s: cannot create, open or write the directory: "
+				 "%s (%s)", cfg->data_dir, strerror(e),
+				 strerrorname_np(e) ? strerrorname_np(e) : "?");
+		}
 		else if (n->st.open_failed != NULL && strcmp(n->st.open_failed, "WAL") != 0)
 			snprintf(err, err_size, "data_dir %s: %s refused: %s (see the log above and "
 				 "docs/STORAGE.md)", cfg->data_dir, n->st.open_failed, hasp_strerror(rc));

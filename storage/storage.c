@@ -4,12 +4,18 @@
  */
 #include "storage/storage.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "common/assert.h"
+#include "common/log.h"
 #include "hasp/errors.h"
 #include "storage/uring.h"
+
+LOG_TOPIC_DECLARE(storage);
 
 /* Ring entries: each WAL write is at most two ops (write + sync), the hard
  * state one write + one sync, and a margin for resubmissions. */
@@ -40,6 +46,24 @@ int storage_open(struct storage *s, const struct storage_config *cfg, struct har
 		if (rc != 0) {
 			s->open_failed = "directory";
 			return rc;
+		}
+		/* Name a read-only or unwritable directory before the first
+		 * create fails as a bare I/O error. */
+		struct statvfs vfs;
+		int err = 0;
+		if (statvfs(cfg->dir, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0)
+			err = EROFS;
+		else if (access(cfg->dir, W_OK) != 0)
+			err = errno;
+		if (err != 0) {
+			const char *name = strerrorname_np(err);
+			LOG_ERROR(storage, "data dir=%s is not writable: %s (%s)", cfg->dir, strerror(err),
+				  name != NULL ? name : "?");
+			uring_io_close(s->uring);
+			s->uring = NULL;
+			s->open_failed = "directory";
+			errno = err;
+			return -HASP_ESYS;
 		}
 		s->io = uring_io_ops(s->uring);
 	}

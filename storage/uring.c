@@ -55,6 +55,31 @@ static const char *fs_type_name(long type, char *buf, size_t size)
 	}
 }
 
+int uring_fsync_parent_dir(const char *path)
+{
+	char parent[4096];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(parent))
+		return -EINVAL;
+	memcpy(parent, path, len + 1);
+	while (len > 1 && parent[len - 1] == '/')
+		parent[--len] = 0; /* "a/b/" names b */
+	char *slash = strrchr(parent, '/');
+	if (slash == NULL)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == parent)
+		parent[1] = 0; /* "/b": the root */
+	else
+		*slash = 0;
+	int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
 int uring_io_open(struct uring_io **out, const char *dir, unsigned queue_depth)
 {
 	struct uring_io *u = hasp_calloc(1, sizeof(*u));
@@ -64,8 +89,22 @@ int uring_io_open(struct uring_io **out, const char *dir, unsigned queue_depth)
 	if (u == NULL)
 		return -HASP_ENOMEM;
 	snprintf(u->dir, sizeof(u->dir), "%s", dir);
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-		LOG_ERROR(storage, "mkdir failed dir=%s errno=%d (%s)", dir, errno, strerror(errno));
+	if (mkdir(dir, 0755) == 0) {
+		/* The new directory's name is durable only once its parent is
+		 * synced: without it a power cut can lose the whole data dir,
+		 * files fsynced inside it included. */
+		int err = uring_fsync_parent_dir(dir);
+		if (err != 0) {
+			LOG_ERROR(storage, "fsync of the parent of new dir=%s failed errno=%d (%s)", dir,
+				  -err, strerror(-err));
+			errno = -err;
+			rc = -HASP_ESYS;
+			goto fail_free;
+		}
+	} else if (errno != EEXIST) {
+		int err = errno;
+		LOG_ERROR(storage, "mkdir failed dir=%s errno=%d (%s)", dir, err, strerror(err));
+		errno = err;
 		rc = -HASP_ESYS;
 		goto fail_free;
 	}
@@ -91,8 +130,10 @@ int uring_io_open(struct uring_io **out, const char *dir, unsigned queue_depth)
 
 fail_dir:
 	close(u->dir_fd);
-fail_free:
+fail_free:;
+	int err = errno; /* the caller names it (node_init) */
 	hasp_free(u);
+	errno = err;
 	return rc;
 }
 
