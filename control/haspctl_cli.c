@@ -44,7 +44,7 @@ static const char usage_text[] =
 	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
 	"               [--json] [--timeout MS] <command>\n"
 	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
-	"  health                             exit 0 healthy, 5 unhealthy\n"
+	"  health                             exit 0 healthy, 5 unhealthy, 6 degraded\n"
 	"  members list\n"
 	"  members add <id> <ip> <peer-port> <client-port>   (joins as a learner)\n"
 	"  members promote <id> | members remove <id>\n"
@@ -61,7 +61,7 @@ static const char usage_text[] =
 	"  raw <command> [args...]            send one admin request as is\n"
 	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
 	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
-	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy.\n";
+	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy, 6 degraded.\n";
 
 struct node_target {
 	uint32_t id;
@@ -431,7 +431,10 @@ static void human_health(struct ctl *c, struct reply *r)
 	json_tok_bool(r->text, c->toks, json_get(r->text, c->toks, r->result, "healthy"), &healthy);
 	json_tok_str(r->text, c->toks, json_get(r->text, c->toks, r->result, "reason"), reason,
 		     sizeof(reason));
-	fprintf(c->out, healthy ? "healthy\n" : "unhealthy: %s\n", reason);
+	if (healthy && strncmp(reason, "degraded", 8) == 0)
+		fprintf(c->out, "%s\n", reason);
+	else
+		fprintf(c->out, healthy ? "healthy\n" : "unhealthy: %s\n", reason);
 }
 
 static int cmd_health(struct ctl *c)
@@ -440,11 +443,15 @@ static int cmd_health(struct ctl *c)
 	int rc = request(c, c->target, "health", &r, -1);
 	if (rc != 0)
 		return rc;
-	bool healthy = false;
-	if (r.ok)
+	bool healthy = false, degraded = false;
+	if (r.ok) {
 		json_tok_bool(r.text, c->toks, json_get(r.text, c->toks, r.result, "healthy"), &healthy);
+		json_tok_bool(r.text, c->toks, json_get(r.text, c->toks, r.result, "degraded"), &degraded);
+	}
 	rc = finish(c, &r, human_health);
-	return rc == 0 && !healthy ? HASPCTL_EXIT_UNHEALTHY : rc;
+	if (rc == 0 && !healthy)
+		return HASPCTL_EXIT_UNHEALTHY;
+	return rc == 0 && degraded ? HASPCTL_EXIT_DEGRADED : rc;
 }
 
 static int cmd_status_cluster(struct ctl *c)

@@ -38,6 +38,11 @@ LOG_TOPIC_DEFINE(node);
 
 #define NS_PER_MS 1000000ull
 #define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
+/* Snapshot save failures: retry after 100 ms, doubling up to 30 s; one log
+ * line per 10 s at most after the first. */
+#define NODE_SNAP_BACKOFF_MIN_NS (100ull * NS_PER_MS)
+#define NODE_SNAP_BACKOFF_MAX_NS (30000ull * NS_PER_MS)
+#define NODE_SNAP_LOG_NS (10000ull * NS_PER_MS)
 
 bool node_is_leader(const struct node *n)
 {
@@ -710,6 +715,98 @@ static bool report_durable(struct node *n)
 	return true;
 }
 
+/* A failed snapshot save (a full disk: the WAL and the hard state are
+ * preallocated and still take writes, a new snapshot file does not): count
+ * it, try again after a bounded exponential backoff instead of on every
+ * loop iteration, and log the first failure and then at most one summary
+ * line per NODE_SNAP_LOG_NS. Health says "degraded" meanwhile. */
+static void snapshot_failed(struct node *n, uint64_t index, int rc)
+{
+	n->stats.snapshot_failures++;
+	n->snap_fail_error = rc;
+	if (n->snap_fail_streak < UINT32_MAX)
+		n->snap_fail_streak++;
+	uint32_t shift = n->snap_fail_streak - 1 < 16 ? n->snap_fail_streak - 1 : 16;
+	uint64_t backoff = NODE_SNAP_BACKOFF_MIN_NS << shift;
+	if (backoff > NODE_SNAP_BACKOFF_MAX_NS)
+		backoff = NODE_SNAP_BACKOFF_MAX_NS;
+	n->snap_retry_ns = n->now_ns + backoff;
+	if (n->snap_fail_streak == 1 || n->now_ns >= n->snap_log_ns) {
+		LOG_ERROR(node, "snapshot save failed dir=%s index=%llu rc=%s (%u in a row, %llu "
+				"not logged); next try in %llu ms; the log cannot be compacted "
+				"(docs/STORAGE.md, \"Snapshot save failures\")",
+			  n->cfg.data_dir, (unsigned long long)index, hasp_strerror_name(rc),
+			  n->snap_fail_streak, (unsigned long long)n->snap_log_suppressed,
+			  (unsigned long long)(backoff / NS_PER_MS));
+		n->snap_log_ns = n->now_ns + NODE_SNAP_LOG_NS;
+		n->snap_log_suppressed = 0;
+	} else {
+		n->snap_log_suppressed++;
+	}
+}
+
+/* While snapshots fail the log cannot be compacted, and a leader whose log
+ * window fills can take no more commands: hand leadership to a voter that
+ * has every entry (once per election timeout), so the cluster goes on
+ * committing on a node whose disk works. */
+static void snapshot_failing_handoff(struct node *n)
+{
+	const struct raft *r = &n->raft;
+	uint64_t last = raft_last_index(r);
+
+	if (n->snap_fail_streak == 0 || r->role != RAFT_LEADER || r->transfer_target != 0 ||
+	    n->now_ns < n->snap_transfer_ns || last + 1 - r->log.first < (uint64_t)r->log.window * 3 / 4)
+		return;
+	n->snap_transfer_ns = n->now_ns + (uint64_t)n->cfg.election_ticks * n->cfg.tick_ms * NS_PER_MS;
+	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+		const struct raft_progress *pr = &r->progress[i];
+		if (pr->id == 0 || pr->id == r->cfg.id || pr->role != RAFT_VOTER ||
+		    pr->silent_ticks >= r->cfg.election_ticks || pr->match + 8 < last)
+			continue;
+		LOG_WARN(node, "snapshots failing (%s, %u in a row) and the log window is %llu/%u full: "
+			       "handing leadership to node %u",
+			 hasp_strerror_name(n->snap_fail_error), n->snap_fail_streak,
+			 (unsigned long long)(last + 1 - r->log.first), r->log.window, pr->id);
+		n->stats.snapshot_transfers++;
+		struct raft_event ev = { .type = RAFT_EVENT_TRANSFER, .transfer = { .target = pr->id } };
+		node_step(n, &ev);
+		return;
+	}
+	LOG_WARN(node, "snapshots failing and the log window is filling, but no caught-up voter "
+		       "can take over");
+}
+
+const char *node_degraded(const struct node *n, char *buf, size_t size)
+{
+	const struct raft *r = &n->raft;
+
+	if (n->snap_fail_streak > 0) {
+		snprintf(buf, size, "snapshot saves failing: %s, %u in a row",
+			 hasp_strerror_name(n->snap_fail_error), n->snap_fail_streak);
+		return buf;
+	}
+	if (r->role != RAFT_LEADER)
+		return NULL;
+	/* Replication lag, as the leader sees it: a member not heard from
+	 * within the election timeout, or more than a snapshot interval of
+	 * committed entries behind. */
+	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+		const struct raft_progress *pr = &r->progress[i];
+		if (pr->id == 0 || pr->id == r->cfg.id)
+			continue;
+		if (pr->silent_ticks >= r->cfg.election_ticks) {
+			snprintf(buf, size, "member %u not heard from", pr->id);
+			return buf;
+		}
+		if (r->commit > pr->match && r->commit - pr->match > r->cfg.snapshot_threshold) {
+			snprintf(buf, size, "member %u lags %llu entries", pr->id,
+				 (unsigned long long)(r->commit - pr->match));
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 /* Takes a snapshot of the state at the applied index, makes it durable,
  * reports it to raft (which compacts its log) and drops WAL segments it
  * covers. Blocking: snapshots are rare (every snapshot_threshold entries). */
@@ -731,9 +828,15 @@ static void take_snapshot(struct node *n)
 	}
 	int rc = save_snapshot(n, index, term, &n->raft.conf, n->snap_buf[next], written);
 	if (rc != 0) {
-		LOG_ERROR(node, "snapshot save failed dir=%s rc=%s", n->cfg.data_dir, hasp_strerror_name(rc));
+		snapshot_failed(n, index, rc);
 		return;
 	}
+	if (n->snap_fail_streak > 0)
+		LOG_INFO(node, "snapshot save works again dir=%s index=%llu after %u failures",
+			 n->cfg.data_dir, (unsigned long long)index, n->snap_fail_streak);
+	n->snap_fail_streak = 0;
+	n->snap_fail_error = 0;
+	n->snap_retry_ns = 0;
 	n->snap_size[next] = written;
 	n->snap_cur = next;
 	n->stats.snapshots_taken++;
@@ -864,9 +967,15 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 		did = true;
 	}
 	if (n->snapshot_wanted && !n->failed) {
-		take_snapshot(n);
-		did = true;
+		if (now_ns >= n->snap_retry_ns) {
+			take_snapshot(n);
+			did = true;
+		} else if (n->snap_retry_ns < *deadline_ns) {
+			*deadline_ns = n->snap_retry_ns;
+		}
 	}
+	if (!n->stopping && !n->failed)
+		snapshot_failing_handoff(n);
 	/* Without a ring fd (the simulated disk) look again soon while I/O
 	 * is in flight; with one, the dataplane's idle wait (ppoll) wakes on
 	 * the ring's completions. */

@@ -6,6 +6,7 @@
  * expiry timers, pushed events, restart from the WAL, and that none of it
  * allocates once started (STYLE.md §6).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -691,6 +692,66 @@ static void test_node_dead_follower_does_not_fill_the_window(void **state)
 	sim_destroy(s);
 }
 
+/* A full disk on the leader: the WAL and hard state are preallocated and
+ * still take writes, new snapshot files do not (ENOSPC). The leader must
+ * count the failures, retry with backoff instead of in every loop
+ * iteration, report itself degraded, and, before its log window fills,
+ * hand leadership to a follower so the cluster keeps committing. Before,
+ * it retried on every iteration with a log line each, health said ok, and
+ * commit stopped at the window until an election. */
+static void test_node_failing_snapshots_back_off_and_hand_off(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(11));
+	int l = sim_wait_leader(s);
+	struct node *ln = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct simdisk_stats st;
+	char why[64];
+
+	simdisk_fail_new_files(s->disks[l], "snap-", ENOSPC);
+	/* Idle TICKs every 20 ms: past the snapshot threshold (100) within
+	 * 2 s, then snapshots are due all the time. */
+	sim_run_ms(s, 4000);
+	simdisk_stats_get(s->disks[l], &st);
+	assert_true(ln->stats.snapshot_failures >= 2);
+	/* Every attempt is one failed write of the new file. Backoff 100 ms,
+	 * doubling: at most about log2(4000 / 100) + 1 attempts in 4 s of
+	 * simulated time, not one per loop iteration (thousands). */
+	assert_int_equal(st.injected_errors, ln->stats.snapshot_failures);
+	assert_true(ln->stats.snapshot_failures <= 8);
+	assert_int_equal(ln->snap_fail_error, -HASP_ENOSPC);
+	assert_false(ln->failed);
+	assert_int_equal(sim_leader(s), l);
+	assert_non_null(node_degraded(ln, why, sizeof(why)));
+	assert_non_null(strstr(why, "snapshot saves failing: ENOSPC"));
+
+	/* 12 s more is ~600 entries, past the 512-entry window: the leader
+	 * hands off before it fills, and the new leader commits. */
+	uint64_t commit_before = ln->raft.commit;
+	sim_run_ms(s, 12000);
+	assert_true(ln->stats.snapshot_transfers >= 1);
+	int l2 = sim_leader(s);
+	assert_true(l2 >= 0 && l2 != l);
+	assert_true(s->nodes[l2].raft.commit > commit_before + 512);
+	uint64_t sid = sim_open(s, l2, 61);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/full", 5000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l2, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	/* The old leader still cannot save snapshots: it says so. */
+	assert_true(ln->failed || node_degraded(ln, why, sizeof(why)) != NULL);
+
+	/* Space again: the next save works and clears the state. */
+	simdisk_fail_new_files(s->disks[l], "", 0);
+	if (!ln->failed) {
+		sim_run_ms(s, 31000); /* at most one backoff (30 s) */
+		assert_int_equal(ln->snap_fail_streak, 0);
+		assert_null(node_degraded(ln, why, sizeof(why)));
+	}
+	sim_destroy(s);
+}
+
 /* STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -982,6 +1043,7 @@ int main(void)
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
+		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watches_are_bounded_per_session),
 		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),
