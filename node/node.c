@@ -18,6 +18,7 @@
  */
 #include "node/node.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -460,6 +461,21 @@ static int recover(struct node *n, const struct hard_state *hs, char *err, size_
 	return 0;
 }
 
+/* True when path is a directory with no entries (haspd creates a missing
+ * data dir itself, so an empty one was made, or emptied, by someone else). */
+static bool dir_exists_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	bool empty = d != NULL;
+	struct dirent *e;
+
+	while (d != NULL && empty && (e = readdir(d)) != NULL)
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	if (d != NULL)
+		closedir(d);
+	return empty;
+}
+
 /* The largest snapshot the state machine can write for its capacities: the
  * tables' memory plus slack for headers. */
 static uint64_t snapshot_buf_size(const struct locks_config *lc)
@@ -539,6 +555,17 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 		goto fail_mem;
 	}
 
+	if (io.ops == NULL && !cfg->join && !cfg->bootstrap && dir_exists_empty(cfg->data_dir)) {
+		/* A first start in a directory made beforehand looks like this,
+		 * and so does a member whose directory was wiped, which would
+		 * come back as a voter that forgot its vote. */
+		snprintf(err, err_size, "data_dir %s exists but is empty: a member whose data was lost "
+			 "must be replaced, not restarted (docs/STORAGE.md, \"Replacing a lost data "
+			 "dir\"); to bootstrap a new cluster here set bootstrap = 1, to join one set "
+			 "join = 1", cfg->data_dir);
+		rc = -HASP_ECONFIG;
+		goto fail_mem;
+	}
 	struct storage_config scfg = { .dir = cfg->data_dir, .io = io, .segment_size = cfg->segment_size,
 				       .writes_inflight_max = cfg->wal_writes_inflight,
 				       .sync_mode = (enum wal_sync_mode)cfg->wal_sync };

@@ -7,6 +7,9 @@
  * allocates once started (STYLE.md §6).
  */
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -752,6 +755,76 @@ static void test_node_failing_snapshots_back_off_and_hand_off(void **state)
 	sim_destroy(s);
 }
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int real_init(struct node *n, const char *dir, const char *extra_key, char *err, size_t size)
+{
+	struct node_config c;
+	struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)0 };
+	node_config_default(&c);
+	assert_int_equal(node_config_set(&c, "node_id", "1", err, size), 0);
+	assert_int_equal(node_config_set(&c, "cluster_id", "42", err, size), 0);
+	assert_int_equal(node_config_set(&c, "member", "1,10.0.0.1,7001,7000", err, size), 0);
+	assert_int_equal(node_config_set(&c, "member", "2,10.0.0.2,7001,7000", err, size), 0);
+	assert_int_equal(node_config_set(&c, "member", "3,10.0.0.3,7001,7000", err, size), 0);
+	assert_int_equal(node_config_set(&c, "ip", "10.0.0.1/24", err, size), 0);
+	assert_int_equal(node_config_set(&c, "mac", "02:77:00:00:00:01", err, size), 0);
+	assert_int_equal(node_config_set(&c, "data_dir", dir, err, size), 0);
+	assert_int_equal(node_config_set(&c, "eal", "-l 0", err, size), 0);
+	assert_int_equal(node_config_set(&c, "log_window", "512", err, size), 0);
+	assert_int_equal(node_config_set(&c, "snapshot_threshold", "100", err, size), 0);
+	assert_int_equal(node_config_set(&c, "snapshot_trailing", "20", err, size), 0);
+	assert_int_equal(node_config_set(&c, "segment_size", "262144", err, size), 0);
+	assert_int_equal(node_config_set(&c, "sessions_max", "64", err, size), 0);
+	if (extra_key != NULL)
+		assert_int_equal(node_config_set(&c, extra_key, "1", err, size), 0);
+	sim_cluster_key(&c.peer_key);
+	c.peer_key_loaded = true;
+	return node_init(n, &c, (struct storage_io){ 0 }, &net, 1000000000ull, err, size);
+}
+
+/* A data dir that exists but is empty is what a wiped member looks like:
+ * started as an initial voter it would have forgotten its vote. It is
+ * refused (nothing written into it) unless bootstrap = 1 or join = 1; a
+ * directory haspd creates itself, and a restart, start as before. */
+static void test_node_existing_empty_data_dir_is_refused(void **state)
+{
+	(void)state;
+	char base[] = "/tmp/hasp-node-blank-XXXXXX", dir[128], err[512];
+	struct node *n = test_calloc(1, sizeof(*n));
+
+	assert_non_null(mkdtemp(base));
+	snprintf(dir, sizeof(dir), "%s/data", base);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(real_init(n, dir, NULL, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "exists but is empty"));
+	assert_non_null(strstr(err, "Replacing a lost data dir"));
+	assert_int_equal(rmdir(dir), 0); /* still empty: nothing was created */
+	assert_int_equal(mkdir(dir, 0755), 0);
+
+	assert_int_equal(real_init(n, dir, "bootstrap", err, sizeof(err)), 0);
+	node_deinit(n);
+	assert_int_equal(real_init(n, dir, NULL, err, sizeof(err)), 0); /* a restart */
+	node_deinit(n);
+
+	snprintf(dir, sizeof(dir), "%s/joiner", base);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(real_init(n, dir, "join", err, sizeof(err)), 0);
+	node_deinit(n);
+
+	snprintf(dir, sizeof(dir), "%s/fresh", base); /* haspd creates it */
+	assert_int_equal(real_init(n, dir, NULL, err, sizeof(err)), 0);
+	node_deinit(n);
+	test_free(n);
+	assert_int_equal(nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 /* STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -1044,6 +1117,7 @@ int main(void)
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
+		cmocka_unit_test(test_node_existing_empty_data_dir_is_refused),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watches_are_bounded_per_session),
 		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),
