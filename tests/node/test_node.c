@@ -825,6 +825,47 @@ static void test_node_existing_empty_data_dir_is_refused(void **state)
 	assert_int_equal(nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* Issue 11: a follower whose data dir was wiped (a new, empty simulated
+ * disk) and which is restarted catches up under the same leader, by
+ * snapshot; while it is away the leader's health is degraded (member not
+ * heard from), and once it has caught up it is not. Before, the leader
+ * took the follower's rejects at its old match index as stale and the
+ * follower stayed at 0 until a leader change. */
+static void test_node_wiped_follower_catches_up_and_health_reports_lag(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(12));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	char why[64];
+	uint64_t term = s->nodes[l].raft.term;
+
+	sim_run_ms(s, 3000); /* ~150 entries, a snapshot on every node */
+	assert_null(node_degraded(&s->nodes[l], why, sizeof(why)));
+	assert_true(s->nodes[f].applied > 100);
+
+	node_deinit(&s->nodes[f]);
+	s->up[f] = false;
+	sim_run_ms(s, 1000);
+	assert_non_null(node_degraded(&s->nodes[l], why, sizeof(why)));
+	assert_non_null(strstr(why, "not heard from"));
+
+	struct simdisk_config dc;
+	simdisk_config_default(&dc, test_util_seed(12) + 100);
+	dc.short_write_per_million = 0;
+	simdisk_destroy(s->disks[f]);
+	s->disks[f] = simdisk_create(&dc);
+	sim_start_node(s, f);
+	assert_int_equal(s->nodes[f].applied, 0);
+	sim_run_ms(s, 2000);
+	assert_int_equal(sim_leader(s), l);
+	assert_int_equal(s->nodes[l].raft.term, term);
+	assert_true(s->nodes[f].applied + 2 >= s->nodes[l].raft.commit);
+	assert_true(s->nodes[l].raft.counters.follower_log_lost >= 1);
+	assert_null(node_degraded(&s->nodes[l], why, sizeof(why)));
+	sim_destroy(s);
+}
+
 /* STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -1118,6 +1159,7 @@ int main(void)
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
 		cmocka_unit_test(test_node_existing_empty_data_dir_is_refused),
+		cmocka_unit_test(test_node_wiped_follower_catches_up_and_health_reports_lag),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watches_are_bounded_per_session),
 		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),
