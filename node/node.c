@@ -815,8 +815,9 @@ const char *node_degraded(const struct node *n, char *buf, size_t size)
 	if (r->role != RAFT_LEADER)
 		return NULL;
 	/* Replication lag, as the leader sees it: a member not heard from
-	 * within the election timeout, or more than a snapshot interval of
-	 * committed entries behind. */
+	 * within the election timeout, or a voter more than a snapshot
+	 * interval of committed entries behind (a learner lags until it has
+	 * caught up: that is what promotion waits for). */
 	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
 		const struct raft_progress *pr = &r->progress[i];
 		if (pr->id == 0 || pr->id == r->cfg.id)
@@ -825,7 +826,8 @@ const char *node_degraded(const struct node *n, char *buf, size_t size)
 			snprintf(buf, size, "member %u not heard from", pr->id);
 			return buf;
 		}
-		if (r->commit > pr->match && r->commit - pr->match > r->cfg.snapshot_threshold) {
+		if (pr->role == RAFT_VOTER && r->commit > pr->match &&
+		    r->commit - pr->match > r->cfg.snapshot_threshold) {
 			snprintf(buf, size, "member %u lags %llu entries", pr->id,
 				 (unsigned long long)(r->commit - pr->match));
 			return buf;
