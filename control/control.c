@@ -102,7 +102,11 @@ bool control_health(const struct control *c, uint64_t now_ns, char *reason, size
 		why = "no leader";
 	else if (!st.can_commit)
 		why = "cannot commit";
-	snprintf(reason, reason_size, "%s", why != NULL ? why : "ok");
+	st.degraded[sizeof(st.degraded) - 1] = 0;
+	if (why == NULL && st.degraded[0] != 0)
+		snprintf(reason, reason_size, "degraded: %s", st.degraded);
+	else
+		snprintf(reason, reason_size, "%s", why != NULL ? why : "ok");
 	return why == NULL;
 }
 
@@ -502,6 +506,7 @@ static bool cmd_health(struct control_request *req, void *arg)
 	bool healthy = control_health(c, clock_monotonic_ns(), reason, sizeof(reason));
 	json_object_begin(&req->out);
 	json_kv_bool(&req->out, "healthy", healthy);
+	json_kv_bool(&req->out, "degraded", strncmp(reason, "degraded", 8) == 0);
 	json_kv_str(&req->out, "reason", reason);
 	json_object_end(&req->out);
 	return true;

@@ -138,6 +138,9 @@ struct control_status {
 	uint64_t can_commit;    /* leader: a quorum answered within the election
 				 * timeout; follower: the leader was heard within it */
 	uint64_t storage_failed;
+	/* Works, but not fully (node_degraded()): "" when not; health says
+	 * "degraded: <this>" and stays healthy. A multiple of 8 bytes. */
+	char degraded[56];
 	uint64_t member_count;
 	struct control_member members[CONTROL_MEMBERS_MAX];
 };

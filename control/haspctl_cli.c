@@ -35,6 +35,7 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/dirsync.h"
 #include "control/admin_client.h"
 #include "control/json.h"
 #include "hasp/errors.h"
@@ -47,7 +48,7 @@ static const char usage_text[] =
 	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
 	"               [--json] [--timeout MS] <command>\n"
 	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
-	"  health                             exit 0 healthy, 5 unhealthy\n"
+	"  health                             exit 0 healthy, 5 unhealthy, 6 degraded\n"
 	"  members list\n"
 	"  members add <id> <ip> <peer-port> <client-port>   (joins as a learner)\n"
 	"  members promote <id> | members remove <id>\n"
@@ -64,7 +65,7 @@ static const char usage_text[] =
 	"  raw <command> [args...]            send one admin request as is\n"
 	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
 	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
-	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy.\n";
+	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy, 6 degraded.\n";
 
 struct node_target {
 	uint32_t id;
@@ -434,7 +435,10 @@ static void human_health(struct ctl *c, struct reply *r)
 	json_tok_bool(r->text, c->toks, json_get(r->text, c->toks, r->result, "healthy"), &healthy);
 	json_tok_str(r->text, c->toks, json_get(r->text, c->toks, r->result, "reason"), reason,
 		     sizeof(reason));
-	fprintf(c->out, healthy ? "healthy\n" : "unhealthy: %s\n", reason);
+	if (healthy && strncmp(reason, "degraded", 8) == 0)
+		fprintf(c->out, "%s\n", reason);
+	else
+		fprintf(c->out, healthy ? "healthy\n" : "unhealthy: %s\n", reason);
 }
 
 static int cmd_health(struct ctl *c)
@@ -443,11 +447,15 @@ static int cmd_health(struct ctl *c)
 	int rc = request(c, c->target, "health", &r, -1);
 	if (rc != 0)
 		return rc;
-	bool healthy = false;
-	if (r.ok)
+	bool healthy = false, degraded = false;
+	if (r.ok) {
 		json_tok_bool(r.text, c->toks, json_get(r.text, c->toks, r.result, "healthy"), &healthy);
+		json_tok_bool(r.text, c->toks, json_get(r.text, c->toks, r.result, "degraded"), &degraded);
+	}
 	rc = finish(c, &r, human_health);
-	return rc == 0 && !healthy ? HASPCTL_EXIT_UNHEALTHY : rc;
+	if (rc == 0 && !healthy)
+		return HASPCTL_EXIT_UNHEALTHY;
+	return rc == 0 && degraded ? HASPCTL_EXIT_DEGRADED : rc;
 }
 
 static int cmd_status_cluster(struct ctl *c)
@@ -540,9 +548,13 @@ static int cmd_snapshot_save(struct ctl *c, const char *file)
 		rc = HASPCTL_EXIT_FAILED;
 		reply_free(&r);
 	}
-	/* Durable before it has the final name: a backup that exists is whole. */
-	if (rc == 0 && r.ok && (fsync(fd) != 0 || rename(tmp, file) != 0)) {
-		fprintf(c->err, "haspctl: cannot write %s: %s\n", file, strerror(errno));
+	/* Durable before it has the final name: a backup that exists is whole;
+	 * the directory fsync makes the name itself survive a power cut. */
+	int dir_rc = 0;
+	if (rc == 0 && r.ok &&
+	    (fsync(fd) != 0 || rename(tmp, file) != 0 || (dir_rc = dirsync_parent(file)) != 0)) {
+		fprintf(c->err, "haspctl: cannot write %s: %s\n", file,
+			strerror(dir_rc != 0 ? -dir_rc : errno));
 		rc = HASPCTL_EXIT_FAILED;
 		reply_free(&r);
 	}

@@ -21,6 +21,7 @@
 #define HASPCTL_EXIT_UNREACHABLE 3
 #define HASPCTL_EXIT_NOT_LEADER 4
 #define HASPCTL_EXIT_UNHEALTHY 5
+#define HASPCTL_EXIT_DEGRADED 6 /* healthy, but e.g. snapshots fail or a follower lags */
 
 int haspctl_main(int argc, char **argv, FILE *out, FILE *err);
 

@@ -18,6 +18,7 @@
  */
 #include "node/node.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,11 @@ LOG_TOPIC_DEFINE(node);
 
 #define NS_PER_MS 1000000ull
 #define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
+/* Snapshot save failures: retry after 100 ms, doubling up to 30 s; one log
+ * line per 10 s at most after the first. */
+#define NODE_SNAP_BACKOFF_MIN_NS (100ull * NS_PER_MS)
+#define NODE_SNAP_BACKOFF_MAX_NS (30000ull * NS_PER_MS)
+#define NODE_SNAP_LOG_NS (10000ull * NS_PER_MS)
 
 static void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
 		      const void *payload, size_t size)
@@ -433,6 +439,19 @@ static int recover(struct node *n, const struct hard_state *hs, char *err, size_
 		return -HASP_ENOMEM;
 	}
 	rc = wal_replay(&n->st.wal, replay_visit, &rctx);
+	if (rc == 0) {
+		/* Term and vote are durable before any entry or snapshot of their
+		 * term: a hard state older than those lost its newest vote. */
+		uint64_t last_term = rctx.count > 0 ? rctx.entries[rctx.count - 1].term : 0;
+		int bad = storage_check_hard_state(&n->st, hs, ps.snap_index, ps.snap_term, last_term,
+						   err, err_size);
+		if (bad != 0) {
+			LOG_ERROR(node, "data_dir=%s: %s", n->cfg.data_dir, err);
+			hasp_free(rctx.entries);
+			hasp_free(rctx.data);
+			return bad;
+		}
+	}
 	if (rc == 0 && rctx.count > 0 && rctx.entries[0].index != ps.snap_index + 1)
 		rc = -HASP_ECORRUPT; /* a gap between the snapshot and the log */
 	if (rc == 0 && wal_last_index(&n->st.wal) < ps.snap_index)
@@ -453,6 +472,21 @@ static int recover(struct node *n, const struct hard_state *hs, char *err, size_
 	n->durable_reported = wal_last_index(&n->st.wal);
 	n->term = n->raft.term;
 	return 0;
+}
+
+/* True when path is a directory with no entries (haspd creates a missing
+ * data dir itself, so an empty one was made, or emptied, by someone else). */
+static bool dir_exists_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	bool empty = d != NULL;
+	struct dirent *e;
+
+	while (d != NULL && empty && (e = readdir(d)) != NULL)
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	if (d != NULL)
+		closedir(d);
+	return empty;
 }
 
 /* The largest snapshot the state machine can write for its capacities: the
@@ -547,14 +581,31 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 			goto fail_mem;
 	}
 
+	if (io.ops == NULL && !cfg->join && !cfg->bootstrap && dir_exists_empty(cfg->data_dir)) {
+		/* A first start in a directory made beforehand looks like this,
+		 * and so does a member whose directory was wiped, which would
+		 * come back as a voter that forgot its vote. */
+		snprintf(err, err_size, "data_dir %s exists but is empty: a member whose data was lost "
+			 "must be replaced, not restarted (docs/STORAGE.md, \"Replacing a lost data "
+			 "dir\"); to bootstrap a new cluster here set bootstrap = 1, to join one set "
+			 "join = 1", cfg->data_dir);
+		rc = -HASP_ECONFIG;
+		goto fail_mem;
+	}
 	struct storage_config scfg = { .dir = cfg->data_dir, .io = io, .segment_size = cfg->segment_size,
 				       .writes_inflight_max = cfg->wal_writes_inflight,
 				       .sync_mode = (enum wal_sync_mode)cfg->wal_sync };
 	rc = storage_open(&n->st, &scfg, &hs);
 	if (rc != 0) {
-		if (rc == -HASP_ESYS)
-			snprintf(err, err_size, "data_dir %s: cannot create or open the directory (%s)",
-				 cfg->data_dir, strerror(errno));
+		if (rc == -HASP_ESYS) {
+			int e = errno;
+			snprintf(err, err_size, "data_dir %s: cannot create, open or write the directory: "
+				 "%s (%s)", cfg->data_dir, strerror(e),
+				 strerrorname_np(e) ? strerrorname_np(e) : "?");
+		}
+		else if (n->st.open_failed != NULL && strcmp(n->st.open_failed, "WAL") != 0)
+			snprintf(err, err_size, "data_dir %s: %s refused: %s (see the log above and "
+				 "docs/STORAGE.md)", cfg->data_dir, n->st.open_failed, hasp_strerror(rc));
 		else
 			snprintf(err, err_size, "data_dir %s: storage recovery failed: %s (see hasp-waldump)",
 				 cfg->data_dir, hasp_strerror(rc));
@@ -718,6 +769,100 @@ static bool report_durable(struct node *n)
 	return true;
 }
 
+/* A failed snapshot save (a full disk: the WAL and the hard state are
+ * preallocated and still take writes, a new snapshot file does not): count
+ * it, try again after a bounded exponential backoff instead of on every
+ * loop iteration, and log the first failure and then at most one summary
+ * line per NODE_SNAP_LOG_NS. Health says "degraded" meanwhile. */
+static void snapshot_failed(struct node *n, uint64_t index, int rc)
+{
+	n->stats.snapshot_failures++;
+	n->snap_fail_error = rc;
+	if (n->snap_fail_streak < UINT32_MAX)
+		n->snap_fail_streak++;
+	uint32_t shift = n->snap_fail_streak - 1 < 16 ? n->snap_fail_streak - 1 : 16;
+	uint64_t backoff = NODE_SNAP_BACKOFF_MIN_NS << shift;
+	if (backoff > NODE_SNAP_BACKOFF_MAX_NS)
+		backoff = NODE_SNAP_BACKOFF_MAX_NS;
+	n->snap_retry_ns = n->now_ns + backoff;
+	if (n->snap_fail_streak == 1 || n->now_ns >= n->snap_log_ns) {
+		LOG_ERROR(node, "snapshot save failed dir=%s index=%llu rc=%s (%u in a row, %llu "
+				"not logged); next try in %llu ms; the log cannot be compacted "
+				"(docs/STORAGE.md, \"Snapshot save failures\")",
+			  n->cfg.data_dir, (unsigned long long)index, hasp_strerror_name(rc),
+			  n->snap_fail_streak, (unsigned long long)n->snap_log_suppressed,
+			  (unsigned long long)(backoff / NS_PER_MS));
+		n->snap_log_ns = n->now_ns + NODE_SNAP_LOG_NS;
+		n->snap_log_suppressed = 0;
+	} else {
+		n->snap_log_suppressed++;
+	}
+}
+
+/* While snapshots fail the log cannot be compacted, and a leader whose log
+ * window fills can take no more commands: hand leadership to a voter that
+ * has every entry (once per election timeout), so the cluster goes on
+ * committing on a node whose disk works. */
+static void snapshot_failing_handoff(struct node *n)
+{
+	const struct raft *r = &n->raft;
+	uint64_t last = raft_last_index(r);
+
+	if (n->snap_fail_streak == 0 || r->role != RAFT_LEADER || r->transfer_target != 0 ||
+	    n->now_ns < n->snap_transfer_ns || last + 1 - r->log.first < (uint64_t)r->log.window * 3 / 4)
+		return;
+	n->snap_transfer_ns = n->now_ns + (uint64_t)n->cfg.election_ticks * n->cfg.tick_ms * NS_PER_MS;
+	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+		const struct raft_progress *pr = &r->progress[i];
+		if (pr->id == 0 || pr->id == r->cfg.id || pr->role != RAFT_VOTER ||
+		    pr->silent_ticks >= r->cfg.election_ticks || pr->match + 8 < last)
+			continue;
+		LOG_WARN(node, "snapshots failing (%s, %u in a row) and the log window is %llu/%u full: "
+			       "handing leadership to node %u",
+			 hasp_strerror_name(n->snap_fail_error), n->snap_fail_streak,
+			 (unsigned long long)(last + 1 - r->log.first), r->log.window, pr->id);
+		n->stats.snapshot_transfers++;
+		struct raft_event ev = { .type = RAFT_EVENT_TRANSFER, .transfer = { .target = pr->id } };
+		node_step(n, &ev);
+		return;
+	}
+	LOG_WARN(node, "snapshots failing and the log window is filling, but no caught-up voter "
+		       "can take over");
+}
+
+const char *node_degraded(const struct node *n, char *buf, size_t size)
+{
+	const struct raft *r = &n->raft;
+
+	if (n->snap_fail_streak > 0) {
+		snprintf(buf, size, "snapshot saves failing: %s, %u in a row",
+			 hasp_strerror_name(n->snap_fail_error), n->snap_fail_streak);
+		return buf;
+	}
+	if (r->role != RAFT_LEADER)
+		return NULL;
+	/* Replication lag, as the leader sees it: a member not heard from
+	 * within the election timeout, or a voter more than a snapshot
+	 * interval of committed entries behind (a learner lags until it has
+	 * caught up: that is what promotion waits for). */
+	for (uint32_t i = 0; i < r->cfg.peers_max; i++) {
+		const struct raft_progress *pr = &r->progress[i];
+		if (pr->id == 0 || pr->id == r->cfg.id)
+			continue;
+		if (pr->silent_ticks >= r->cfg.election_ticks) {
+			snprintf(buf, size, "member %u not heard from", pr->id);
+			return buf;
+		}
+		if (pr->role == RAFT_VOTER && r->commit > pr->match &&
+		    r->commit - pr->match > r->cfg.snapshot_threshold) {
+			snprintf(buf, size, "member %u lags %llu entries", pr->id,
+				 (unsigned long long)(r->commit - pr->match));
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 /* Takes a snapshot of the state at the applied index, makes it durable,
  * reports it to raft (which compacts its log) and drops WAL segments it
  * covers. Blocking: snapshots are rare (every snapshot_threshold entries). */
@@ -739,9 +884,15 @@ static void take_snapshot(struct node *n)
 	}
 	int rc = save_snapshot(n, index, term, &n->raft.conf, n->snap_buf[next], written);
 	if (rc != 0) {
-		LOG_ERROR(node, "snapshot save failed dir=%s rc=%s", n->cfg.data_dir, hasp_strerror_name(rc));
+		snapshot_failed(n, index, rc);
 		return;
 	}
+	if (n->snap_fail_streak > 0)
+		LOG_INFO(node, "snapshot save works again dir=%s index=%llu after %u failures",
+			 n->cfg.data_dir, (unsigned long long)index, n->snap_fail_streak);
+	n->snap_fail_streak = 0;
+	n->snap_fail_error = 0;
+	n->snap_retry_ns = 0;
 	n->snap_size[next] = written;
 	n->snap_cur = next;
 	n->stats.snapshots_taken++;
@@ -872,9 +1023,15 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 		did = true;
 	}
 	if (n->snapshot_wanted && !n->failed) {
-		take_snapshot(n);
-		did = true;
+		if (now_ns >= n->snap_retry_ns) {
+			take_snapshot(n);
+			did = true;
+		} else if (n->snap_retry_ns < *deadline_ns) {
+			*deadline_ns = n->snap_retry_ns;
+		}
 	}
+	if (!n->stopping && !n->failed)
+		snapshot_failing_handoff(n);
 	/* Without a ring fd (the simulated disk) look again soon while I/O
 	 * is in flight; with one, the dataplane's idle wait (ppoll) wakes on
 	 * the ring's completions. */

@@ -87,6 +87,8 @@ struct node_stats {
 	uint64_t snapshots_taken;
 	uint64_t snapshots_installed;
 	uint64_t snapshot_too_big;     /* snapshot larger than the buffer: not taken */
+	uint64_t snapshot_failures;    /* snapshot saves that failed (ENOSPC, EIO) */
+	uint64_t snapshot_transfers;   /* leadership handed off: snapshots failing, window filling */
 	uint64_t snap_chunk_dropped;   /* InstallSnapshot chunk out of bounds */
 	uint64_t wal_full_waits;       /* appends that had to wait for a free write slot */
 	uint64_t hardstate_saves;
@@ -255,6 +257,16 @@ struct node {
 	uint64_t snap_buf_size;
 	uint8_t *snap_recv;
 	bool snapshot_wanted;
+	/* Failing snapshot saves (docs/STORAGE.md, "Snapshot save failures"):
+	 * consecutive failures, the last error, when to try again (bounded
+	 * exponential backoff), when the next log line may go out, and when
+	 * the last leadership hand-off was tried. */
+	uint32_t snap_fail_streak;
+	int snap_fail_error;
+	uint64_t snap_retry_ns;
+	uint64_t snap_log_ns;
+	uint64_t snap_log_suppressed;
+	uint64_t snap_transfer_ns;
 	bool snap_report;          /* an installed snapshot to pass back to raft */
 	uint64_t snap_report_index;
 
@@ -289,6 +301,11 @@ struct node {
  * machine. Blocking. Returns 0, -HASP_ECONFIG, -HASP_ENOMEM, or the storage
  * error (-HASP_ESYS: directory not usable; -HASP_ECORRUPT: WAL or snapshot
  * damaged; -HASP_EIO); `err` names the path or field. */
+/* Why this node works but not fully ("snapshot saves failing: ENOSPC, 12
+ * in a row", "member 3 lags 5000 entries"), written to buf; NULL when
+ * nothing is degraded. Health reports it (docs/CONTROL.md). */
+const char *node_degraded(const struct node *n, char *buf, size_t size);
+
 int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
 	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)
 	__attribute__((warn_unused_result));

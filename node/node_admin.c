@@ -550,6 +550,7 @@ static bool cmd_snapshot_save(struct control_request *req, void *arg)
 	 * rename, directory fsync (storage/snapshot.h). */
 	d->before = n->stats.snapshots_taken;
 	n->snapshot_wanted = true;
+	n->snap_retry_ns = 0; /* asked for now: no backoff */
 	return false;
 }
 
@@ -631,6 +632,10 @@ static void deferred_check(struct node_admin *na)
 			} else if (n->stats.snapshot_too_big != 0 && !n->snapshot_wanted) {
 				control_request_fail(req, -HASP_ETOOBIG, "snapshot larger than the buffer");
 				complete(d);
+			} else if (n->snap_fail_streak > 0 && n->snap_retry_ns > n->now_ns) {
+				control_request_fail(req, n->snap_fail_error, "snapshot save failed: %s",
+						     hasp_strerror(n->snap_fail_error));
+				complete(d);
 			}
 			break;
 		default:
@@ -694,6 +699,7 @@ static void publish(struct node_admin *na)
 			}
 		}
 	}
+	(void)node_degraded(n, st.degraded, sizeof(st.degraded));
 	control_status_publish(&na->ctl, &st);
 
 	struct locks_counts lc;
@@ -717,6 +723,9 @@ static void publish(struct node_admin *na)
 	metric_set(m->notifications_sent, (int64_t)s->events_pushed);
 	metric_set(m->notifications_rate_limited, (int64_t)(s->watch_rate_limited + s->watch_coalesced));
 	metric_set(m->snapshots, (int64_t)(s->snapshots_taken + s->snapshots_installed));
+	metric_set(m->snapshot_failures, (int64_t)s->snapshot_failures);
+	metric_set(m->snapshot_failing, (int64_t)n->snap_fail_streak);
+	metric_set(m->snapshot_last_error, n->snap_fail_streak > 0 ? -(int64_t)n->snap_fail_error : 0);
 	metric_set(m->requests[0], (int64_t)s->client_rx);
 
 	/* Drops by reason: node counters plus the dataplane's. */

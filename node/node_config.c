@@ -313,6 +313,13 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 		strcpy(cfg->admin_addr, value);
 		return 0;
 	}
+	if (strcmp(k, "bootstrap") == 0) {
+		if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0 && strcmp(value, "true") != 0 &&
+		    strcmp(value, "false") != 0)
+			return fail(err, err_size, "bootstrap: '%s' is not 0 or 1", value);
+		cfg->bootstrap = value[0] == '1' || value[0] == 't';
+		return 0;
+	}
 	if (strcmp(k, "join") == 0) {
 		if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0 && strcmp(value, "true") != 0 &&
 		    strcmp(value, "false") != 0)
@@ -456,7 +463,7 @@ static const char usage_text[] =
 	"usage: haspd [--config FILE] [--KEY VALUE ...] [-- EAL arguments]\n"
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
 	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
-	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join,\n"
+	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join, bootstrap,\n"
 	"  peer_auth (on|off), peer_key_file, client_auth (on|off),\n"
 	"  client_identities_file, session_ttl_max_ms, identity_sessions_max,\n"
 	"  eal, idle (poll|hybrid|sleep),\n"

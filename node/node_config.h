@@ -57,6 +57,9 @@ struct node_config {
 	 * wait for the leader's `members add` (instead of bootstrapping every
 	 * member line as an initial voter). */
 	bool join;
+	/* 1: an existing, empty data_dir may bootstrap a new cluster's voter
+	 * (otherwise only a directory haspd creates itself, or join = 1). */
+	bool bootstrap;
 
 	/* Peer authentication (docs/SECURITY.md): on unless the operator
 	 * writes `peer_auth = off`. The cluster key is read from

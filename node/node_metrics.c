@@ -59,6 +59,10 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 	C(notifications_rate_limited, "hasp_notifications_rate_limited_total",
 	  "Watch events held back or coalesced by the rate limit.");
 	C(snapshots, "hasp_snapshots_total", "Snapshots taken or installed.");
+	C(snapshot_failures, "hasp_snapshot_failures_total", "Snapshot saves that failed (ENOSPC, EIO).");
+	G(snapshot_failing, "hasp_snapshot_failing", "Snapshot saves failed in a row (0: the last one worked).");
+	G(snapshot_last_error, "hasp_snapshot_last_error",
+	  "hasp error code of the last failed snapshot save while failing (4 ENOSPC, 3 EIO), else 0.");
 
 	static const uint64_t fsync_ns[] = { 50000,    100000,   250000,    500000,    1000000,
 					     2500000,  5000000,  10000000,  25000000,  50000000,

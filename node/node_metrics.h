@@ -68,6 +68,7 @@ struct node_metrics {
 	/* counters */
 	struct metric *leader_changes, *proposals_committed, *proposals_failed, *expirations;
 	struct metric *notifications_sent, *notifications_rate_limited, *snapshots;
+	struct metric *snapshot_failures, *snapshot_failing, *snapshot_last_error;
 	/* histograms */
 	struct metric *wal_fsync, *batch_size;
 	/* per lcore */

@@ -313,6 +313,7 @@ struct raft_counters {
 	uint64_t check_quorum_step_downs;
 	uint64_t append_rejected;       /* mismatches we replied to */
 	uint64_t append_retransmits;    /* go-back-N after a stalled pipeline */
+	uint64_t follower_log_lost;     /* a follower no longer held entries it acked */
 	uint64_t proposals;
 	uint64_t proposals_rejected;
 	uint64_t snapshots_sent;

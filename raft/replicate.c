@@ -235,7 +235,22 @@ void replicate_recv_append_resp(struct raft *r, const struct raft_msg *m)
 	if (pr->state == RAFT_SNAPSHOTTING)
 		return;
 	if (m->reject) {
-		if (pr->state == RAFT_REPLICATE) {
+		if (m->index == pr->match && m->hint_index < pr->match) {
+			/* A reject at the acknowledged index itself, with a hint
+			 * below it: the follower no longer holds entries it
+			 * acknowledged (a truncated WAL, a wiped data dir). Forget
+			 * what it acked and probe from its hint; from the log or
+			 * by snapshot it catches up under this leader. If the
+			 * reply was only a late duplicate, the probe's ack puts
+			 * match back at once; a lower match only delays commit,
+			 * the leader's commit never goes back. */
+			r->counters.follower_log_lost++;
+			core_trace(r, "n%u lost entries up to %llu it acknowledged; probing from %llu",
+				   pr->id, (unsigned long long)pr->match,
+				   (unsigned long long)m->hint_index);
+			pr->match = 0;
+			progress_become_probe(pr);
+		} else if (pr->state == RAFT_REPLICATE) {
 			if (m->index <= pr->match)
 				return; /* stale */
 			progress_become_probe(pr);

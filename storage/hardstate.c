@@ -54,6 +54,7 @@ int hardstate_open(struct hardstate *h, struct storage_io io, struct hard_state 
 {
 	uint8_t *image;
 	size_t got = 0;
+	uint32_t zero_slots = 0;
 	int rc;
 
 	memset(h, 0, sizeof(*h));
@@ -71,7 +72,10 @@ int hardstate_open(struct hardstate *h, struct storage_io io, struct hard_state 
 	if (rc == 0)
 		rc = io.ops->pread(io.ctx, h->fd, image, 2 * HARDSTATE_SLOT_SIZE, 0, &got);
 	if (rc == 0 && got < 2 * HARDSTATE_SLOT_SIZE) {
-		/* New (or torn at creation): make both slots exist, durably. */
+		/* New (or torn at creation): make both slots exist, durably.
+		 * The caller checks that nothing else in the directory says the
+		 * node voted before (storage_check_hard_state). */
+		h->created = true;
 		rc = io.ops->allocate(io.ctx, h->fd, 2 * HARDSTATE_SLOT_SIZE);
 		if (rc == 0)
 			rc = io.ops->fsync(io.ctx, h->fd);
@@ -91,21 +95,44 @@ int hardstate_open(struct hardstate *h, struct storage_io io, struct hard_state 
 		bool zero = true;
 		for (uint32_t k = 0; k < HARDSTATE_SLOT_SIZE && zero; k++)
 			zero = slot[k] == 0;
-		if (zero)
+		if (zero) {
+			zero_slots++;
 			continue;
-		if (hardstate_slot_decode(slot, &seq, &hs) != 0) {
-			/* A torn or damaged slot: the other one holds the state
-			 * that was durable before the write that tore it. */
-			LOG_WARN(storage, "hard state slot invalid file=%s offset=%u; using the other",
-				 HARDSTATE_FILE, i * HARDSTATE_SLOT_SIZE);
-			h->torn_slots++;
-			continue;
+		}
+		int bad = hardstate_slot_decode(slot, &seq, &hs);
+		if (bad != 0) {
+			/* The record (48 bytes) sits in the slot's first 512-byte
+			 * sector, which the disk writes whole or not at all, so a
+			 * crash never leaves it half written: an invalid slot is
+			 * damage. It may have held the newest vote, and falling
+			 * back to the other slot could vote twice in one term. */
+			LOG_ERROR(storage, "hard state file=%s slot at offset=%u is invalid (%s): the "
+					   "newest term and vote cannot be proven; refusing to start "
+					   "(docs/STORAGE.md, \"Hard state damage\")",
+				  HARDSTATE_FILE, i * HARDSTATE_SLOT_SIZE, hasp_strerror(bad));
+			h->invalid_slots++;
+			rc = -HASP_ECORRUPT;
+			goto fail;
 		}
 		if (seq > h->durable_seq) {
 			h->durable_seq = seq;
 			h->durable = hs;
 			h->durable_slot = i;
 		}
+	}
+	/* Only sequence 1 is ever alone on disk (the first save, or the one
+	 * `haspctl snapshot restore` writes); the next save goes into the other
+	 * slot, so a zeroed slot next to a later sequence was wiped, not never
+	 * written. */
+	if (zero_slots == 1 && h->durable_seq >= 2) {
+		LOG_ERROR(storage, "hard state file=%s slot at offset=%u is zeroed next to sequence "
+				   "%llu: the newest term and vote cannot be proven; refusing to start "
+				   "(docs/STORAGE.md, \"Hard state damage\")",
+			  HARDSTATE_FILE, (1u - h->durable_slot) * HARDSTATE_SLOT_SIZE,
+			  (unsigned long long)h->durable_seq);
+		h->invalid_slots++;
+		rc = -HASP_ECORRUPT;
+		goto fail;
 	}
 	h->saved_seq = h->durable_seq;
 	*loaded = h->durable;

@@ -1,9 +1,12 @@
 /*
  * Raft hard state (current term, voted-for) kept in two checksummed slots of
  * the file `hardstate`, written alternately with a sequence number; loading
- * picks the valid slot with the highest sequence. A save is one write with
- * its own fdatasync (like a WAL write), so a torn save leaves the other slot,
- * which holds the previous durable state, intact.
+ * picks the slot with the highest sequence. A save is one write with its
+ * own fdatasync (like a WAL write) into the slot not holding the newest
+ * durable state; the 48-byte record lies in the slot's first 512-byte
+ * sector, which disks write atomically (as PostgreSQL assumes for
+ * pg_control), so a crash leaves either the old or the new record. A slot
+ * that fails its checks is damage and refuses the open.
  *
  * Slot format (one 4 KiB block each; slot 0 at offset 0, slot 1 at 4096):
  * | off | size | field                                  |
@@ -67,11 +70,15 @@ struct hardstate {
 	bool pending;           /* a newer save waits for the in-flight one */
 	uint64_t pending_seq;
 	struct hard_state pending_state;
-	uint64_t torn_slots;    /* slots found invalid at load */
+	uint64_t invalid_slots; /* slots found invalid at load (refused) */
+	bool created;           /* the file was missing or short at open */
 };
 
-/* Opens (creating) the file and loads the newest valid slot into *loaded
- * ({0, 0} for a new node). Blocking. Returns 0, -HASP_ENOMEM or -HASP_EIO. */
+/* Opens (creating) the file and loads the newest slot into *loaded ({0, 0}
+ * for a new node). Blocking. Returns 0, -HASP_ENOMEM, -HASP_EIO, or
+ * -HASP_ECORRUPT when a slot is invalid: a slot's record lies in one sector,
+ * so a crash cannot tear it, and an invalid slot may have held the newest
+ * vote, which must not be forgotten. */
 int hardstate_open(struct hardstate *h, struct storage_io io, struct hard_state *loaded)
 	__attribute__((warn_unused_result));
 void hardstate_close(struct hardstate *h);

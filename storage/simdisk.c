@@ -40,6 +40,7 @@ struct sim_fd {
 	bool used;
 	bool direct;
 	int file;
+	int write_err; /* every write through this fd fails with -write_err */
 };
 
 struct sim_op {
@@ -78,6 +79,8 @@ struct simdisk {
 	uint64_t link_next_pred; /* seq the next submitted op is linked to */
 	uint64_t gen;
 	int64_t fail_n[2];
+	char fail_prefix[STORAGE_NAME_SIZE_MAX]; /* simdisk_fail_new_files */
+	int fail_prefix_err;
 	int fail_err[2];
 	struct simdisk_stats stats;
 };
@@ -327,6 +330,10 @@ static int sim_open(void *ctx, const char *name, unsigned flags, int *fd_out, bo
 		return -ENOMEM;
 	d->fds[i].used = true;
 	d->fds[i].file = e->file;
+	d->fds[i].write_err = d->fail_prefix_err != 0 && d->files[e->file].size == 0 &&
+					      strncmp(name, d->fail_prefix, strlen(d->fail_prefix)) == 0
+				      ? d->fail_prefix_err
+				      : 0;
 	d->fds[i].direct = (flags & STORAGE_OPEN_DIRECT) && d->cfg.direct_supported;
 	*direct = d->fds[i].direct;
 	*fd_out = (int)i + FD_BASE;
@@ -370,6 +377,10 @@ static int sim_pwrite(void *ctx, int fd, const void *buf, size_t size, uint64_t 
 	if (!sim_aligned(sfd, buf, size, offset))
 		return -EINVAL;
 	d->stats.writes++;
+	if (sfd->write_err != 0) {
+		d->stats.injected_errors++;
+		return -sfd->write_err;
+	}
 	if ((rc = sim_injected(d, SIMDISK_OP_WRITE)) != 0)
 		return rc;
 	return sim_apply(d, &d->files[sfd->file], buf, size, offset);
@@ -819,6 +830,12 @@ bool simdisk_flip_bit(struct simdisk *d, const char *prefix)
 	}
 	HASP_UNREACHABLE();
 	return false;
+}
+
+void simdisk_fail_new_files(struct simdisk *d, const char *prefix, int err)
+{
+	snprintf(d->fail_prefix, sizeof(d->fail_prefix), "%s", prefix);
+	d->fail_prefix_err = err;
 }
 
 void simdisk_fail_nth(struct simdisk *d, enum simdisk_op_kind kind, uint32_t n, int err)

@@ -81,6 +81,12 @@ bool simdisk_flip_bit(struct simdisk *d, const char *prefix);
  * -err (EIO, ENOSPC), doing nothing. One pending injection per kind. */
 void simdisk_fail_nth(struct simdisk *d, enum simdisk_op_kind kind, uint32_t n, int err);
 
+/* A full disk for new files: every synchronous write through an fd opened
+ * (from now on) on an empty file whose name starts with prefix fails with
+ * -err, as ENOSPC does when preallocated files still take writes. err 0
+ * stops it for later opens. */
+void simdisk_fail_new_files(struct simdisk *d, const char *prefix, int err);
+
 /* Cancels pending injections of both kinds. */
 void simdisk_fail_clear(struct simdisk *d);
 

@@ -4,11 +4,18 @@
  */
 #include "storage/storage.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "common/assert.h"
+#include "common/log.h"
 #include "hasp/errors.h"
 #include "storage/uring.h"
+
+LOG_TOPIC_DECLARE(storage);
 
 /* Ring entries: each WAL write is at most two ops (write + sync), the hard
  * state one write + one sync, and a margin for resubmissions. */
@@ -36,8 +43,28 @@ int storage_open(struct storage *s, const struct storage_config *cfg, struct har
 		if (cfg->dir == NULL)
 			return -HASP_EINVAL;
 		rc = uring_io_open(&s->uring, cfg->dir, storage_queue_depth(inflight));
-		if (rc != 0)
+		if (rc != 0) {
+			s->open_failed = "directory";
 			return rc;
+		}
+		/* Name a read-only or unwritable directory before the first
+		 * create fails as a bare I/O error. */
+		struct statvfs vfs;
+		int err = 0;
+		if (statvfs(cfg->dir, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0)
+			err = EROFS;
+		else if (access(cfg->dir, W_OK) != 0)
+			err = errno;
+		if (err != 0) {
+			const char *name = strerrorname_np(err);
+			LOG_ERROR(storage, "data dir=%s is not writable: %s (%s)", cfg->dir, strerror(err),
+				  name != NULL ? name : "?");
+			uring_io_close(s->uring);
+			s->uring = NULL;
+			s->open_failed = "directory";
+			errno = err;
+			return -HASP_ESYS;
+		}
 		s->io = uring_io_ops(s->uring);
 	}
 	wal_config_default(&wc, s->io);
@@ -51,10 +78,14 @@ int storage_open(struct storage *s, const struct storage_config *cfg, struct har
 	if (cfg->segment_count_max)
 		wc.segment_count_max = cfg->segment_count_max;
 	wc.sync_mode = cfg->sync_mode;
-	if ((rc = hardstate_open(&s->hs, s->io, hs)) != 0)
+	if ((rc = hardstate_open(&s->hs, s->io, hs)) != 0) {
+		s->open_failed = "hard state file " HARDSTATE_FILE;
 		goto fail_io;
-	if ((rc = wal_open(&s->wal, &wc)) != 0)
+	}
+	if ((rc = wal_open(&s->wal, &wc)) != 0) {
+		s->open_failed = "WAL";
 		goto fail_hs;
+	}
 	return 0;
 
 fail_hs:
@@ -103,4 +134,33 @@ unsigned storage_poll(struct storage *s, bool wait)
 		(void)submit_rc; /* a failure is recorded in the wal */
 	}
 	return n;
+}
+
+int storage_check_hard_state(const struct storage *s, const struct hard_state *hs,
+			     uint64_t snap_index, uint64_t snap_term, uint64_t last_log_term,
+			     char *err, size_t err_size)
+{
+	uint64_t last = wal_last_index(&s->wal);
+
+	if (hardstate_durable_seq(&s->hs) == 0 && (snap_index > 0 || last > 0)) {
+		snprintf(err, err_size,
+			 "hard state file %s is %s but the %s reaches index %llu: the node's "
+			 "term and vote are lost; refusing to start (docs/STORAGE.md, \"Hard state "
+			 "damage\")",
+			 HARDSTATE_FILE, s->hs.created ? "missing" : "blank",
+			 snap_index > 0 ? "snapshot" : "WAL",
+			 (unsigned long long)(snap_index > last ? snap_index : last));
+		return -HASP_ECORRUPT;
+	}
+	if (hs->term < snap_term || hs->term < last_log_term) {
+		snprintf(err, err_size,
+			 "hard state file %s holds term %llu, below the %s term %llu: a newer "
+			 "term and vote were lost; refusing to start (docs/STORAGE.md, \"Hard state "
+			 "damage\")",
+			 HARDSTATE_FILE, (unsigned long long)hs->term,
+			 hs->term < snap_term ? "snapshot's" : "last log entry's",
+			 (unsigned long long)(hs->term < snap_term ? snap_term : last_log_term));
+		return -HASP_ECORRUPT;
+	}
+	return 0;
 }

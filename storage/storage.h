@@ -51,12 +51,24 @@ struct storage {
 	struct storage_io io;
 	struct wal wal;
 	struct hardstate hs;
+	/* After storage_open failed: which part refused, for the operator. */
+	const char *open_failed;
 };
 
 /* Opens the directory (or the given io), recovers the WAL and loads the
  * hard state into *hs. Blocking. Errors as wal_open() and hardstate_open(). */
 int storage_open(struct storage *s, const struct storage_config *cfg, struct hard_state *hs)
 	__attribute__((warn_unused_result));
+/* Checks the loaded hard state against the rest of the directory (Raft
+ * persists term and vote before any entry or snapshot of that term): a
+ * blank hard state next to a snapshot or a non-empty WAL, or a term below
+ * the snapshot's or the last entry's term, means the newest vote was lost.
+ * Returns 0, or -HASP_ECORRUPT with a message naming the hard state file in
+ * err. snap_index 0: no snapshot. */
+int storage_check_hard_state(const struct storage *s, const struct hard_state *hs,
+			     uint64_t snap_index, uint64_t snap_term, uint64_t last_log_term,
+			     char *err, size_t err_size) __attribute__((warn_unused_result));
+
 /* Releases everything without I/O (call wal_drain first for a clean stop). */
 void storage_close(struct storage *s);
 

@@ -27,6 +27,10 @@ struct uring_io_stats {
 
 /* Creates the ring (queue_depth entries) and opens dir (created if missing).
  * Returns 0, -HASP_ENOMEM or -HASP_ESYS (errno logged). */
+/* fsyncs the directory holding path (after creating or renaming path in
+ * it, so that the name is durable). Returns 0 or -errno. */
+int uring_fsync_parent_dir(const char *path) __attribute__((warn_unused_result));
+
 int uring_io_open(struct uring_io **u, const char *dir, unsigned queue_depth)
 	__attribute__((warn_unused_result));
 /* Closes the ring and the directory; every op must have been reaped. */

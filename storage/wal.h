@@ -150,6 +150,7 @@ struct wal {
 	struct wal_segment spare; /* the next segment, prepared ahead (fd -1: none) */
 	enum wal_spare_state spare_state;
 	uint8_t spare_ops_pending;
+	bool spare_sync_failed;     /* an op of the spare sync asked to be redone */
 	uint8_t *header_buf;       /* the new segment's header block, while written */
 	bool header_pending;       /* writes to header_seq wait until it is durable */
 	uint64_t header_seq;

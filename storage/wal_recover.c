@@ -34,10 +34,13 @@ static int wal_repair(struct wal *w, const struct wal_scan *sc)
 {
 	struct storage_io io = w->cfg.io;
 	uint32_t keep = sc->prefix_segment_count;
-	bool unlinked = false, torn = false;
+	bool torn = false;
 	int rc;
 
-	for (uint32_t i = keep; i < sc->segment_count; i++) {
+	/* Newest first, each deletion durable before the next: a crash in
+	 * between leaves segments numbered without a gap, which recovery would
+	 * otherwise take for a lost segment. */
+	for (uint32_t i = sc->segment_count; i-- > keep;) {
 		if (sc->segments[i].empty)
 			LOG_DEBUG(storage, "wal: deleting unused spare file=%s", sc->segments[i].name);
 		else
@@ -48,12 +51,11 @@ static int wal_repair(struct wal *w, const struct wal_scan *sc)
 			wal_fail(w, "unlink", sc->segments[i].name, 0, 0, rc);
 			return w->fail_code;
 		}
-		unlinked = true;
+		if ((rc = io.ops->sync_dir(io.ctx)) != 0) {
+			wal_fail(w, "directory fsync", ".", 0, 0, rc);
+			return w->fail_code;
+		}
 		torn |= !sc->segments[i].empty;
-	}
-	if (unlinked && (rc = io.ops->sync_dir(io.ctx)) != 0) {
-		wal_fail(w, "directory fsync", ".", 0, 0, rc);
-		return w->fail_code;
 	}
 	if (keep > 0 && sc->stop_dirty) {
 		const struct wal_scan_segment *s = &sc->segments[keep - 1];
@@ -136,6 +138,17 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 	rc = wal_scan_run(&sc, cfg->io, cfg->segment_count_max, NULL);
 	if (rc != 0)
 		goto fail;
+	if (sc.corrupt && sc.lost_segment) {
+		LOG_ERROR(storage,
+			  "wal segment lost file=%s offset=%llu: %s; the log that remains ends at "
+			  "index %llu and acknowledged entries after it may be gone; refusing to "
+			  "start, see docs/STORAGE.md \"Missing or truncated WAL segment\"",
+			  sc.corrupt_file, (unsigned long long)sc.corrupt_offset, sc.corrupt_reason,
+			  (unsigned long long)sc.last_index);
+		wal_scan_free(&sc);
+		rc = -HASP_ECORRUPT;
+		goto fail;
+	}
 	if (sc.corrupt) {
 		LOG_ERROR(storage,
 			  "wal corrupt file=%s offset=%llu: %s (highest later watermark %llu in "
@@ -148,11 +161,16 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 		rc = -HASP_ECORRUPT;
 		goto fail;
 	}
+	/* The next segment continues the numbers of the kept ones (recovery
+	 * deletes the rest durably, newest first), so the numbers stay without
+	 * gaps; with none kept, past every name seen. */
 	w->segment_seq_next = 1;
 	for (uint32_t i = 0; i < sc.segment_count; i++) {
 		if (sc.segments[i].seq >= w->segment_seq_next)
 			w->segment_seq_next = sc.segments[i].seq + 1;
 	}
+	if (sc.prefix_segment_count > 0)
+		w->segment_seq_next = sc.segments[sc.prefix_segment_count - 1].seq + 1;
 	if ((rc = wal_open_segments(w, &sc)) != 0 || (rc = wal_repair(w, &sc)) != 0) {
 		wal_scan_free(&sc);
 		goto fail;

@@ -352,6 +352,32 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 		sc->last_index = 0;
 	}
 
+	/* Lost segments (checked first: the evidence is about whole files).
+	 * A segment is preallocated to its full size, and made durable, before
+	 * its header is written, and segments are numbered without gaps from
+	 * the oldest kept one up to the spare (compaction deletes from the
+	 * oldest, recovery deletes from the newest). So a segment shorter than
+	 * its header says was cut, and a gap in the numbers, or a headerless
+	 * segment shorter than the newest one before it, lost a segment that
+	 * may have held durable entries. */
+	for (uint32_t i = 0; i < sc->segment_count && !sc->corrupt; i++) {
+		const struct wal_scan_segment *s = &sc->segments[i];
+		const struct wal_scan_segment *last = &sc->segments[sc->segment_count - 1];
+		if (s->header_rc == 0 && s->file_size < s->header.segment_size)
+			scan_corrupt(sc, s->name, s->file_size,
+				     "segment shorter than its preallocated size (truncated)");
+		else if (i > 0 && s->seq != sc->segments[i - 1].seq + 1)
+			scan_corrupt(sc, s->name, 0, "segments missing before this one (deleted)");
+		else if (i + 1 < sc->segment_count && s->header_rc != 0 && s->empty &&
+			 s->file_size < last->file_size)
+			scan_corrupt(sc, s->name, s->file_size,
+				     "headerless segment shorter than a later one (truncated)");
+	}
+	if (sc->corrupt) {
+		sc->lost_segment = true;
+		return 0;
+	}
+
 	/* Corruption: a write made after some entry was reported durable
 	 * survived, but that entry is not in the prefix. */
 	if (sc->after_found && sc->after_watermark_max > sc->last_index) {

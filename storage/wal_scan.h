@@ -76,6 +76,7 @@ struct wal_scan {
 
 	/* Set when the scan refuses: the file and offset of the first bad byte. */
 	bool corrupt;
+	bool lost_segment; /* the refusal is a cut or missing segment file */
 	char corrupt_file[STORAGE_NAME_SIZE_MAX];
 	uint64_t corrupt_offset;
 	const char *corrupt_reason;

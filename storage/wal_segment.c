@@ -55,17 +55,27 @@ static int wal_spare_open(struct wal *w)
 	return 0;
 }
 
+/* The spare's size (fallocate) and its name become durable before it is
+ * used: recovery takes a segment shorter than the spare for a cut one
+ * (wal_scan.c, lost segments). Two ops, both reported as WAL_OP_SPARE. */
 static void wal_spare_sync(struct wal *w)
 {
 	struct storage_io io = w->cfg.io;
-	int rc = io.ops->submit_sync_dir(io.ctx, 0, wal_user_data(0, 0, WAL_OP_SPARE));
+	int rc = io.ops->submit_fsync(io.ctx, w->spare.fd, 0, wal_user_data(0, 0, WAL_OP_SPARE));
 
+	if (rc != 0) {
+		wal_fail(w, "fsync", w->spare.name, 0, 0, rc);
+		return;
+	}
+	w->spare_ops_pending++;
+	rc = io.ops->submit_sync_dir(io.ctx, 0, wal_user_data(0, 0, WAL_OP_SPARE));
 	if (rc != 0) {
 		wal_fail(w, "directory fsync", w->spare.name, 0, 0, rc);
 		return;
 	}
 	w->spare_ops_pending++;
 	w->spare_state = WAL_SPARE_SYNCING;
+	w->spare_sync_failed = false;
 }
 
 /* Starts preparing the next spare (non-blocking but for open + fallocate). */
@@ -86,6 +96,10 @@ int wal_segment_prepare_now(struct wal *w)
 
 	if ((rc = wal_spare_open(w)) != 0)
 		return rc;
+	if ((rc = w->cfg.io.ops->fsync(w->cfg.io.ctx, w->spare.fd)) != 0) {
+		wal_fail(w, "fsync", w->spare.name, 0, 0, rc);
+		return w->fail_code;
+	}
 	if ((rc = w->cfg.io.ops->sync_dir(w->cfg.io.ctx)) != 0) {
 		wal_fail(w, "directory fsync", w->spare.name, 0, 0, rc);
 		return w->fail_code;
@@ -100,14 +114,18 @@ void wal_segment_spare_done(struct wal *w, const struct storage_cqe *cqe)
 	w->spare_ops_pending--;
 	if (w->failed)
 		return;
-	if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN)
+		w->spare_sync_failed = true; /* both again once both are back */
+	else if (cqe->res < 0) {
+		wal_fail(w, "spare fsync", w->spare.name, 0, 0, cqe->res);
+		return;
+	}
+	if (w->spare_ops_pending > 0)
+		return;
+	if (w->spare_sync_failed) {
 		w->stats.retries++;
 		wal_spare_sync(w);
 		(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
-		return;
-	}
-	if (cqe->res < 0) {
-		wal_fail(w, "directory fsync", w->spare.name, 0, 0, cqe->res);
 		return;
 	}
 	w->spare_state = WAL_SPARE_READY;

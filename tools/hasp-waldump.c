@@ -174,6 +174,11 @@ static int truncate_at(struct storage_io io, const char *file, uint64_t offset)
 		} else if (sc.segments[i].seq == seq) {
 			found = true;
 			rc = io.ops->open(io.ctx, file, 0, &fd, &direct);
+			/* A cut segment gets its preallocated size back (zeros),
+			 * or the next start would refuse it again. */
+			if (rc == 0 && sc.segments[i].header_rc == 0 &&
+			    sc.segments[i].file_size < sc.segments[i].header.segment_size)
+				rc = io.ops->allocate(io.ctx, fd, sc.segments[i].header.segment_size);
 			if (rc == 0 && offset < sc.segments[i].file_size) {
 				rc = io.ops->zero_range(io.ctx, fd, offset,
 							sc.segments[i].file_size - offset);
@@ -259,7 +264,24 @@ int main(int argc, char **argv)
 		       (unsigned long long)sc.stop_offset,
 		       sc.corrupt ? "CORRUPT" : torn ? "torn-tail (cut at next start)" : "clean");
 	}
-	if (sc.corrupt) {
+	if (sc.corrupt && sc.lost_segment) {
+		printf("LOST file=%s offset=%llu: %s; the log that remains ends at index %llu\n",
+		       sc.corrupt_file, (unsigned long long)sc.corrupt_offset, sc.corrupt_reason,
+		       (unsigned long long)sc.last_index);
+		if (sc.prefix_segment_count > 0)
+			printf("repair: see docs/STORAGE.md \"Missing or truncated WAL segment\"; "
+			       "e.g. after confirming the other replicas hold the entries:\n"
+			       "  hasp-waldump --truncate-at %s %llu %s\n",
+			       sc.segments[sc.stop_segment].name,
+			       (unsigned long long)(sc.stop_offset > HASP_WAL_BLOCK_SIZE
+							    ? sc.stop_offset
+							    : HASP_WAL_BLOCK_SIZE),
+			       dir);
+		else
+			printf("repair: see docs/STORAGE.md \"Missing or truncated WAL segment\" "
+			       "(nothing valid remains: replace the member)\n");
+		status = 2;
+	} else if (sc.corrupt) {
 		printf("CORRUPT file=%s offset=%llu: %s; a later write (file=%s offset=%llu) "
 		       "records index %llu as durable, but the log ends at %llu\n",
 		       sc.corrupt_file, (unsigned long long)sc.corrupt_offset, sc.corrupt_reason,

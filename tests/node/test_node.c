@@ -6,6 +6,10 @@
  * expiry timers, pushed events, restart from the WAL, and that none of it
  * allocates once started (docs/STYLE.md §6).
  */
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -759,6 +763,178 @@ static void test_node_snapshot_install_forgets_ended_sessions(void **state)
 	sim_destroy(s);
 }
 
+/* A full disk on the leader: the WAL and hard state are preallocated and
+ * still take writes, new snapshot files do not (ENOSPC). The leader must
+ * count the failures, retry with backoff instead of in every loop
+ * iteration, report itself degraded, and, before its log window fills,
+ * hand leadership to a follower so the cluster keeps committing. Before,
+ * it retried on every iteration with a log line each, health said ok, and
+ * commit stopped at the window until an election. */
+static void test_node_failing_snapshots_back_off_and_hand_off(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(11));
+	int l = sim_wait_leader(s);
+	struct node *ln = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct simdisk_stats st;
+	char why[64];
+
+	simdisk_fail_new_files(s->disks[l], "snap-", ENOSPC);
+	/* Idle TICKs every 20 ms: past the snapshot threshold (100) within
+	 * 2 s, then snapshots are due all the time. */
+	sim_run_ms(s, 4000);
+	simdisk_stats_get(s->disks[l], &st);
+	assert_true(ln->stats.snapshot_failures >= 2);
+	/* Every attempt is one failed write of the new file. Backoff 100 ms,
+	 * doubling: at most about log2(4000 / 100) + 1 attempts in 4 s of
+	 * simulated time, not one per loop iteration (thousands). */
+	assert_int_equal(st.injected_errors, ln->stats.snapshot_failures);
+	assert_true(ln->stats.snapshot_failures <= 8);
+	assert_int_equal(ln->snap_fail_error, -HASP_ENOSPC);
+	assert_false(ln->failed);
+	assert_int_equal(sim_leader(s), l);
+	assert_non_null(node_degraded(ln, why, sizeof(why)));
+	assert_non_null(strstr(why, "snapshot saves failing: ENOSPC"));
+
+	/* 12 s more is ~600 entries, past the 512-entry window: the leader
+	 * hands off before it fills, and the new leader commits. */
+	uint64_t commit_before = ln->raft.commit;
+	sim_run_ms(s, 12000);
+	assert_true(ln->stats.snapshot_transfers >= 1);
+	int l2 = sim_leader(s);
+	assert_true(l2 >= 0 && l2 != l);
+	assert_true(s->nodes[l2].raft.commit > commit_before + 512);
+	uint64_t sid = sim_open(s, l2, 61);
+	struct hasp_wire_msg req = acquire_req(sid, 1, "lock/full", 5000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l2, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	/* The old leader still cannot save snapshots: it says so. */
+	assert_true(ln->failed || node_degraded(ln, why, sizeof(why)) != NULL);
+
+	/* Space again: the next save works and clears the state. */
+	simdisk_fail_new_files(s->disks[l], "", 0);
+	if (!ln->failed) {
+		sim_run_ms(s, 31000); /* at most one backoff (30 s) */
+		assert_int_equal(ln->snap_fail_streak, 0);
+		assert_null(node_degraded(ln, why, sizeof(why)));
+	}
+	sim_destroy(s);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int real_init(struct node *n, const char *dir, const char *extra_key, char *err, size_t size)
+{
+	struct node_config c;
+	struct node_net net = { .send = sim_send, .ctx = (void *)(uintptr_t)0 };
+	node_config_default(&c);
+	assert_int_equal(node_config_set(&c, "node_id", "1", err, size), 0);
+	assert_int_equal(node_config_set(&c, "cluster_id", "42", err, size), 0);
+	assert_int_equal(node_config_set(&c, "member", "1,10.0.0.1,7001,7000", err, size), 0);
+	assert_int_equal(node_config_set(&c, "member", "2,10.0.0.2,7001,7000", err, size), 0);
+	assert_int_equal(node_config_set(&c, "member", "3,10.0.0.3,7001,7000", err, size), 0);
+	assert_int_equal(node_config_set(&c, "ip", "10.0.0.1/24", err, size), 0);
+	assert_int_equal(node_config_set(&c, "mac", "02:77:00:00:00:01", err, size), 0);
+	assert_int_equal(node_config_set(&c, "data_dir", dir, err, size), 0);
+	assert_int_equal(node_config_set(&c, "eal", "-l 0", err, size), 0);
+	assert_int_equal(node_config_set(&c, "log_window", "512", err, size), 0);
+	assert_int_equal(node_config_set(&c, "snapshot_threshold", "100", err, size), 0);
+	assert_int_equal(node_config_set(&c, "snapshot_trailing", "20", err, size), 0);
+	assert_int_equal(node_config_set(&c, "segment_size", "262144", err, size), 0);
+	assert_int_equal(node_config_set(&c, "sessions_max", "64", err, size), 0);
+	assert_int_equal(node_config_set(&c, "client_auth", "off", err, size), 0);
+	if (extra_key != NULL)
+		assert_int_equal(node_config_set(&c, extra_key, "1", err, size), 0);
+	sim_cluster_key(&c.peer_key);
+	c.peer_key_loaded = true;
+	return node_init(n, &c, (struct storage_io){ 0 }, &net, 1000000000ull, err, size);
+}
+
+/* A data dir that exists but is empty is what a wiped member looks like:
+ * started as an initial voter it would have forgotten its vote. It is
+ * refused (nothing written into it) unless bootstrap = 1 or join = 1; a
+ * directory haspd creates itself, and a restart, start as before. */
+static void test_node_existing_empty_data_dir_is_refused(void **state)
+{
+	(void)state;
+	char base[] = "/tmp/hasp-node-blank-XXXXXX", dir[128], err[512];
+	struct node *n = test_calloc(1, sizeof(*n));
+
+	assert_non_null(mkdtemp(base));
+	snprintf(dir, sizeof(dir), "%s/data", base);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(real_init(n, dir, NULL, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "exists but is empty"));
+	assert_non_null(strstr(err, "Replacing a lost data dir"));
+	assert_int_equal(rmdir(dir), 0); /* still empty: nothing was created */
+	assert_int_equal(mkdir(dir, 0755), 0);
+
+	assert_int_equal(real_init(n, dir, "bootstrap", err, sizeof(err)), 0);
+	node_deinit(n);
+	assert_int_equal(real_init(n, dir, NULL, err, sizeof(err)), 0); /* a restart */
+	node_deinit(n);
+
+	snprintf(dir, sizeof(dir), "%s/joiner", base);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(real_init(n, dir, "join", err, sizeof(err)), 0);
+	node_deinit(n);
+
+	snprintf(dir, sizeof(dir), "%s/fresh", base); /* haspd creates it */
+	assert_int_equal(real_init(n, dir, NULL, err, sizeof(err)), 0);
+	node_deinit(n);
+	test_free(n);
+	assert_int_equal(nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+/* Issue 11: a follower whose data dir was wiped (a new, empty simulated
+ * disk) and which is restarted catches up under the same leader, by
+ * snapshot; while it is away the leader's health is degraded (member not
+ * heard from), and once it has caught up it is not. Before, the leader
+ * took the follower's rejects at its old match index as stale and the
+ * follower stayed at 0 until a leader change. */
+static void test_node_wiped_follower_catches_up_and_health_reports_lag(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(12));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	char why[64];
+	uint64_t term = s->nodes[l].raft.term;
+
+	sim_run_ms(s, 3000); /* ~150 entries, a snapshot on every node */
+	assert_null(node_degraded(&s->nodes[l], why, sizeof(why)));
+	assert_true(s->nodes[f].applied > 100);
+
+	node_deinit(&s->nodes[f]);
+	s->up[f] = false;
+	sim_run_ms(s, 1000);
+	assert_non_null(node_degraded(&s->nodes[l], why, sizeof(why)));
+	assert_non_null(strstr(why, "not heard from"));
+
+	struct simdisk_config dc;
+	simdisk_config_default(&dc, test_util_seed(12) + 100);
+	dc.short_write_per_million = 0;
+	simdisk_destroy(s->disks[f]);
+	s->disks[f] = simdisk_create(&dc);
+	sim_start_node(s, f);
+	assert_int_equal(s->nodes[f].applied, 0);
+	sim_run_ms(s, 2000);
+	assert_int_equal(sim_leader(s), l);
+	assert_int_equal(s->nodes[l].raft.term, term);
+	assert_true(s->nodes[f].applied + 2 >= s->nodes[l].raft.commit);
+	assert_true(s->nodes[l].raft.counters.follower_log_lost >= 1);
+	assert_null(node_degraded(&s->nodes[l], why, sizeof(why)));
+	sim_destroy(s);
+}
+
 /* docs/STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -1190,6 +1366,9 @@ int main(void)
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
+		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
+		cmocka_unit_test(test_node_existing_empty_data_dir_is_refused),
+		cmocka_unit_test(test_node_wiped_follower_catches_up_and_health_reports_lag),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watches_are_bounded_per_session),
 		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),

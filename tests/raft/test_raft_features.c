@@ -2,6 +2,7 @@
  * Paper tests for ReadIndex (§6.4), membership changes and learners (§4.1,
  * §4.2.1, §4.2.2) and snapshots (§5).
  */
+#include "raft/core.h"
 #include "raft/election.h"
 #include "raft/log.h"
 #include "raft/snapshot.h"
@@ -316,6 +317,73 @@ static void test_snapshot_compacts_the_log(void **state)
 	th_deinit(th);
 }
 
+/* Restarts follower f with the first `keep` entries of the leader's log
+ * (keep 0 and term 0: a wiped data directory), as after
+ * `hasp-waldump --truncate-at` or a lost disk. */
+static void restart_with_prefix(struct th *th, uint32_t leader, uint32_t f, uint32_t keep, bool wipe)
+{
+	uint64_t terms[64];
+
+	assert_true(keep <= 64);
+	for (uint32_t k = 0; k < keep; k++)
+		terms[k] = raft_term_at(&th->r[leader], k + 1);
+	if (wipe)
+		th_restart(th, f, 0, 0, terms, 0);
+	else
+		th_restart(th, f, th->r[f].term, th->r[f].vote, terms, keep);
+}
+
+static void test_follower_that_lost_acknowledged_entries_catches_up_without_election(void **state)
+{
+	/* A follower whose log lost entries it had acknowledged (a truncated
+	 * WAL, a wiped data dir) rejects the leader's heartbeats at its old
+	 * match index. The leader must take that as "the follower lost its
+	 * log", not as a stale reply, and repair it while it stays leader:
+	 * from the log or, once compacted, by snapshot. Seeded cases. */
+	struct th *th = &TH;
+	static uint8_t image[300];
+	(void)state;
+	for (uint64_t seed = 1; seed <= 40; seed++) {
+		struct prng p;
+		prng_seed(&p, seed);
+		th_init(th, 3);
+		th_elect(th, 0);
+		uint32_t f = 1 + (uint32_t)prng_below(&p, 2);
+		uint32_t n = 5 + (uint32_t)prng_below(&p, 40);
+		for (uint32_t i = 0; i < n; i++)
+			th_propose(th, 0, "x");
+		settle(th, 0, 3);
+		uint64_t last = raft_last_index(&th->r[0]);
+		assert_int_equal(th->r[f].commit, last);
+		assert_int_equal(core_progress(&th->r[0], f + 1)->match, last);
+		bool wipe = prng_below(&p, 3) == 0;
+		bool snap = prng_below(&p, 2) == 0;
+		if (snap) {
+			take_snapshot(th, 0, image, sizeof(image));
+			assert_int_equal(th->last_reject, RAFT_OK);
+		}
+		uint32_t keep = wipe ? 0 : (uint32_t)prng_below(&p, last < 64 ? last : 64);
+		uint64_t term = th->r[0].term;
+		restart_with_prefix(th, 0, f, keep, wipe);
+		assert_int_equal(raft_last_index(&th->r[f]), keep);
+		for (uint32_t i = 0; i < 3; i++)
+			th_propose(th, 0, "y");
+		settle(th, 0, 12);
+		/* Same leader, same term: no election was needed. */
+		assert_int_equal(th->r[0].role, RAFT_LEADER);
+		assert_int_equal(th->r[0].term, term);
+		last = raft_last_index(&th->r[0]);
+		assert_int_equal(raft_last_index(&th->r[f]), last);
+		assert_int_equal(th->r[f].commit, last);
+		assert_int_equal(core_progress(&th->r[0], f + 1)->match, last);
+		assert_int_equal(th->r[f].term, term);
+		if (snap && keep < th->r[0].log.first - 1)
+			assert_true(th->snap_installed[f] > 0);
+		assert_true(th->r[0].counters.follower_log_lost >= 1);
+		th_deinit(th);
+	}
+}
+
 static void test_lagging_follower_receives_snapshot_in_chunks(void **state)
 {
 	/* §5.3: "the leader must occasionally send snapshots to followers that
@@ -397,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_removed_server_is_ignored_and_knows_it_once_told),
 		cmocka_unit_test(test_snapshot_compacts_the_log),
 		cmocka_unit_test(test_lagging_follower_receives_snapshot_in_chunks),
+		cmocka_unit_test(test_follower_that_lost_acknowledged_entries_catches_up_without_election),
 		cmocka_unit_test(test_silent_followers_transfer_stops_holding_compaction),
 	};
 	test_util_install_assert_handler();

@@ -238,12 +238,12 @@ static void test_wal_short_writes_and_eagain_are_continued(void **state)
 {
 	(void)state;
 	struct simdisk_config dc;
-	struct fixture *f = fixture_new(5);
+	struct fixture *f = fixture_new(8);
 	struct simdisk_stats st;
 	struct collected c;
 
 	simdisk_destroy(f->disk);
-	simdisk_config_default(&dc, 5);
+	simdisk_config_default(&dc, 8);
 	dc.short_write_per_million = 300000;
 	dc.again_per_million = 200000;
 	f->disk = simdisk_create(&dc);

@@ -226,6 +226,138 @@ static void test_uring_hard_state_and_snapshots_on_disk(void **state)
 	rm_rf(dir);
 }
 
+static void save_hs(struct storage *s, uint64_t term, uint64_t vote)
+{
+	struct hard_state hs = { term, vote };
+	int64_t seq = hardstate_save(&s->hs, &hs);
+	assert_true(seq > 0);
+	while (hardstate_durable_seq(&s->hs) < (uint64_t)seq) {
+		assert_false(storage_failed(s));
+		(void)storage_poll(s, true);
+	}
+}
+
+static void test_uring_hard_state_damage_refuses_to_start(void **state)
+{
+	/* Real files: a damaged newest slot, a deleted hard state file next
+	 * to a WAL, and a term below the log's or the snapshot's each refuse
+	 * the start with a message naming the hard state file. */
+	(void)state;
+	char dir[128], path[256], err[256];
+	struct storage s;
+	struct storage_config cfg;
+	struct hard_state hs;
+	uint8_t junk[16];
+
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	config(&cfg, dir, WAL_SYNC_DSYNC);
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	save_hs(&s, 3, 1);
+	save_hs(&s, 4, 2);
+	save_hs(&s, 5, 3);
+	uint32_t newest = s.hs.durable_slot;
+	append(&s, 1, 10, 5, 100);
+	wait_durable(&s, 10);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), -HASP_ECORRUPT);
+	hs = hardstate_durable(&s.hs);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), 0);
+	storage_close(&s);
+
+	/* Damage inside the newest slot's record. */
+	snprintf(path, sizeof(path), "%s/%s", dir, HARDSTATE_FILE);
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	memset(junk, 0x5a, sizeof(junk));
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), (off_t)newest * HARDSTATE_SLOT_SIZE + 24),
+			 (ssize_t)sizeof(junk));
+	assert_int_equal(fsync(fd), 0);
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
+	assert_non_null(s.open_failed);
+	assert_non_null(strstr(s.open_failed, HARDSTATE_FILE));
+
+	/* The file gone: the open recreates it, the check refuses. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	assert_true(s.hs.created);
+	assert_int_equal(hs.term, 0);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), -HASP_ECORRUPT);
+	assert_non_null(strstr(err, "hard state file " HARDSTATE_FILE " is missing"));
+	/* A term below the last entry's or the snapshot's term. */
+	save_hs(&s, 4, 0);
+	hs = hardstate_durable(&s.hs);
+	assert_int_equal(storage_check_hard_state(&s, &hs, 0, 0, 5, err, sizeof(err)), -HASP_ECORRUPT);
+	assert_non_null(strstr(err, "last log entry's term 5"));
+	assert_int_equal(storage_check_hard_state(&s, &hs, 3, 6, 4, err, sizeof(err)), -HASP_ECORRUPT);
+	assert_non_null(strstr(err, "snapshot's term 6"));
+	assert_int_equal(storage_check_hard_state(&s, &hs, 3, 4, 4, err, sizeof(err)), 0);
+	storage_close(&s);
+	rm_rf(dir);
+}
+
+/* Writes entries over three segments and closes; returns the newest
+ * segment that holds entries (path) and the spare's. */
+static void three_segments(const char *dir, struct storage_config *cfg, char *newest, char *spare,
+			   size_t size)
+{
+	struct storage s;
+	struct hard_state hs;
+
+	config(cfg, dir, WAL_SYNC_LINKED);
+	cfg->segment_size = 64 << 10;
+	cfg->write_size_max = 16 << 10;
+	assert_int_equal(storage_open(&s, cfg, &hs), 0);
+	append(&s, 1, 400, 1, 300); /* about 150 KiB: three segments of 64 KiB */
+	wait_durable(&s, 400);
+	assert_true(s.wal.segment_count >= 3);
+	snprintf(newest, size, "%s/%s", dir, s.wal.segments[s.wal.segment_count - 1].name);
+	snprintf(spare, size, "%s/%s", dir, s.wal.spare.name);
+	assert_int_equal(wal_drain(&s.wal), 0);
+	storage_close(&s);
+	assert_int_equal(access(spare, F_OK), 0);
+}
+
+static void test_uring_wal_truncated_or_missing_newest_segment_refuses(void **state)
+{
+	/* Segments are preallocated to their full size before their header is
+	 * written and numbered without gaps up to the spare: a segment shorter
+	 * than its header says, or a gap below the spare, lost entries that
+	 * were durable. Before, both opened as a clean, shorter log. */
+	(void)state;
+	char dir[128], newest[300], spare[300];
+	struct storage s;
+	struct storage_config cfg;
+	struct hard_state hs;
+	struct counted c;
+
+	for (int kind = 0; kind < 3; kind++) {
+		assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+		three_segments(dir, &cfg, newest, spare, sizeof(newest));
+		if (kind == 0)
+			assert_int_equal(truncate(newest, 8192), 0); /* cut inside the entries */
+		else if (kind == 1)
+			assert_int_equal(truncate(newest, 0), 0);
+		else
+			assert_int_equal(unlink(newest), 0);
+		assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
+		assert_non_null(s.open_failed);
+		assert_string_equal(s.open_failed, "WAL");
+		/* Refused without repairing: the evidence is still there. */
+		assert_int_equal(access(spare, F_OK), 0);
+		rm_rf(dir);
+	}
+
+	/* A clean reopen of the same layout still works, the spare included. */
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	three_segments(dir, &cfg, newest, spare, sizeof(newest));
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	replay(&s, &c);
+	assert_int_equal(c.last, 400);
+	assert_int_equal(c.count, 400);
+	storage_close(&s);
+	rm_rf(dir);
+}
+
 static void test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns(void **state)
 {
 	(void)state;
@@ -259,6 +391,8 @@ int main(void)
 		cmocka_unit_test(test_uring_wal_append_reopen_recover_every_sync_mode),
 		cmocka_unit_test(test_uring_wal_truncate_suffix_and_torn_tail_recover),
 		cmocka_unit_test(test_uring_hard_state_and_snapshots_on_disk),
+		cmocka_unit_test(test_uring_hard_state_damage_refuses_to_start),
+		cmocka_unit_test(test_uring_wal_truncated_or_missing_newest_segment_refuses),
 		cmocka_unit_test(test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns),
 	};
 

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -143,6 +144,48 @@ static void test_waldump_names_file_and_offset_of_corruption_and_repairs(void **
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+static void test_waldump_reports_a_cut_segment_and_repairs(void **state)
+{
+	/* A segment cut short (preallocated to 256 KiB, now 20 KiB, in the
+	 * middle of entry 4's batch): the node refuses, the tool names the
+	 * file and suggests the cut at the end of what remains, and after the
+	 * repair (which gives the file its size back) the node starts. */
+	(void)state;
+	char dir[] = "/tmp/hasp-waldump-test-XXXXXX";
+	char path[256], args[512];
+	static char out[1 << 16];
+	struct storage s;
+	struct hard_state hs;
+	struct storage_config cfg = { .dir = dir, .segment_size = 256 << 10 };
+
+	assert_non_null(mkdtemp(dir));
+	build_dir(dir);
+	snprintf(path, sizeof(path), "%s/wal-0000000000000001.seg", dir);
+	assert_int_equal(truncate(path, 20480 + 100), 0);
+	assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
+	assert_int_equal(run_tool(dir, out, sizeof(out)), 2);
+	printf("%s", out);
+	assert_non_null(strstr(out, "LOST file=wal-0000000000000001.seg offset=20580: segment "
+				    "shorter than its preallocated size"));
+	const char *cut = strstr(out, "--truncate-at wal-0000000000000001.seg ");
+	assert_non_null(cut);
+	unsigned long long offset = strtoull(cut + strlen("--truncate-at wal-0000000000000001.seg "),
+					     NULL, 10);
+	assert_true(offset >= 4096 && offset <= 20480 && offset % 4096 == 0);
+
+	snprintf(args, sizeof(args), "--truncate-at wal-0000000000000001.seg %llu %s", offset, dir);
+	assert_int_equal(run_tool(args, out, sizeof(out)), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 256 << 10);
+	assert_int_equal(run_tool(dir, out, sizeof(out)), 0);
+	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
+	assert_true(wal_last_index(&s.wal) >= 1 && wal_last_index(&s.wal) < 5);
+	assert_int_equal(hs.term, 3);
+	storage_close(&s);
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void test_waldump_refuses_a_missing_directory(void **state)
 {
 	(void)state;
@@ -156,6 +199,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_waldump_prints_a_good_directory),
 		cmocka_unit_test(test_waldump_names_file_and_offset_of_corruption_and_repairs),
+		cmocka_unit_test(test_waldump_reports_a_cut_segment_and_repairs),
 		cmocka_unit_test(test_waldump_refuses_a_missing_directory),
 	};
 
