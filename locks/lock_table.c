@@ -186,6 +186,19 @@ static bool lock_table_room(struct locks *sm, uint32_t s, uint32_t shared, bool 
 	return false;
 }
 
+/* The reply fields of the holder's grant of `lk`: token and lease. */
+static void lock_table_reply_holder(struct locks *sm, uint32_t lk)
+{
+	struct locks_reply *r = &sm->res->reply;
+	const struct locks_lease *l = &sm->leases[sm->locks[lk].lease];
+
+	r->token = sm->locks[lk].token;
+	r->id = l->id;
+	r->ttl_ms = l->ttl_ms;
+	r->deadline_ms = l->deadline_ms;
+	HASP_ASSERT(r->token != 0);
+}
+
 /* ACQUIRE of lock `lk` by the session that holds it (a client that lost
  * the reply, or asks again after a restart of its process): GRANTED with
  * the same token, and for a lock with its own TTL the TTL is re-armed from
@@ -196,7 +209,6 @@ static bool lock_table_room(struct locks *sm, uint32_t s, uint32_t shared, bool 
 static void lock_table_reacquire(struct locks *sm, uint32_t lk, uint32_t shared,
 				 const struct locks_cmd *cmd)
 {
-	struct locks_reply *r = &sm->res->reply;
 	uint32_t ls = sm->locks[lk].lease;
 	struct locks_lease *l = &sm->leases[ls];
 	bool own_ttl = (l->flags & LEASE_FLAG_PRIVATE) != 0;
@@ -211,11 +223,7 @@ static void lock_table_reacquire(struct locks *sm, uint32_t lk, uint32_t shared,
 		lease_arm(sm, ls);
 	}
 	locks_reply_set(sm, HASP_STATUS_GRANTED, LOCKS_REASON_SELF_HELD);
-	r->token = sm->locks[lk].token;
-	r->id = l->id;
-	r->ttl_ms = l->ttl_ms;
-	r->deadline_ms = l->deadline_ms;
-	HASP_ASSERT(r->token != 0);
+	lock_table_reply_holder(sm, lk);
 }
 
 void lock_table_cmd_acquire(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
@@ -401,7 +409,6 @@ void lock_table_cmd_cancel(struct locks *sm, uint32_t s, const struct locks_cmd 
 
 void lock_table_cmd_renew(struct locks *sm, uint32_t s, const struct locks_cmd *cmd)
 {
-	struct locks_reply *r = &sm->res->reply;
 	uint32_t lk = lock_table_owned(sm, s, cmd);
 
 	if (lk == LOCKS_NONE)
@@ -423,10 +430,7 @@ void lock_table_cmd_renew(struct locks *sm, uint32_t s, const struct locks_cmd *
 		l->ttl_ms = cmd->ttl_ms;
 	lease_arm(sm, ls);
 	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
-	r->token = sm->locks[lk].token;
-	r->id = l->id;
-	r->ttl_ms = l->ttl_ms;
-	r->deadline_ms = l->deadline_ms;
+	lock_table_reply_holder(sm, lk);
 }
 
 void lock_table_cmd_force_release(struct locks *sm, const struct locks_cmd *cmd)
