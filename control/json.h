@@ -83,7 +83,7 @@ struct json_token {
 /* Parses text[0..len) as one JSON value (surrounding whitespace allowed).
  * Returns the number of tokens, or -HASP_ECORRUPT (bad grammar),
  * -HASP_EFULL (more than max tokens), -HASP_ETOOBIG (nested too deep). */
-int json_parse(const char *text, size_t len, struct json_token *toks, uint32_t max);
+int json_parse(const char *text, size_t len, struct json_token *toks, uint32_t max) __attribute__((warn_unused_result));
 
 /* The value token of `key` in the object at toks[obj], or -1. */
 int json_get(const char *text, const struct json_token *toks, int obj, const char *key);

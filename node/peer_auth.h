@@ -70,6 +70,7 @@ long peer_auth_open(const struct auth_key *key, const uint8_t *buf, size_t size,
  * recorded) the first time (epoch, counter) is seen, false for a replay, a
  * counter 0, a counter older than the window, or an epoch older than the
  * newest seen. A window that held another sender is reset first. */
-bool peer_auth_window_accept(struct peer_auth_window *w, uint32_t id, const struct peer_auth_tag *tag);
+bool peer_auth_window_accept(struct peer_auth_window *w, uint32_t id, const struct peer_auth_tag *tag)
+	__attribute__((warn_unused_result));
 
 #endif

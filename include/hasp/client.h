@@ -195,7 +195,8 @@ void hasp_client_close(struct hasp_client *client);
 /* Changes the overall deadline of each later call (cfg.deadline_ms), e.g.
  * to bound a renew by the lock's remaining validity. 0 is refused
  * (-HASP_EINVAL). */
-int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms);
+int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms)
+	__attribute__((warn_unused_result));
 
 /* Opens the session now (otherwise the first request does). Returns the
  * status (OK) or -HASP_E*. */
@@ -233,11 +234,12 @@ int hasp_client_lock_read(struct hasp_client *client, const char *name,
 /* The conservative monotonic deadline (ns) until which `lock` is ours: its
  * own valid_until_ns, or for a lease lock the lease's current deadline as
  * kept by this client (0 when this client does not know the lease). */
-uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock);
+uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock)
+	__attribute__((warn_unused_result));
 /* True when the lock is still valid `work_ms` from now: act on the guarded
  * resource only then, and still fence the act with lock->token. */
 bool hasp_client_lock_safe(struct hasp_client *client, const struct hasp_lock *lock,
-			   uint32_t work_ms);
+			   uint32_t work_ms) __attribute__((warn_unused_result));
 
 /* ---- leases ---- */
 

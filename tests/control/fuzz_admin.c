@@ -13,6 +13,7 @@
 #include "common/assert.h"
 #include "control/control_impl.h"
 #include "control/json.h"
+#include "hasp/errors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,7 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ready = true;
 	}
 	/* The tokenizer on raw bytes. */
-	(void)json_parse((const char *)data, size, toks, 4096);
+	int parsed = json_parse((const char *)data, size, toks, 4096);
+	HASP_ASSERT(parsed <= 4096);
+	HASP_ASSERT(parsed > 0 || parsed == -HASP_ECORRUPT || parsed == -HASP_EFULL ||
+		    parsed == -HASP_ETOOBIG);
 
 	/* The request path; "log.level" would change global state between
 	 * inputs, so it is left out. */
