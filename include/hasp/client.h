@@ -78,8 +78,8 @@ struct hasp_client_config {
 	/* "ip:port,ip:port,...", IPv4, any node of the cluster first. Required. */
 	const char *cluster;
 	uint32_t request_timeout_ms; /* silence before a retransmit (default 200) */
-	uint32_t backoff_ms;         /* first backoff before the next node (default 20) */
-	uint32_t backoff_max_ms;     /* backoff doubles up to this (default 1000) */
+	uint32_t backoff_ms;         /* first backoff between rounds (default 20) */
+	uint32_t backoff_max_ms;     /* backoff doubles up to this (default 100) */
 	uint32_t deadline_ms;        /* overall deadline of one call (default 5000) */
 	uint32_t session_ttl_ms;     /* requested session TTL (default 10000) */
 	/* Clock-drift margin subtracted from every validity deadline:
