@@ -130,7 +130,11 @@ static int cmd_single(const char *cluster)
 	CHECK(rc == HASP_STATUS_GRANTED, "acquire queue lock: %d", rc);
 	struct waiter w = { .c = b };
 	pthread_t tid;
-	pthread_create(&tid, NULL, wait_acquire, &w);
+	if (pthread_create(&tid, NULL, wait_acquire, &w) != 0) {
+		printf("FAIL: cannot start the waiter thread\n");
+		exit(1);
+	}
+	info.waiter_count = 0; /* read below even if no read answered OK */
 	for (int i = 0; i < 100; i++) {
 		if (hasp_client_lock_read(a, "itest/queue", &info) == HASP_STATUS_OK && info.waiter_count == 1)
 			break;
