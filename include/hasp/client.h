@@ -8,9 +8,10 @@
  * sequence number and retransmits a request with the SAME number and bytes
  * until a node answers, so that a retried mutation applies once
  * (exactly-once, PROTOCOL.md "Exactly once"). NOT_LEADER with a known leader
- * sends the request there at once; an unknown leader or a silent node moves
- * to the next address after a backoff; the last node that answered is
- * remembered. docs/CLIENT.md explains each behaviour and the CLI built on it.
+ * sends the request there at once; an unknown leader or a silent node makes
+ * the client ask every node at once, again after each short backoff; the
+ * last node that answered is remembered. docs/CLIENT.md explains each
+ * behaviour ("Leader discovery", "Failover contract") and the CLI built on it.
  *
  * Returns: calls that exchange a request return the reply's status (an enum
  * hasp_status, >= 0) when a node answered, or a negative -HASP_E* code when
@@ -77,7 +78,7 @@ typedef void hasp_client_event_fn(const struct hasp_event *ev, void *arg);
 struct hasp_client_config {
 	/* "ip:port,ip:port,...", IPv4, any node of the cluster first. Required. */
 	const char *cluster;
-	uint32_t request_timeout_ms; /* silence before a retransmit (default 200) */
+	uint32_t request_timeout_ms; /* silence before every node is asked (default 200) */
 	uint32_t backoff_ms;         /* first backoff between rounds (default 20) */
 	uint32_t backoff_max_ms;     /* backoff doubles up to this (default 100) */
 	uint32_t deadline_ms;        /* overall deadline of one call (default 5000) */
