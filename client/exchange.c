@@ -371,6 +371,10 @@ struct finder {
 
 _Static_assert(HASP_CLIENT_NODES_MAX <= 32, "struct finder keeps a 32-bit node mask");
 
+/* Probe rounds are at least this far apart, whatever backoff_ms says (0
+ * is a valid backoff): a round goes to every node, so none may spin. */
+#define PROBE_INTERVAL_MIN_NS (5 * NS_PER_MS)
+
 static void finder_init(const struct hasp_client *c, struct finder *f)
 {
 	f->target = c->target < c->node_count ? c->target : 0;
@@ -581,7 +585,8 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 				 * (replies still count meanwhile). Directed:
 				 * wait for this node. */
 				if (f.probing) {
-					timer_ns = now + finder_backoff(c, &f);
+					uint64_t wait = finder_backoff(c, &f);
+					timer_ns = now + (wait > PROBE_INTERVAL_MIN_NS ? wait : PROBE_INTERVAL_MIN_NS);
 				} else {
 					kind = TIMER_SILENCE;
 					timer_ns = now + (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
