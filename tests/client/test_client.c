@@ -432,6 +432,33 @@ static void test_silent_cluster_times_out_at_deadline(void **state)
 	responder_stop(&r);
 }
 
+/* backoff_ms 0 is valid: probe rounds still keep 5 ms apart, so a silent
+ * cluster gets a bounded number of datagrams (the bound holds however
+ * slow the machine: a delay only means fewer rounds). */
+static void test_probe_rounds_are_bounded_with_zero_backoff(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_silent, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.backoff_ms = 0;
+	cfg.backoff_max_ms = 0;
+	cfg.deadline_ms = 300;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), -HASP_ETIMEDOUT);
+	hasp_client_close(c);
+	/* One directed send, then at most 300 / 5 + 1 rounds of 2 (the
+	 * client sends nothing after its deadline; late arrivals are in the
+	 * count already or never come). */
+	uint32_t opens = responder_count(&r, HASP_OP_SESSION_OPEN, -1);
+	responder_stop(&r);
+	assert_true(opens >= 2);
+	assert_true(opens <= 1 + 2 * (300 / 5 + 1));
+}
+
 /* ---- WAIT mode ---- */
 
 struct wait_script {
@@ -1829,6 +1856,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_not_leader_redirects_to_named_leader_with_same_seq, responder_teardown),
 		cmocka_unit_test_teardown(test_timeout_asks_every_node_at_once, responder_teardown),
 		cmocka_unit_test_teardown(test_stale_hint_to_a_silent_leader_is_not_followed, responder_teardown),
+		cmocka_unit_test_teardown(test_probe_rounds_are_bounded_with_zero_backoff, responder_teardown),
 		cmocka_unit_test_teardown(test_unknown_leader_moves_to_next_node, responder_teardown),
 		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),
