@@ -31,7 +31,7 @@ void hasp_client_config_default(struct hasp_client_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->request_timeout_ms = 200;
 	cfg->backoff_ms = 20;
-	cfg->backoff_max_ms = 1000;
+	cfg->backoff_max_ms = 100;
 	cfg->deadline_ms = 5000;
 	cfg->session_ttl_ms = 10000;
 	cfg->drift_margin_ms = 5;

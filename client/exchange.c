@@ -214,6 +214,27 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 		event_push_locked(c, m);
 }
 
+/* True for a reply that sends the request elsewhere or later. */
+static bool status_redirects(uint8_t status)
+{
+	return status == HASP_STATUS_NOT_LEADER || status == HASP_STATUS_UNAVAILABLE ||
+	       status == HASP_STATUS_OVERLOADED;
+}
+
+/* A final answer replaces a redirect its waiter has not read yet: when
+ * every node was asked at once, the leader's answer may come right after
+ * a follower's NOT_LEADER (docs/CLIENT.md, "Leader discovery"). */
+static bool reply_supersedes(const struct pending *p, const struct hasp_wire_msg *m)
+{
+	struct hasp_wire_msg old;
+
+	if (status_redirects(m->hdr.status))
+		return false;
+	if (hasp_wire_decode_reply(p->reply, p->reply_size, &old) != 0)
+		return false;
+	return status_redirects(old.hdr.status);
+}
+
 /* Matches one reply to the slot waiting for it. */
 static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_msg *m,
 				  const uint8_t *data, size_t size, uint32_t from)
@@ -238,7 +259,7 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 			c->stats.rx_stray++;
 		return;
 	}
-	if (p->state == PENDING_DONE) {
+	if (p->state == PENDING_DONE && !reply_supersedes(p, m)) {
 		c->stats.rx_duplicates++;
 		return;
 	}
@@ -248,7 +269,7 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 		p->state = PENDING_FREE;
 		return;
 	}
-	HASP_ASSERT(p->state == PENDING_WAITING);
+	HASP_ASSERT(p->state == PENDING_WAITING || p->state == PENDING_DONE);
 	HASP_ASSERT(size <= sizeof(p->reply));
 	memcpy(p->reply, data, size);
 	p->reply_size = size;
@@ -338,8 +359,115 @@ static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, 
 	(void)sendto(c->fd, req, size, 0, (const struct sockaddr *)&to, sizeof(to));
 }
 
+/*
+ * Leader finding for one request (docs/CLIENT.md, "Leader discovery").
+ *
+ * Directed: the request goes to one node (the last one that answered, or
+ * the leader a NOT_LEADER named) and waits request_timeout_ms for it.
+ * Probing: after that node fell silent, or when the node asked does not
+ * know the leader, the same bytes go to every node at once, again after
+ * each backoff (short, doubling up to backoff_max_ms, jittered), until
+ * some node gives a final answer. A NOT_LEADER hint is followed at once
+ * unless it names a node that let this request go unanswered: followers
+ * name the old leader until their own election timeout, so after a crash
+ * the hint is stale exactly when it matters. Sending one sequence number
+ * to several nodes is safe: it is one request (PROTOCOL.md, exactly once).
+ */
 enum timer_kind { TIMER_SEND, TIMER_SILENCE };
 
+struct finder {
+	uint32_t target;      /* directed mode: the node asked */
+	bool probing;         /* every node is asked */
+	uint32_t silent;      /* bit i: node i let this request go unanswered */
+	uint32_t redirects;   /* hints followed, bounded by the node count */
+	uint64_t backoff_ns;  /* the next backoff, before jitter */
+	uint64_t backoff_max_ns;
+};
+
+_Static_assert(HASP_CLIENT_NODES_MAX <= 32, "struct finder keeps a 32-bit node mask");
+
+/* Probe rounds are at least this far apart, whatever backoff_ms says (0
+ * is a valid backoff): a round goes to every node, so none may spin. */
+#define PROBE_INTERVAL_MIN_NS (5 * NS_PER_MS)
+
+static void finder_init(const struct hasp_client *c, struct finder *f)
+{
+	f->target = c->target < c->node_count ? c->target : 0;
+	f->probing = false;
+	f->silent = 0;
+	f->redirects = 0;
+	f->backoff_ns = (uint64_t)c->cfg.backoff_ms * NS_PER_MS;
+	f->backoff_max_ns = (uint64_t)c->cfg.backoff_max_ms * NS_PER_MS;
+}
+
+/* The next wait: the current backoff with "equal jitter" (between half
+ * and all of it, so that clients failed over together do not probe in
+ * step), then the backoff doubles up to its bound. */
+static uint64_t finder_backoff(struct hasp_client *c, struct finder *f)
+{
+	uint64_t b = f->backoff_ns;
+	uint64_t wait = b / 2 + (b / 2 > 0 ? prng_below(&c->prng, b / 2 + 1) : 0);
+
+	f->backoff_ns = b * 2 < f->backoff_max_ns ? b * 2 : f->backoff_max_ns;
+	return wait;
+}
+
+/* A node answered (anything): it is not silent. */
+static void finder_heard(struct finder *f, uint32_t from)
+{
+	f->silent &= ~(1u << from);
+}
+
+/* The directed node said nothing for request_timeout_ms. */
+static void finder_silence(struct finder *f)
+{
+	f->silent |= 1u << f->target;
+	f->probing = true;
+}
+
+/* A NOT_LEADER hint worth following at once: a leader named, not the
+ * node that answered, not one that was silent to this request, and not
+ * followed round in circles. Learns the address; returns its index or -1. */
+static int finder_hint(struct hasp_client *c, struct finder *f, const struct hasp_wire_not_leader *nl,
+		       uint32_t from)
+{
+	bool usable = nl->known && nl->port != 0 &&
+		      (nl->ipv4[0] | nl->ipv4[1] | nl->ipv4[2] | nl->ipv4[3]) != 0;
+	uint32_t idx;
+
+	if (!usable || f->redirects >= c->node_count)
+		return -1;
+	idx = node_learn(c, nl);
+	if (idx == from || (f->silent & (1u << idx)) != 0)
+		return -1;
+	f->redirects++;
+	return (int)idx;
+}
+
+/* Sends the request as the mode says; returns the datagrams sent. In
+ * probing mode the nodes not known to be silent go first, starting after
+ * the directed one, then the silent ones (maybe only slow). */
+static uint32_t finder_send(struct hasp_client *c, const struct finder *f, const uint8_t *req,
+			    size_t size)
+{
+	uint32_t n = 0;
+
+	if (!f->probing) {
+		send_to(c, f->target, req, size);
+		return 1;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t k = 1; k <= c->node_count; k++) {
+			uint32_t i = (f->target + k) % c->node_count;
+			bool silent = (f->silent & (1u << i)) != 0;
+			if (silent == (pass == 1)) {
+				send_to(c, i, req, size);
+				n++;
+			}
+		}
+	}
+	return n;
+}
 
 /* A new session: every watch registered in the old one must be sent again. */
 static void watches_mark_stale_locked(struct hasp_client *c)
@@ -360,22 +488,21 @@ static void watches_forget_registrations_locked(struct hasp_client *c)
 }
 
 /*
- * Runs one request to a final reply: sends it, retransmits the same bytes
- * after silence to the next node, follows NOT_LEADER, backs off on
- * UNAVAILABLE and OVERLOADED. Returns 0 with p DONE, or -HASP_ETIMEDOUT
- * with p ABANDONED. Called with c->mu held; drops it while waiting.
+ * Runs one request to a final reply: sends it, follows NOT_LEADER, asks
+ * every node after silence or an unknown leader (struct finder), backs off
+ * on UNAVAILABLE and OVERLOADED, always with the same bytes. Returns 0
+ * with p DONE, or -HASP_ETIMEDOUT with p ABANDONED. Called with c->mu
+ * held; drops it while waiting.
  */
 static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8_t *req,
 			   size_t req_size, uint64_t deadline_ns, uint64_t *first_send_ns)
 {
-	uint64_t backoff_ns = (uint64_t)c->cfg.backoff_ms * NS_PER_MS;
-	uint64_t backoff_max_ns = (uint64_t)c->cfg.backoff_max_ms * NS_PER_MS;
-	uint32_t target = c->target < c->node_count ? c->target : 0;
-	uint32_t redirects = 0;
+	struct finder f;
 	enum timer_kind kind = TIMER_SEND;
 	uint64_t timer_ns = 0;
 	bool sent = false;
 
+	finder_init(c, &f);
 	HASP_ASSERT(p->state == PENDING_WAITING);
 	HASP_ASSERT(req_size >= HASP_WIRE_HEADER_SIZE && req_size <= HASP_DATAGRAM_SIZE_MAX);
 	for (;;) {
@@ -398,38 +525,43 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 			if (m.hdr.status == HASP_STATUS_NOT_LEADER) {
 				c->stats.redirects++;
 				p->state = PENDING_WAITING;
-				kind = TIMER_SEND;
-				const struct hasp_wire_not_leader *nl = &m.body.not_leader;
-				bool usable = nl->known && nl->port != 0 &&
-					      (nl->ipv4[0] | nl->ipv4[1] | nl->ipv4[2] | nl->ipv4[3]) != 0;
-				if (usable && redirects < c->node_count) {
+				finder_heard(&f, p->from_index);
+				int hinted = finder_hint(c, &f, &m.body.not_leader, p->from_index);
+				if (hinted >= 0) {
 					/* Straight to the named leader, same seq. */
-					redirects++;
-					target = node_learn(c, nl);
-					c->target = target;
+					f.probing = false;
+					f.target = (uint32_t)hinted;
+					c->target = f.target;
+					kind = TIMER_SEND;
 					timer_ns = now;
-					continue;
+				} else if (!f.probing) {
+					/* Unknown leader (an election), or a hint
+					 * to a silent node: ask everyone now, then
+					 * after each backoff. */
+					f.probing = true;
+					f.target = p->from_index;
+					kind = TIMER_SEND;
+					timer_ns = now;
 				}
-				/* Unknown leader (an election), or redirects
-				 * going round in circles: next node, later. */
-				target = (p->from_index + 1) % c->node_count;
-				timer_ns = now + backoff_ns;
-				backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2
-									       : backoff_max_ns;
+				/* Probing already: the next round is due. */
 				continue;
 			}
 			if (m.hdr.status == HASP_STATUS_UNAVAILABLE ||
 			    m.hdr.status == HASP_STATUS_OVERLOADED) {
 				/* Retry the same seq after a backoff; a node
 				 * without quorum may be in the minority, so
-				 * UNAVAILABLE moves on to the next node. */
+				 * UNAVAILABLE moves on to the next node, and
+				 * while probing, the round covers it. */
 				p->state = PENDING_WAITING;
-				kind = TIMER_SEND;
+				finder_heard(&f, p->from_index);
+				if (m.hdr.status == HASP_STATUS_UNAVAILABLE && f.probing)
+					continue;
+				f.probing = false;
+				f.target = p->from_index;
 				if (m.hdr.status == HASP_STATUS_UNAVAILABLE)
-					target = (p->from_index + 1) % c->node_count;
-				timer_ns = now + backoff_ns;
-				backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2
-									       : backoff_max_ns;
+					f.target = (p->from_index + 1) % c->node_count;
+				kind = TIMER_SEND;
+				timer_ns = now + finder_backoff(c, &f);
 				continue;
 			}
 			/* A final answer: this node serves us; remember it.
@@ -455,25 +587,32 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 		}
 		if (now >= timer_ns) {
 			if (kind == TIMER_SEND) {
-				send_to(c, target, req, req_size);
+				uint32_t n = finder_send(c, &f, req, req_size);
 				if (!sent) {
 					*first_send_ns = now;
 					c->stats.tx_requests++;
+					c->stats.tx_retransmits += n - 1;
 					sent = true;
 				} else {
-					c->stats.tx_retransmits++;
+					c->stats.tx_retransmits += n;
 				}
-				kind = TIMER_SILENCE;
-				timer_ns = now + (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
+				/* Probing: the next round after a backoff
+				 * (replies still count meanwhile). Directed:
+				 * wait for this node. */
+				if (f.probing) {
+					uint64_t wait = finder_backoff(c, &f);
+					timer_ns = now + (wait > PROBE_INTERVAL_MIN_NS ? wait : PROBE_INTERVAL_MIN_NS);
+				} else {
+					kind = TIMER_SILENCE;
+					timer_ns = now + (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
+				}
 			} else {
 				/* Silence: the node may be down or partitioned
-				 * away; try the next address after a backoff,
-				 * still listening for a late reply meanwhile. */
-				target = (target + 1) % c->node_count;
+				 * away. Ask every node at once, still
+				 * listening for a late reply from this one. */
+				finder_silence(&f);
 				kind = TIMER_SEND;
-				timer_ns = now + backoff_ns;
-				backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2
-									       : backoff_max_ns;
+				timer_ns = now;
 			}
 			continue;
 		}

@@ -56,10 +56,10 @@ void log_register(struct log_topic *topic);
 
 /* Sets the level of one topic by name, or of all with "all".
  * Returns 0 or -HASP_ENOENT when no topic has that name. */
-int log_set_level(const char *topic_name, enum log_level level);
+int log_set_level(const char *topic_name, enum log_level level) __attribute__((warn_unused_result));
 
 /* Parses "error", "warn", "info", "debug", "off"; returns -1 if unknown. */
-int log_level_parse(const char *text);
+int log_level_parse(const char *text) __attribute__((warn_unused_result));
 const char *log_level_name(enum log_level level);
 
 /* Visits every registered topic (for the control plane's "log" command). */

@@ -25,18 +25,18 @@ struct wire_codec {
  * 0, or -HASP_EOPCODE for a request opcode without a body layout. A short
  * read or write is left in c->r.failed / c->w.failed for the caller. When
  * encoding, wire_body_check must have accepted the message. */
-int wire_body_codec(struct wire_codec *c, struct hasp_wire_msg *msg);
+int wire_body_codec(struct wire_codec *c, struct hasp_wire_msg *msg) __attribute__((warn_unused_result));
 
 /* The semantic checks of a body (names, TTLs, value sizes, enum values,
  * status/opcode pairs): 0 or -HASP_ENAME, -HASP_ERANGE, -HASP_ETOOBIG,
  * -HASP_EFLAGS, -HASP_ELENGTH (range entries), -HASP_EINVAL. */
-int wire_body_check(const struct hasp_wire_msg *msg);
+int wire_body_check(const struct hasp_wire_msg *msg) __attribute__((warn_unused_result));
 
 /* A valid lock name or key (hasp_name_valid on a hasp_wire_bytes). */
-bool wire_body_name_ok(const struct hasp_wire_bytes *b);
+bool wire_body_name_ok(const struct hasp_wire_bytes *b) __attribute__((warn_unused_result));
 
 /* A value of at most 1024 bytes: 0, -HASP_ETOOBIG, or -HASP_EINVAL for a
  * non-empty value without data. */
-int wire_body_value_check(const struct hasp_wire_bytes *b);
+int wire_body_value_check(const struct hasp_wire_bytes *b) __attribute__((warn_unused_result));
 
 #endif

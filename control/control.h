@@ -237,7 +237,8 @@ void control_status_read(const struct control *c, struct control_status *st);
 /* True when healthy at now_ns (CLOCK_MONOTONIC); otherwise `reason` says
  * why: "starting", "dataplane stalled", "storage failed", "removed", "no
  * leader", "cannot commit". */
-bool control_health(const struct control *c, uint64_t now_ns, char *reason, size_t reason_size);
+bool control_health(const struct control *c, uint64_t now_ns, char *reason, size_t reason_size)
+	__attribute__((warn_unused_result));
 const char *control_role_name(uint64_t role);
 
 /* Runs one request line as the server does (for tests and the server):

@@ -41,7 +41,8 @@ struct control_call {
 
 /* Parses the line and runs or queues it. Returns true when complete. */
 bool control_call_start(struct control *c, struct control_call *call, const char *line, size_t len,
-			struct control_request *req, char *result, size_t result_size, uint64_t now_ns);
+			struct control_request *req, char *result, size_t result_size, uint64_t now_ns)
+	__attribute__((warn_unused_result));
 /* Returns true once the queued request completed or timed out. */
 bool control_call_poll(struct control *c, struct control_call *call, uint64_t now_ns);
 

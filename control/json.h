@@ -83,12 +83,12 @@ struct json_token {
 /* Parses text[0..len) as one JSON value (surrounding whitespace allowed).
  * Returns the number of tokens, or -HASP_ECORRUPT (bad grammar),
  * -HASP_EFULL (more than max tokens), -HASP_ETOOBIG (nested too deep). */
-int json_parse(const char *text, size_t len, struct json_token *toks, uint32_t max);
+int json_parse(const char *text, size_t len, struct json_token *toks, uint32_t max) __attribute__((warn_unused_result));
 
 /* The value token of `key` in the object at toks[obj], or -1. */
-int json_get(const char *text, const struct json_token *toks, int obj, const char *key);
+int json_get(const char *text, const struct json_token *toks, int obj, const char *key) __attribute__((warn_unused_result));
 /* The i-th element of the array at toks[arr], or -1. */
-int json_at(const struct json_token *toks, int arr, uint32_t i);
+int json_at(const struct json_token *toks, int arr, uint32_t i) __attribute__((warn_unused_result));
 
 /* Typed views; false when the token is missing (tok < 0) or of another type. */
 bool json_tok_u64(const char *text, const struct json_token *toks, int tok, uint64_t *v);

@@ -306,7 +306,7 @@ void locks_apply(struct locks *sm, uint64_t index, const struct locks_cmd *cmd,
 		 struct locks_result *res);
 
 /* The O(n) invariant checker, called through HASP_DASSERT after each apply. */
-bool locks_invariants_ok(const struct locks *sm);
+bool locks_invariants_ok(const struct locks *sm) __attribute__((warn_unused_result));
 
 /* --- Leader-side time queries (docs/STATE_MACHINE.md, "Lease time") --- */
 
@@ -340,10 +340,10 @@ struct locks_lock_info {
 
 /* True when `name` is held; fills `info`. */
 bool locks_lock_read(const struct locks *sm, const uint8_t *name, uint32_t name_len,
-		     struct locks_lock_info *info);
+		     struct locks_lock_info *info) __attribute__((warn_unused_result));
 
 /* True when `token` is the current holder's token of `name`. */
-bool locks_check(const struct locks *sm, const uint8_t *name, uint32_t name_len, uint64_t token);
+bool locks_check(const struct locks *sm, const uint8_t *name, uint32_t name_len, uint64_t token) __attribute__((warn_unused_result));
 
 struct locks_kv_info {
 	const uint8_t *key;    /* into the state machine */
@@ -357,7 +357,7 @@ struct locks_kv_info {
 };
 
 bool locks_kv_get(const struct locks *sm, const uint8_t *key, uint32_t key_len,
-		  struct locks_kv_info *info);
+		  struct locks_kv_info *info) __attribute__((warn_unused_result));
 
 /* Keys with `prefix`, strictly after `start_after` (NULL/0: from the start),
  * in ascending bytewise order (a shorter key sorts before its extensions), at
@@ -374,7 +374,7 @@ struct locks_lease_info {
 	uint32_t key_count;
 	bool private_lease;
 };
-bool locks_lease_read(const struct locks *sm, uint64_t lease_id, struct locks_lease_info *info);
+bool locks_lease_read(const struct locks *sm, uint64_t lease_id, struct locks_lease_info *info) __attribute__((warn_unused_result));
 
 struct locks_session_info {
 	uint64_t owner;        /* the identity that opened it (0: none) */
@@ -385,7 +385,8 @@ struct locks_session_info {
 	uint32_t lock_count;   /* held (acquired by it and not yet released) */
 	uint32_t waiter_count; /* waiting */
 };
-bool locks_session_read(const struct locks *sm, uint64_t session_id, struct locks_session_info *info);
+bool locks_session_read(const struct locks *sm, uint64_t session_id,
+			struct locks_session_info *info) __attribute__((warn_unused_result));
 
 /*
  * Listing, for the control plane: each call finds the next live record at
@@ -410,6 +411,6 @@ struct locks_counts {
 void locks_counts_get(const struct locks *sm, struct locks_counts *counts);
 
 /* True when `name` is 1..HASP_NAME_SIZE_MAX bytes of 0x21..0x7e. */
-bool locks_name_valid(const uint8_t *name, uint32_t name_len);
+bool locks_name_valid(const uint8_t *name, uint32_t name_len) __attribute__((warn_unused_result));
 
 #endif

@@ -28,7 +28,7 @@ void notify_sessions_prune(struct node *n);
 void notify_events(struct node *n, uint64_t index, const struct locks_event *events, uint32_t count);
 /* WATCH / UNWATCH: a status. */
 enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
-			      bool add);
+			      bool add) __attribute__((warn_unused_result));
 /* Sends held watch events while tokens last; lowers *deadline_ns. */
 bool notify_flush(struct node *n, uint64_t *deadline_ns);
 void notify_clear(struct node *n);

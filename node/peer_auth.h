@@ -58,7 +58,7 @@ struct peer_auth_tag {
  * bytes of room) and counts the datagram in tx. Returns the sealed size,
  * or 0 when the trailer does not fit (nothing counted). */
 size_t peer_auth_seal(const struct auth_key *key, struct peer_auth_tx *tx, uint8_t *buf, size_t msg_size,
-		      size_t buf_size);
+		      size_t buf_size) __attribute__((warn_unused_result));
 
 /* Checks the trailer of a received datagram of size bytes. Returns the
  * size of the raft message in front of it and fills tag, or -1 when the
@@ -70,6 +70,7 @@ long peer_auth_open(const struct auth_key *key, const uint8_t *buf, size_t size,
  * recorded) the first time (epoch, counter) is seen, false for a replay, a
  * counter 0, a counter older than the window, or an epoch older than the
  * newest seen. A window that held another sender is reset first. */
-bool peer_auth_window_accept(struct peer_auth_window *w, uint32_t id, const struct peer_auth_tag *tag);
+bool peer_auth_window_accept(struct peer_auth_window *w, uint32_t id, const struct peer_auth_tag *tag)
+	__attribute__((warn_unused_result));
 
 #endif

@@ -78,7 +78,8 @@ int main(int argc, char **argv)
 	    control_register(&c, &nop) != 0 || control_start(&c) != 0)
 		return 1;
 	pthread_t t;
-	pthread_create(&t, NULL, lcore, &c);
+	if (pthread_create(&t, NULL, lcore, &c) != 0)
+		return 1;
 	struct admin_client a;
 	if (admin_client_open(&a, cfg.unix_path, 5000) != 0)
 		return 1;

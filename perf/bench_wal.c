@@ -203,7 +203,10 @@ int main(int argc, char **argv)
 	append_ns = hasp_calloc(SAMPLES_MAX, sizeof(uint64_t));
 	if (samples == NULL || append_ns == NULL)
 		return 1;
-	log_set_level("storage", LOG_LEVEL_ERROR);
+	if (log_set_level("storage", LOG_LEVEL_ERROR) != 0) {
+		fprintf(stderr, "bench_wal: no log topic \"storage\"\n");
+		return 1;
+	}
 	snprintf(dir, sizeof(dir), "%s/hasp-bench-wal-%d", base, (int)getpid());
 	uname(&un);
 

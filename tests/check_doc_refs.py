@@ -20,7 +20,7 @@ heads={}
 for f in os.listdir('docs'):
     if f.endswith('.md'):
         heads[f]=[l.lstrip('#').strip().lower() for l in open('docs/'+f) if l.startswith('#')]
-        heads[f]+=[m.lower() for m in re.findall(r'^\*\*([^*]+)\*\*', open('docs/'+f).read(), re.M)]
+        heads[f]+=[m.lower() for m in re.findall(r'^(?:[-*] +)?\*\*([^*]+)\*\*', open('docs/'+f).read(), re.M)]
 heads['README.md']=[l.lstrip('#').strip().lower() for l in open('README.md') if l.startswith('#')]
 bad=0
 pat=re.compile(r'(?:docs/)?\b([A-Z][A-Z_]+\.md)\b(?:,?\s*(?:\(|section\s+|§\s*)?["“]([^"”\n]{2,60})["”])?')

@@ -77,7 +77,7 @@ struct hasp_cli_args {
  * value of $HASP_CLUSTER or NULL. Returns 0, or HASP_CLI_EXIT_USAGE with a
  * one-line reason in err. */
 int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_cli_args *args,
-		   char *err, size_t err_size);
+		   char *err, size_t err_size) __attribute__((warn_unused_result));
 
 /* Runs a parsed command, printing to stdout (results, JSON) and stderr
  * (human-readable errors). Returns the exit code. */

@@ -8,9 +8,10 @@
  * sequence number and retransmits a request with the SAME number and bytes
  * until a node answers, so that a retried mutation applies once
  * (exactly-once, PROTOCOL.md "Exactly once"). NOT_LEADER with a known leader
- * sends the request there at once; an unknown leader or a silent node moves
- * to the next address after a backoff; the last node that answered is
- * remembered. docs/CLIENT.md explains each behaviour and the CLI built on it.
+ * sends the request there at once; an unknown leader or a silent node makes
+ * the client ask every node at once, again after each short backoff; the
+ * last node that answered is remembered. docs/CLIENT.md explains each
+ * behaviour ("Leader discovery", "Failover contract") and the CLI built on it.
  *
  * Returns: calls that exchange a request return the reply's status (an enum
  * hasp_status, >= 0) when a node answered, or a negative -HASP_E* code when
@@ -77,9 +78,9 @@ typedef void hasp_client_event_fn(const struct hasp_event *ev, void *arg);
 struct hasp_client_config {
 	/* "ip:port,ip:port,...", IPv4, any node of the cluster first. Required. */
 	const char *cluster;
-	uint32_t request_timeout_ms; /* silence before a retransmit (default 200) */
-	uint32_t backoff_ms;         /* first backoff before the next node (default 20) */
-	uint32_t backoff_max_ms;     /* backoff doubles up to this (default 1000) */
+	uint32_t request_timeout_ms; /* silence before every node is asked (default 200) */
+	uint32_t backoff_ms;         /* first backoff between rounds (default 20) */
+	uint32_t backoff_max_ms;     /* backoff doubles up to this (default 100) */
 	uint32_t deadline_ms;        /* overall deadline of one call (default 5000) */
 	uint32_t session_ttl_ms;     /* requested session TTL (default 10000) */
 	/* Clock-drift margin subtracted from every validity deadline:
@@ -203,7 +204,8 @@ void hasp_client_close(struct hasp_client *client);
 /* Changes the overall deadline of each later call (cfg.deadline_ms), e.g.
  * to bound a renew by the lock's remaining validity. 0 is refused
  * (-HASP_EINVAL). */
-int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms);
+int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms)
+	__attribute__((warn_unused_result));
 
 /* Opens the session now (otherwise the first request does). Returns the
  * status (OK) or -HASP_E*. */
@@ -241,11 +243,12 @@ int hasp_client_lock_read(struct hasp_client *client, const char *name,
 /* The conservative monotonic deadline (ns) until which `lock` is ours: its
  * own valid_until_ns, or for a lease lock the lease's current deadline as
  * kept by this client (0 when this client does not know the lease). */
-uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock);
+uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock)
+	__attribute__((warn_unused_result));
 /* True when the lock is still valid `work_ms` from now: act on the guarded
  * resource only then, and still fence the act with lock->token. */
 bool hasp_client_lock_safe(struct hasp_client *client, const struct hasp_lock *lock,
-			   uint32_t work_ms);
+			   uint32_t work_ms) __attribute__((warn_unused_result));
 
 /* ---- leases ---- */
 

@@ -33,7 +33,7 @@ static inline void hasp_fence_init(struct hasp_fence *fence)
  * admitted: the current holder may issue many operations. Token 0 is never a
  * valid grant and is always refused.
  */
-bool hasp_fence_admit(struct hasp_fence *fence, uint64_t token);
+bool hasp_fence_admit(struct hasp_fence *fence, uint64_t token) __attribute__((warn_unused_result));
 
 /* The highest token admitted so far (0 if none). */
 uint64_t hasp_fence_highest(const struct hasp_fence *fence);

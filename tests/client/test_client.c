@@ -257,30 +257,102 @@ static void script_only_node2_answers(struct responder *r, int node, const struc
 		reply_status(r, node, req, from, HASP_STATUS_OK);
 }
 
-static void test_timeout_rotates_through_addresses(void **state)
+/* Backoffs far past the deadline: a client that waited for one would time
+ * out, so an answer proves that nothing waited for a backoff (no timing). */
+static void config_no_backoff_wait(struct hasp_client_config *cfg)
+{
+	cfg->deadline_ms = 20000;
+	cfg->backoff_ms = 60000;
+	cfg->backoff_max_ms = 60000;
+}
+
+/* Node 0 (the first address) is down: after its silence the same open
+ * goes to every node at once, the live ones first, and the one that
+ * answers is remembered. */
+static void test_timeout_asks_every_node_at_once(void **state)
 {
 	static struct responder r;
 	struct hasp_client_config cfg;
-	struct responder_rx x;
+	struct responder_rx x[4];
 	char cluster[128];
 	(void)state;
 
 	assert_int_equal(responder_start(&r, 3, script_only_node2_answers, NULL), 0);
 	test_config(&cfg, NULL);
+	config_no_backoff_wait(&cfg);
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	uint64_t t0 = clock_monotonic_ns();
 	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
-	/* Two silences of 50 ms plus backoffs: well under the deadline. */
-	assert_true(clock_monotonic_ns() - t0 < 1000 * MS);
 
-	for (int i = 0; i < 3; i++) {
-		assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, (uint32_t)i, &x));
-		assert_int_equal(x.node, i);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 4);
+	for (uint32_t i = 0; i < 4; i++) {
+		assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, i, &x[i]));
+		assert_int_equal(x[i].size, x[0].size);
+		assert_memory_equal(x[i].data, x[0].data, x[0].size);
 	}
-	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 3);
+	assert_int_equal(x[0].node, 0);
+	/* One round: every node once (the silent one last; the responder
+	 * logs in its own order across sockets). */
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 0), 2);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 1), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 2), 1);
 	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
 	assert_int_equal(responder_count(&r, HASP_OP_CHECK, 2), 2);
 	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 2);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* After a leader crash: node 0 (the old leader) is silent, node 1 still
+ * names it (its election timer has not run out), node 2 leads now. */
+static void script_dead_leader_stale_hint(struct responder *r, int node, const struct hasp_wire_msg *req,
+					  const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	(void)arg;
+
+	if (req == NULL || node == 0)
+		return;
+	if (node == 1) {
+		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER);
+		rep.body.not_leader.known = 1;
+		rep.body.not_leader.leader_id = 1;
+		memcpy(rep.body.not_leader.ipv4, (uint8_t[]){ 127, 0, 0, 1 }, 4);
+		rep.body.not_leader.port = r->ports[0];
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	if (!responder_answer_session(r, node, req, from))
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* issue 11 item 7: a hint naming the node that just fell silent is stale;
+ * the client does not go back to it (another request_timeout_ms lost per
+ * hop) but finds the new leader in the same round, and takes its answer
+ * even when a follower's NOT_LEADER came first. */
+static void test_stale_hint_to_a_silent_leader_is_not_followed(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 3, script_dead_leader_stale_hint, NULL), 0);
+	test_config(&cfg, NULL);
+	config_no_backoff_wait(&cfg);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	assert_int_equal(hasp_client_check(c, "job", 1), HASP_STATUS_OK);
+	/* The open: node 0, then one round (1, 2, then 0 last); node 1's hint
+	 * back to node 0 sent nothing more there. */
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 0), 2);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 1), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 2), 1);
+	/* The answering node is remembered. */
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, 2), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 1);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.timeouts, 0);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -311,13 +383,19 @@ static void test_unknown_leader_moves_to_next_node(void **state)
 
 	assert_int_equal(responder_start(&r, 2, script_node0_leader_unknown, NULL), 0);
 	test_config(&cfg, NULL);
+	config_no_backoff_wait(&cfg);
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
+	/* Node 0 first; its "unknown" starts a round to every node at once
+	 * (no backoff first), and node 1 answers the same open. */
 	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 0, &a));
-	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 1, &b));
 	assert_int_equal(a.node, 0);
-	assert_int_equal(b.node, 1);
-	assert_int_equal(a.nonce, b.nonce);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 0), 2);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, 1), 1);
+	for (uint32_t i = 1; i < 3; i++) {
+		assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, i, &b));
+		assert_int_equal(a.nonce, b.nonce);
+	}
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -343,8 +421,7 @@ static void test_silent_cluster_times_out_at_deadline(void **state)
 	uint64_t t0 = clock_monotonic_ns();
 	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ETIMEDOUT);
 	uint64_t took = clock_monotonic_ns() - t0;
-	assert_true(took >= 300 * MS);
-	assert_true(took < 1500 * MS);
+	assert_true(took >= 300 * MS); /* not before the deadline */
 	/* Both nodes were tried, with the same nonce each time. */
 	assert_true(responder_count(&r, HASP_OP_SESSION_OPEN, 0) >= 2);
 	assert_true(responder_count(&r, HASP_OP_SESSION_OPEN, 1) >= 2);
@@ -353,6 +430,33 @@ static void test_silent_cluster_times_out_at_deadline(void **state)
 	assert_int_equal(hasp_client_session_id(c), 0);
 	hasp_client_close(c);
 	responder_stop(&r);
+}
+
+/* backoff_ms 0 is valid: probe rounds still keep 5 ms apart, so a silent
+ * cluster gets a bounded number of datagrams (the bound holds however
+ * slow the machine: a delay only means fewer rounds). */
+static void test_probe_rounds_are_bounded_with_zero_backoff(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_silent, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.backoff_ms = 0;
+	cfg.backoff_max_ms = 0;
+	cfg.deadline_ms = 300;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), -HASP_ETIMEDOUT);
+	hasp_client_close(c);
+	/* One directed send, then at most 300 / 5 + 1 rounds of 2 (the
+	 * client sends nothing after its deadline; late arrivals are in the
+	 * count already or never come). */
+	uint32_t opens = responder_count(&r, HASP_OP_SESSION_OPEN, -1);
+	responder_stop(&r);
+	assert_true(opens >= 2);
+	assert_true(opens <= 1 + 2 * (300 / 5 + 1));
 }
 
 /* ---- WAIT mode ---- */
@@ -570,11 +674,11 @@ static void test_wait_mode_rereads_at_once_after_event_gap(void **state)
 	test_config(&cfg, NULL);
 	cfg.wait_recheck_ms = 10000;
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	uint64_t t0 = clock_monotonic_ns();
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), HASP_STATUS_GRANTED);
-	/* Event 2 is missing: it might have been our grant. */
-	assert_true(clock_monotonic_ns() - t0 < 2000 * MS);
+	/* Event 2 is missing: it might have been our grant. The periodic
+	 * re-read (10 s) comes after the wait's end (3 s): GRANTED proves
+	 * the gap made the client re-read at once (no clock bound). */
 	assert_int_equal(lock.token, 99);
 	hasp_client_stats_get(c, &st);
 	assert_int_equal(st.events_gaps, 1);
@@ -595,12 +699,13 @@ static void test_wait_mode_times_out_when_never_granted(void **state)
 	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
 	test_config(&cfg, NULL);
 	cfg.wait_recheck_ms = 50;
+	cfg.deadline_ms = 60000; /* far from the wait: the bound below has a 100x margin */
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	uint64_t t0 = clock_monotonic_ns();
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
 	uint64_t took = clock_monotonic_ns() - t0;
-	assert_true(took >= 300 * MS && took < 1500 * MS);
+	assert_true(took >= 300 * MS && took < 30000 * MS);
 	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 3);
 	assert_false(hasp_client_lock_safe(c, &lock, 0));
 	hasp_client_close(c);
@@ -617,15 +722,17 @@ static void test_wait_timeout_bounds_unanswered_rereads(void **state)
 	(void)state;
 
 	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
-	test_config(&cfg, NULL); /* 3 s per request */
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 60000; /* per request: far from the wait's 300 ms */
 	cfg.wait_recheck_ms = 50;
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	uint64_t t0 = clock_monotonic_ns();
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 300 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ETIMEDOUT);
 	uint64_t took = clock_monotonic_ns() - t0;
-	/* The silent re-read gives up with the wait, not after 3 s. */
-	assert_true(took >= 300 * MS && took < 1000 * MS);
+	/* The silent re-read gives up with the wait, not after the 60 s
+	 * deadline (a 100x margin: no load makes this flaky). */
+	assert_true(took >= 300 * MS && took < 30000 * MS);
 	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 1);
 	hasp_client_close(c);
 	responder_stop(&r);
@@ -959,13 +1066,19 @@ static void test_keepalive_thread_keeps_session_and_lease_alive(void **state)
 
 	assert_int_equal(hasp_client_keepalive_start(c), 0);
 	assert_int_equal(hasp_client_keepalive_start(c), -HASP_ESTATE);
-	usleep(400 * 1000);
+	/* One of each per 30 ms (a third of 90 ms). Poll for the outcome,
+	 * bounded, rather than sleep a fixed time: a loaded machine delays
+	 * the thread, it must not fail the test. The lease lock's validity
+	 * follows the lease. */
+	uint64_t give_up = clock_monotonic_ns() + 20000 * MS;
+	while ((responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1) < 4 ||
+		responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1) < 4 ||
+		hasp_client_lock_valid_until(c, &lock) <= first_until + 200 * MS) &&
+	       clock_monotonic_ns() < give_up)
+		usleep(10 * 1000);
 	hasp_client_keepalive_stop(c);
-	/* One per 30 ms (a third of 90 ms) for 400 ms; the shared machine
-	 * may delay a few. */
 	assert_true(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1) >= 4);
 	assert_true(responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1) >= 4);
-	/* The lease lock's validity followed the lease. */
 	assert_true(hasp_client_lock_valid_until(c, &lock) > first_until + 200 * MS);
 
 	assert_int_equal(hasp_client_lease_revoke(c, 7), HASP_STATUS_OK);
@@ -1373,7 +1486,8 @@ static void test_overloaded_and_unavailable_retry_same_seq_after_backoff(void **
 	for (int i = 1; i < 3; i++) {
 		assert_int_equal(x[i].size, x[0].size);
 		assert_memory_equal(x[i].data, x[0].data, x[0].size);
-		assert_true(x[i].at_ns - x[i - 1].at_ns >= 4 * MS); /* backed off */
+		/* Backed off: at least half of backoff_ms (5 ms, jittered). */
+		assert_true(x[i].at_ns - x[i - 1].at_ns >= 2 * MS);
 	}
 	hasp_client_close(c);
 	responder_stop(&r);
@@ -1623,6 +1737,7 @@ struct batcher {
 	bool seen[HELD_MAX];
 	uint32_t outstanding_max;
 	uint32_t violations;
+	uint64_t first_held_ns; /* of the current batch */
 };
 
 static void script_batch_answers(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -1632,7 +1747,14 @@ static void script_batch_answers(struct responder *r, int node, const struct has
 
 	if (req == NULL) {
 		uint64_t now = clock_monotonic_ns();
-		if (now - s->last_tick_ns < 20 * MS)
+		if (now - s->last_tick_ns < 20 * MS || s->held_count == 0)
+			return;
+		/* Hold the first batch until the window is full (the client
+		 * must let exactly 32 requests out), so that the check does
+		 * not depend on 40 threads being scheduled within one tick;
+		 * a client that stops short is answered after 5 s and fails
+		 * the outstanding_max check. */
+		if (s->outstanding_max < HASP_SESSION_INFLIGHT_MAX && now - s->first_held_ns < 5000 * MS)
 			return;
 		s->last_tick_ns = now;
 		for (uint32_t i = 0; i < s->held_count; i++) {
@@ -1664,6 +1786,8 @@ static void script_batch_answers(struct responder *r, int node, const struct has
 		if (outstanding > s->outstanding_max)
 			s->outstanding_max = outstanding;
 	}
+	if (s->held_count == 0)
+		s->first_held_ns = clock_monotonic_ns();
 	s->held[s->held_count].hdr = req->hdr;
 	s->held[s->held_count].from = *from;
 	s->held[s->held_count].node = node;
@@ -1695,7 +1819,9 @@ static void test_at_most_32_requests_in_flight(void **state)
 	memset(&s, 0, sizeof(s));
 	assert_int_equal(responder_start(&r, 1, script_batch_answers, &s), 0);
 	test_config(&cfg, NULL);
-	cfg.request_timeout_ms = 500; /* answers come every 20 ms: no retransmits */
+	/* No retransmits: the first batch is held until the window is full. */
+	cfg.request_timeout_ms = 30000;
+	cfg.deadline_ms = 60000;
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	assert_int_equal(hasp_client_connect(c), HASP_STATUS_OK);
 	for (int i = 0; i < WINDOW_THREADS; i++)
@@ -1705,11 +1831,13 @@ static void test_at_most_32_requests_in_flight(void **state)
 		pthread_join(threads[i], &failures);
 		assert_int_equal((intptr_t)failures, 0);
 	}
+	/* Close first: its SESSION_CLOSE waits up to request_timeout_ms
+	 * for an answer, and the responder gives it. */
+	hasp_client_close(c);
 	responder_stop(&r);
 	assert_int_equal(s.violations, 0);
 	/* The 40 threads did fill the window. */
 	assert_int_equal(s.outstanding_max, HASP_SESSION_INFLIGHT_MAX);
-	hasp_client_close(c);
 }
 
 /* ---- local refusals ---- */
@@ -1744,8 +1872,12 @@ static void test_bad_arguments_are_refused_before_sending(void **state)
 	uint8_t big[HASP_CLIENT_VALUE_MAX + 1] = { 0 };
 	assert_int_equal(hasp_client_kv_put(c, "k", big, sizeof(big), 0, NULL), -HASP_ETOOBIG);
 	assert_int_equal(hasp_client_poll(c, 0), -HASP_EINVAL); /* no event_fn */
-	usleep(20 * 1000);
-	assert_int_equal(responder_count(&r, 0, -1), 0);
+	/* Refused locally: the client's own counters say nothing was sent
+	 * (no sleep-and-look at the responder, which could pass by luck). */
+	struct hasp_client_stats st;
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.tx_requests, 0);
+	assert_int_equal(st.tx_retransmits, 0);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1758,7 +1890,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_session_open_retries_reuse_nonce_and_first_seq_is_one, responder_teardown),
 		cmocka_unit_test_teardown(test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored, responder_teardown),
 		cmocka_unit_test_teardown(test_not_leader_redirects_to_named_leader_with_same_seq, responder_teardown),
-		cmocka_unit_test_teardown(test_timeout_rotates_through_addresses, responder_teardown),
+		cmocka_unit_test_teardown(test_timeout_asks_every_node_at_once, responder_teardown),
+		cmocka_unit_test_teardown(test_stale_hint_to_a_silent_leader_is_not_followed, responder_teardown),
+		cmocka_unit_test_teardown(test_probe_rounds_are_bounded_with_zero_backoff, responder_teardown),
 		cmocka_unit_test_teardown(test_unknown_leader_moves_to_next_node, responder_teardown),
 		cmocka_unit_test_teardown(test_silent_cluster_times_out_at_deadline, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_mode_completes_via_pushed_event, responder_teardown),

@@ -25,6 +25,7 @@
 #include "common/assert.h"
 #include "control/control_impl.h"
 #include "control/json.h"
+#include "hasp/errors.h"
 #include "hasp/wire.h"
 #include "node/node.h"
 #include "node/node_admin.h"
@@ -170,7 +171,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!fz_ready)
 		fz_setup();
 	/* The tokenizer on raw bytes. */
-	(void)json_parse((const char *)data, size, toks, sizeof(toks) / sizeof(toks[0]));
+	int parsed = json_parse((const char *)data, size, toks, sizeof(toks) / sizeof(toks[0]));
+	HASP_ASSERT(parsed <= (int)(sizeof(toks) / sizeof(toks[0])));
+	HASP_ASSERT(parsed > 0 || parsed == -HASP_ECORRUPT || parsed == -HASP_EFULL ||
+		    parsed == -HASP_ETOOBIG);
 
 	/* Lines (an exact-size heap copy each, so ASan sees any overread). */
 	size_t pos = 0;

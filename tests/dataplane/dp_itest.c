@@ -358,8 +358,19 @@ static int cmd_raw(const char *ifname, const char *mac_text, const char *node_ip
 			FAIL("raw: send '%s': %s", cases[i].name, strerror(errno));
 	}
 	close(fd);
-	usleep(200000);
-	fresh_stats(pid, stats_path, after, sizeof(after));
+	/* Poll (bounded) until every counter that should move has, instead
+	 * of sleeping a fixed time: the frames are handled in order, so the
+	 * exact counts are read once the last has arrived. */
+	for (int tries = 0; tries < 50; tries++) {
+		bool arrived = true;
+		fresh_stats(pid, stats_path, after, sizeof(after));
+		for (unsigned i = 0; i < n; i++)
+			arrived &= json_get(after, cases[i].counter) - json_get(before, cases[i].counter) >=
+				   cases[i].expected;
+		if (arrived)
+			break;
+		usleep(100000);
+	}
 
 	int failed = 0;
 	for (unsigned i = 0; i < n; i++) {

@@ -130,7 +130,11 @@ static int cmd_single(const char *cluster)
 	CHECK(rc == HASP_STATUS_GRANTED, "acquire queue lock: %d", rc);
 	struct waiter w = { .c = b };
 	pthread_t tid;
-	pthread_create(&tid, NULL, wait_acquire, &w);
+	if (pthread_create(&tid, NULL, wait_acquire, &w) != 0) {
+		printf("FAIL: cannot start the waiter thread\n");
+		exit(1);
+	}
+	info.waiter_count = 0; /* read below even if no read answered OK */
 	for (int i = 0; i < 100; i++) {
 		if (hasp_client_lock_read(a, "itest/queue", &info) == HASP_STATUS_OK && info.waiter_count == 1)
 			break;
@@ -157,6 +161,47 @@ static int cmd_single(const char *cluster)
 	CHECK(hasp_client_kv_get(b, "itest/k", &v) == HASP_STATUS_OK && v.value_size == 2 &&
 		      memcmp(v.value, "v1", 2) == 0 && v.revision == rev,
 	      "kv get");
+
+	/* KV CAS against the real state machine through a real node: by
+	 * revision and by value, a failed CAS changes nothing (read back by
+	 * the other client), a missing key is created only by revision 0. */
+	uint64_t rev2 = 0;
+	struct hasp_kv_cas cas = { .expected_revision = rev + 1000, .value = "v2", .value_size = 2 };
+	CHECK(hasp_client_kv_cas(a, "itest/k", &cas, &rev2) == HASP_STATUS_COMPARE_FAILED,
+	      "cas with a wrong revision");
+	CHECK(hasp_client_kv_get(b, "itest/k", &v) == HASP_STATUS_OK && v.revision == rev &&
+		      v.value_size == 2 && memcmp(v.value, "v1", 2) == 0,
+	      "a failed cas changed the key");
+	cas.expected_revision = rev;
+	CHECK(hasp_client_kv_cas(a, "itest/k", &cas, &rev2) == HASP_STATUS_OK && rev2 > rev,
+	      "cas with the current revision");
+	CHECK(hasp_client_kv_get(b, "itest/k", &v) == HASP_STATUS_OK && v.revision == rev2 &&
+		      v.value_size == 2 && memcmp(v.value, "v2", 2) == 0,
+	      "cas by revision not applied");
+	struct hasp_kv_cas byval = { .compare_value = true, .expected_value = "v1",
+				     .expected_value_size = 2, .value = "v3", .value_size = 2 };
+	CHECK(hasp_client_kv_cas(a, "itest/k", &byval, NULL) == HASP_STATUS_COMPARE_FAILED,
+	      "cas with a stale value");
+	CHECK(hasp_client_kv_get(b, "itest/k", &v) == HASP_STATUS_OK && v.revision == rev2 &&
+		      memcmp(v.value, "v2", 2) == 0,
+	      "a failed value cas changed the key");
+	byval.expected_value = "v2";
+	uint64_t rev3 = 0;
+	CHECK(hasp_client_kv_cas(a, "itest/k", &byval, &rev3) == HASP_STATUS_OK && rev3 > rev2,
+	      "cas with the current value");
+	CHECK(hasp_client_kv_get(b, "itest/k", &v) == HASP_STATUS_OK && v.revision == rev3 &&
+		      memcmp(v.value, "v3", 2) == 0,
+	      "cas by value not applied");
+	CHECK(hasp_client_kv_cas(a, "itest/none", &byval, NULL) == HASP_STATUS_COMPARE_FAILED,
+	      "value cas on a missing key");
+	CHECK(hasp_client_kv_get(b, "itest/none", &v) == HASP_STATUS_NOT_FOUND,
+	      "value cas created a missing key");
+	struct hasp_kv_cas create = { .expected_revision = 0, .value = "n", .value_size = 1 };
+	CHECK(hasp_client_kv_cas(a, "itest/new", &create, NULL) == HASP_STATUS_OK,
+	      "cas revision 0 creates");
+	CHECK(hasp_client_kv_cas(a, "itest/new", &create, NULL) == HASP_STATUS_COMPARE_FAILED,
+	      "cas revision 0 on an existing key");
+	printf("kv cas ok\n");
 	hasp_client_close(a);
 	hasp_client_close(b);
 	printf("single: %s\n", failures ? "FAIL" : "PASS");

@@ -435,9 +435,9 @@ static void test_wal_crash_recovers_durable_prefix(void **state)
 	r->versions = hasp_calloc(VERSIONS_MAX, sizeof(struct version));
 	assert_non_null(r->versions);
 	if (getenv("HASP_TEST_VERBOSE") != NULL)
-		log_set_level("storage", LOG_LEVEL_DEBUG);
+		assert_int_equal(log_set_level("storage", LOG_LEVEL_DEBUG), 0);
 	else
-		log_set_level("storage", LOG_LEVEL_OFF);
+		assert_int_equal(log_set_level("storage", LOG_LEVEL_OFF), 0);
 	printf("seeds %" PRIu64 "..%" PRIu64 "\n", first, first + seed_count - 1);
 	for (uint64_t s = first; s < first + seed_count; s++) {
 		r->seed = s;
@@ -449,7 +449,7 @@ static void test_wal_crash_recovers_durable_prefix(void **state)
 				break;
 		}
 	}
-	log_set_level("storage", LOG_LEVEL_INFO);
+	assert_int_equal(log_set_level("storage", LOG_LEVEL_INFO), 0);
 	printf("lives=%" PRIu64 " failed_by_eio=%" PRIu64 " torn_tails_cut=%" PRIu64
 	       " truncations=%" PRIu64 " segments_compacted=%" PRIu64 " flips_refused=%" PRIu64
 	       " flips_recovered=%" PRIu64 " durable_entries_checked=%" PRIu64 "\n",
