@@ -93,7 +93,7 @@ static void fz_setup(void)
 		{ "eal", "-l 0" }, { "log_window", "256" }, { "snapshot_threshold", "64" },
 		{ "snapshot_trailing", "16" }, { "segment_size", "262144" }, { "locks_max", "64" },
 		{ "leases_max", "128" }, { "sessions_max", "32" }, { "waiters_max", "64" },
-		{ "kv_entries_max", "64" }, { "kv_bytes_max", "65536" }, { "peer_auth", "off" },
+		{ "kv_entries_max", "64" }, { "kv_bytes_max", "65536" }, { "peer_auth", "off" }, { "client_auth", "off" },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
 		HASP_ASSERT(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)) == 0);

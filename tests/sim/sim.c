@@ -448,8 +448,10 @@ static void record_grant(uint8_t lock, uint64_t index, uint64_t token)
 	uint32_t n = S.grant_count[lock];
 
 	for (uint32_t i = 0; i < n; i++)
-		if (S.grants[lock][i].index == index)
-			return; /* the same grant acknowledged twice (a retry) */
+		if (S.grants[lock][i].index == index || S.grants[lock][i].token == token)
+			return; /* the same grant acknowledged twice (a retry), or
+				 * its holder acquiring again (GRANTED, same token,
+				 * docs/STATE_MACHINE.md): one grant, not two */
 	if (n >= SIM_GRANTS_MAX)
 		return;
 	uint32_t at = n;
