@@ -164,6 +164,7 @@ struct node_watch {
 	uint64_t held_index; /* the held event's identity */
 	uint32_t held_sub;
 	bool held_gap;       /* the held event replaced another: the watcher missed one */
+	bool missed;         /* the node stopped leading since: events were not sent */
 	uint8_t name[HASP_NAME_SIZE_MAX];
 	uint8_t held_name[HASP_NAME_SIZE_MAX];
 };

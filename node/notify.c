@@ -256,10 +256,17 @@ static void watch_event(struct node *n, struct node_watch *w, const struct push 
 	HASP_ASSERT(e->name_len <= sizeof(w->held_name));
 	if (!w->held && n->watch_tokens >= 1.0) {
 		n->watch_tokens -= 1.0;
-		push_event(n, w->session_id, e);
+		struct push p = *e;
+		p.after_gap = p.after_gap || w->missed;
+		w->missed = false;
+		push_event(n, w->session_id, &p);
 		return;
 	}
 	n->stats.watch_rate_limited++;
+	if (w->missed) {
+		w->held_gap = true;
+		w->missed = false;
+	}
 	if (w->held) {
 		/* One slot per watch: the newer event replaces the held one,
 		 * and the watcher is told it missed something (a RESYNC in
@@ -332,6 +339,7 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 		session_watches += x->session_id == session_id;
 		if (x->session_id == session_id && x->prefix == prefix && x->name_len == w->name.size &&
 		    memcmp(x->name, w->name.data, w->name.size) == 0) {
+			x->missed = false; /* registered again: the client re-reads itself */
 			if (!add) {
 				x->session_id = 0;
 				n->watch_count--;
@@ -395,7 +403,21 @@ void notify_clear(struct node *n)
 {
 	if (n->watches == NULL)
 		return;
-	memset(n->watches, 0, (size_t)n->cfg.watches_max * sizeof(*n->watches));
-	n->watch_count = 0;
+	/* The watches stay: a client whose node leads again without another
+	 * leader in between (a flapping election: same node, next term)
+	 * sees no new leader and would not register them again. What was
+	 * applied while this node did not lead was not pushed, so the next
+	 * event of each watch carries the gap marker (libhasp: RESYNC),
+	 * unless the client registers the watch again first. A held event
+	 * is dropped the same way. Watches of ended sessions go with them
+	 * (notify_session_end). */
+	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
+		struct node_watch *w = &n->watches[i];
+		if (w->session_id == 0)
+			continue;
+		w->missed = true;
+		w->held = false;
+		w->held_gap = false;
+	}
 	HASP_DASSERT(watch_count_ok(n));
 }

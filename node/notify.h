@@ -31,6 +31,8 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 			      bool add) __attribute__((warn_unused_result));
 /* Sends held watch events while tokens last; lowers *deadline_ns. */
 bool notify_flush(struct node *n, uint64_t *deadline_ns);
+/* Leadership lost: held events go, the watches stay, each marked so that
+ * its next event carries the gap marker (see notify.c). */
 void notify_clear(struct node *n);
 
 #endif
