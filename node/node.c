@@ -339,7 +339,12 @@ static void node_update(struct node *n)
 		(void)dispatch_serve_reads(n);
 	if (raft_removed(&n->raft) != n->removed) {
 		n->removed = !n->removed;
-		if (n->removed)
+		if (n->removed && n->raft.removal_notice_index > n->raft.conf_index)
+			LOG_WARN(node, "removed from the configuration node=%u index=%llu (told by a member; "
+				 "ours is %llu): no longer campaigns; stop it, or add it back (members add)",
+				 n->cfg.node_id, (unsigned long long)n->raft.removal_notice_index,
+				 (unsigned long long)n->raft.conf_index);
+		else if (n->removed)
 			LOG_WARN(node, "removed from the configuration node=%u index=%llu: no longer campaigns "
 				 "or votes; stop it, or add it back (members add)", n->cfg.node_id,
 				 (unsigned long long)n->raft.conf_index);

@@ -96,6 +96,7 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	RAFT_PUT(msg_dropped_nonmember) RAFT_PUT(msg_dropped_stale) RAFT_PUT(msg_dropped_invalid)
 	RAFT_PUT(msg_sent) RAFT_PUT(msg_dropped_full) RAFT_PUT(elections) RAFT_PUT(leader_elected)
 	RAFT_PUT(proposals_rejected) RAFT_PUT(snapshots_sent) RAFT_PUT(snapshots_installed)
+	RAFT_PUT(removal_notices_sent) RAFT_PUT(removal_notices)
 #undef RAFT_PUT
 	const struct locks_stats *l = &n->sm.stats;
 #define LOCKS_PUT(f) \

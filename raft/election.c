@@ -31,6 +31,8 @@ bool election_may_campaign(const struct raft *r)
 {
 	struct raft_conf committed;
 
+	if (r->removal_notice_index > r->conf_index)
+		return false; /* a member of a newer configuration said we are out */
 	if (core_is_voter(r, r->cfg.id))
 		return true;
 	/* A server whose removal is logged but not committed may still be

@@ -20,6 +20,7 @@ static uint16_t flags_allowed(uint8_t type)
 		return MSG_CODEC_FLAG_TRANSFER;
 	case RAFT_MSG_VOTE_RESP:
 	case RAFT_MSG_PRE_VOTE_RESP:
+		return MSG_CODEC_FLAG_REJECT | MSG_CODEC_FLAG_NOT_MEMBER;
 	case RAFT_MSG_APPEND_RESP:
 		return MSG_CODEC_FLAG_REJECT;
 	case RAFT_MSG_SNAPSHOT:
@@ -38,6 +39,9 @@ size_t msg_codec_size(const struct raft_msg *m)
 	case RAFT_MSG_VOTE:
 	case RAFT_MSG_PRE_VOTE:
 		return size + 16;
+	case RAFT_MSG_VOTE_RESP:
+	case RAFT_MSG_PRE_VOTE_RESP:
+		return size + (m->not_member ? 8 : 0);
 	case RAFT_MSG_APPEND:
 		size += MSG_CODEC_APPEND_FIXED_SIZE;
 		for (uint32_t i = 0; i < m->entry_count; i++)
@@ -66,7 +70,9 @@ int msg_codec_encode(const struct raft_msg *m, void *buf, size_t buf_size)
 	flags |= m->transfer ? MSG_CODEC_FLAG_TRANSFER : 0;
 	flags |= m->reject ? MSG_CODEC_FLAG_REJECT : 0;
 	flags |= m->done ? MSG_CODEC_FLAG_DONE : 0;
+	flags |= m->not_member ? MSG_CODEC_FLAG_NOT_MEMBER : 0;
 	flags &= flags_allowed(m->type);
+	HASP_ASSERT(!m->not_member || (m->reject && (flags & MSG_CODEC_FLAG_NOT_MEMBER) != 0));
 
 	byte_writer_init(&w, buf, buf_size);
 	byte_writer_u8(&w, MSG_CODEC_VERSION);
@@ -81,6 +87,11 @@ int msg_codec_encode(const struct raft_msg *m, void *buf, size_t buf_size)
 	case RAFT_MSG_PRE_VOTE:
 		byte_writer_u64(&w, m->last_index);
 		byte_writer_u64(&w, m->last_term);
+		break;
+	case RAFT_MSG_VOTE_RESP:
+	case RAFT_MSG_PRE_VOTE_RESP:
+		if (m->not_member)
+			byte_writer_u64(&w, m->index);
 		break;
 	case RAFT_MSG_APPEND:
 		byte_writer_u64(&w, m->prev_index);
@@ -179,12 +190,20 @@ int msg_codec_decode(struct raft_msg *m, struct raft_entry *entries, uint32_t en
 	m->transfer = (flags & MSG_CODEC_FLAG_TRANSFER) != 0;
 	m->reject = (flags & MSG_CODEC_FLAG_REJECT) != 0;
 	m->done = (flags & MSG_CODEC_FLAG_DONE) != 0;
+	m->not_member = (flags & MSG_CODEC_FLAG_NOT_MEMBER) != 0;
+	if (m->not_member && !m->reject)
+		return -HASP_EFLAGS;
 
 	switch (m->type) {
 	case RAFT_MSG_VOTE:
 	case RAFT_MSG_PRE_VOTE:
 		m->last_index = byte_reader_u64(&rd);
 		m->last_term = byte_reader_u64(&rd);
+		break;
+	case RAFT_MSG_VOTE_RESP:
+	case RAFT_MSG_PRE_VOTE_RESP:
+		if (m->not_member)
+			m->index = byte_reader_u64(&rd);
 		break;
 	case RAFT_MSG_APPEND:
 		m->prev_index = byte_reader_u64(&rd);

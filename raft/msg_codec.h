@@ -8,7 +8,8 @@
  *   |--------|------|----------------------------------------------|
  *   | 0      | 1    | version (1)                                  |
  *   | 1      | 1    | type (enum raft_msg_type)                    |
- *   | 2      | 2    | flags: 1 transfer, 2 reject, 4 done          |
+ *   | 2      | 2    | flags: 1 transfer, 2 reject, 4 done,         |
+ *   |        |      | 8 not member                                 |
  *   | 4      | 8    | cluster id                                   |
  *   | 12     | 4    | from node id                                 |
  *   | 16     | 4    | to node id                                   |
@@ -19,7 +20,9 @@
  *   | type                 | body                                                   |
  *   |----------------------|--------------------------------------------------------|
  *   | VOTE, PRE_VOTE       | last_index u64, last_term u64                          |
- *   | *VOTE_RESP           | (none; reject flag)                                    |
+ *   | *VOTE_RESP           | (none; reject flag); with the not-member flag (only   |
+ *   |                      | with reject): index u64 of the sender's committed     |
+ *   |                      | configuration entry                                    |
  *   | APPEND               | prev_index u64, prev_term u64, commit u64, read_seq    |
  *   |                      | u64, entry_count u16, entries: term u64, type u8,      |
  *   |                      | size u32, size bytes                                   |
@@ -53,6 +56,7 @@
 #define MSG_CODEC_FLAG_TRANSFER 1u
 #define MSG_CODEC_FLAG_REJECT 2u
 #define MSG_CODEC_FLAG_DONE 4u
+#define MSG_CODEC_FLAG_NOT_MEMBER 8u
 
 /* Encoded size of m. */
 size_t msg_codec_size(const struct raft_msg *m);

@@ -181,6 +181,8 @@ int raft_restore(struct raft *r, const struct raft_persisted_state *ps)
 
 bool raft_removed(const struct raft *r)
 {
+	if (r->removal_notice_index > r->conf_index)
+		return true;
 	return r->was_member && r->conf.count > 0 && core_member(r, r->cfg.id) == NULL &&
 	       r->commit >= r->conf_index;
 }
@@ -264,6 +266,42 @@ static void reply_stale(struct raft *r, const struct raft_msg *m)
 	}
 }
 
+/* A vote request from a server our committed configuration does not list
+ * (issue 11 item 6): say so, naming that configuration's entry, so that a
+ * server removed while cut off learns it instead of campaigning forever.
+ * Only once our latest configuration is committed: an uncommitted one
+ * proves nothing, and a server added by an entry we lack has a newer
+ * configuration than the one we would name. */
+static void tell_not_member(struct raft *r, const struct raft_msg *m)
+{
+	if (r->conf_index == 0 || r->conf_index > r->commit)
+		return;
+	uint8_t type = m->type == RAFT_MSG_VOTE ? RAFT_MSG_VOTE_RESP : RAFT_MSG_PRE_VOTE_RESP;
+	struct raft_msg *resp = core_msg(r, type, m->from);
+	if (resp == NULL)
+		return;
+	resp->reject = true;
+	resp->not_member = true;
+	resp->index = r->conf_index;
+	r->counters.removal_notices_sent++;
+}
+
+/* A member (it is in our configuration, or receive() would have dropped
+ * its reply) says its committed configuration at m->index does not list
+ * us. Committed configurations form one chain, each appended after the
+ * previous one committed, so one newer than ours that leaves us out means
+ * we were removed; an older or equal one is stale news and ignored. */
+static void learn_removal(struct raft *r, const struct raft_msg *m)
+{
+	if (m->index <= r->conf_index || m->index <= r->removal_notice_index)
+		return;
+	r->removal_notice_index = m->index;
+	r->counters.removal_notices++;
+	core_trace(r, "removed: told by a member of a newer configuration");
+	if (r->role != RAFT_FOLLOWER)
+		core_become_follower(r, r->term, 0);
+}
+
 /* Terms, indexes and sizes from the wire stay below 2^62, so that no sum
  * or +1 in the core can overflow, whatever a peer (or a fuzzer) sends. */
 static bool msg_numbers_sane(const struct raft_msg *m)
@@ -316,6 +354,13 @@ static void receive(struct raft *r, const struct raft_msg *m)
 	if ((m->type == RAFT_MSG_VOTE || m->type == RAFT_MSG_PRE_VOTE) && core_member(r, m->from) == NULL &&
 	    !committed_member(r, m->from)) {
 		r->counters.msg_dropped_nonmember++;
+		tell_not_member(r, m);
+		return;
+	}
+	/* Checked before the term: the notice comes from a member whose term
+	 * may be far below the one the removed candidate climbed to. */
+	if ((m->type == RAFT_MSG_VOTE_RESP || m->type == RAFT_MSG_PRE_VOTE_RESP) && m->not_member) {
+		learn_removal(r, m);
 		return;
 	}
 	if (m->term > r->term) {

@@ -114,6 +114,9 @@ struct raft_msg {
 	/* *_RESP: refused (vote not granted, append mismatch, snapshot chunk
 	 * out of order). */
 	bool reject;
+	/* *VOTE_RESP (with reject): the sender's committed configuration, the
+	 * entry at `index`, does not list the candidate: it was removed. */
+	bool not_member;
 
 	/* APPEND: prev_index/prev_term, the entries, the leader's commit and
 	 * the read sequence the reply must echo (ReadIndex, §6.4).
@@ -303,6 +306,8 @@ struct raft_counters {
 	uint64_t msg_dropped_cluster;   /* another cluster id */
 	uint64_t msg_dropped_to;        /* addressed to another node */
 	uint64_t msg_dropped_nonmember; /* from a node outside the configuration */
+	uint64_t removal_notices_sent;  /* not_member replies to removed candidates */
+	uint64_t removal_notices;       /* not_member replies that proved our removal */
 	uint64_t msg_dropped_stale;     /* from an older term */
 	uint64_t msg_dropped_invalid;   /* inconsistent fields */
 	uint64_t msg_sent;
@@ -409,6 +414,11 @@ struct raft {
 	 * appended): tells "removed" from "joining, configuration not yet
 	 * known" (raft_removed). */
 	bool was_member;
+	/* A member of a newer committed configuration told us (a not_member
+	 * vote reply) that it was the entry at this index, and that it does
+	 * not list us: removed while cut off. Volatile; cleared in effect by
+	 * holding a configuration at or past it (raft_removed). */
+	uint64_t removal_notice_index;
 
 	/* Leader. */
 	struct raft_progress *progress; /* peers_max slots */
@@ -491,8 +501,11 @@ const char *raft_role_name(uint8_t role);
 /* This server knows it was removed: it was a member, and the latest
  * configuration, committed, no longer lists it. It never campaigns again
  * (unless added back), and the others ignore its vote requests. A server
- * removed while cut off may never learn it: the leader stops replicating
- * to it when it appends the removal. */
+ * removed while cut off never receives the removal (the leader stops
+ * replicating to it when it appends it); it learns it from the members it
+ * asks for votes: each answers a not_member reply naming its committed
+ * configuration entry, and a reply newer than our own configuration is
+ * proof (configurations form one chain of committed entries). */
 bool raft_removed(const struct raft *r);
 /* This server's role in the latest configuration: RAFT_VOTER,
  * RAFT_LEARNER, or 0 when it is not listed. */

@@ -258,6 +258,20 @@ static void test_removed_server_is_ignored_and_knows_it_once_told(void **state)
 	assert_int_equal(th->r[0].term, term);
 	assert_int_equal(th->r[1].term, term);
 	assert_true(th->r[0].counters.msg_dropped_nonmember > dropped);
+	/* ...and tell it so: their committed configuration, newer than the
+	 * one it holds, leaves it out. It says it was removed and stops
+	 * campaigning (before, it campaigned at every timeout). */
+	assert_true(th->r[0].counters.removal_notices_sent + th->r[1].counters.removal_notices_sent >
+		    0);
+	assert_true(raft_removed(&th->r[2]));
+	assert_int_equal(th->r[2].counters.removal_notices, 1);
+	assert_int_equal(th->r[2].removal_notice_index, th->r[0].conf_index);
+	assert_int_equal(th->r[2].role, RAFT_FOLLOWER);
+	uint64_t tries = th->r[2].counters.elections + th->r[2].counters.pre_votes;
+	for (int t = 0; t < 10 * (int)th->r[2].cfg.election_ticks; t++)
+		th_tick(th, 2);
+	th_deliver_all(th);
+	assert_int_equal(th->r[2].counters.elections + th->r[2].counters.pre_votes, tries);
 	th_propose(th, 0, "still leading");
 	settle(th, 0, 2);
 	assert_int_equal(th->r[1].commit, raft_last_index(&th->r[0]));
@@ -276,6 +290,41 @@ static void test_removed_server_is_ignored_and_knows_it_once_told(void **state)
 	th_deliver_all(th);
 	assert_int_equal(th->r[0].counters.elections + th->r[0].counters.pre_votes, campaigns);
 	assert_int_equal(th->r[1].role, RAFT_LEADER);
+	th_deinit(th);
+}
+
+static void test_removal_notice_older_than_our_configuration_is_ignored(void **state)
+{
+	/* A member lagging behind our configuration (it lacks the entry that
+	 * added us) names an older committed configuration: no proof that we
+	 * are out, so nothing changes. One at our own index is no proof
+	 * either; only a newer one is. */
+	struct th *th = &TH;
+	struct raft_msg m;
+	struct raft_update up;
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+	(void)state;
+	th_init(th, 3);
+	th_elect(th, 0);
+	uint64_t conf_index = th->r[1].conf_index;
+	memset(&m, 0, sizeof(m));
+	m.type = RAFT_MSG_PRE_VOTE_RESP;
+	m.cluster_id = TH_CLUSTER;
+	m.from = 3;
+	m.to = 2;
+	m.term = th->r[1].term;
+	m.reject = true;
+	m.not_member = true;
+	m.index = conf_index;
+	raft_step(&th->r[1], &ev, &up);
+	assert_false(raft_removed(&th->r[1]));
+	assert_int_equal(th->r[1].counters.removal_notices, 0);
+	assert_true(election_may_campaign(&th->r[1]));
+	m.index = conf_index + 1;
+	raft_step(&th->r[1], &ev, &up);
+	assert_true(raft_removed(&th->r[1]));
+	assert_int_equal(th->r[1].counters.removal_notices, 1);
+	assert_false(election_may_campaign(&th->r[1]));
 	th_deinit(th);
 }
 
@@ -463,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_removed_leader_steps_down_once_removal_commits),
 		cmocka_unit_test(test_server_with_pending_removal_may_still_campaign),
 		cmocka_unit_test(test_removed_server_is_ignored_and_knows_it_once_told),
+		cmocka_unit_test(test_removal_notice_older_than_our_configuration_is_ignored),
 		cmocka_unit_test(test_snapshot_compacts_the_log),
 		cmocka_unit_test(test_lagging_follower_receives_snapshot_in_chunks),
 		cmocka_unit_test(test_follower_that_lost_acknowledged_entries_catches_up_without_election),

@@ -23,6 +23,11 @@ static void fill(struct raft_msg *m, uint8_t type, struct raft_entry *entries)
 		m->transfer = true;
 		break;
 	case RAFT_MSG_VOTE_RESP:
+		/* A removal notice (issue 11 item 6): carries an index. */
+		m->reject = true;
+		m->not_member = true;
+		m->index = 52;
+		break;
 	case RAFT_MSG_PRE_VOTE_RESP:
 		m->reject = true;
 		break;
@@ -86,6 +91,7 @@ static void test_codec_every_type_round_trips(void **state)
 		assert_int_equal(out.last_index, in.last_index);
 		assert_int_equal(out.transfer, in.transfer);
 		assert_int_equal(out.reject, in.reject);
+		assert_int_equal(out.not_member, in.not_member);
 		assert_int_equal(out.prev_index, in.prev_index);
 		assert_int_equal(out.commit, in.commit);
 		assert_int_equal(out.read_seq, in.read_seq);
@@ -170,6 +176,14 @@ static void test_codec_refuses_bad_version_type_and_flags(void **state)
 	buf[2] = MSG_CODEC_FLAG_DONE; /* not a flag of VOTE */
 	assert_int_equal(msg_codec_decode(&out, e, 4, buf, (size_t)size), -HASP_EFLAGS);
 	buf[2] = 0x80;
+	assert_int_equal(msg_codec_decode(&out, e, 4, buf, (size_t)size), -HASP_EFLAGS);
+
+	/* A removal notice is a refusal: not-member without reject is refused. */
+	fill(&in, RAFT_MSG_VOTE_RESP, NULL);
+	size = msg_codec_encode(&in, buf, sizeof(buf));
+	assert_int_equal(size, MSG_CODEC_HEADER_SIZE + 8);
+	assert_int_equal(buf[2], MSG_CODEC_FLAG_REJECT | MSG_CODEC_FLAG_NOT_MEMBER);
+	buf[2] = MSG_CODEC_FLAG_NOT_MEMBER;
 	assert_int_equal(msg_codec_decode(&out, e, 4, buf, (size_t)size), -HASP_EFLAGS);
 }
 
