@@ -239,7 +239,6 @@ static uint64_t script_read(struct responder *r, const void *field, size_t size)
 struct run_result {
 	int exit_code; /* -1: did not exit in time */
 	char out[2048];
-	uint64_t took_ns;
 };
 
 /* Runs `hasp words...` with HASP_CLUSTER=cluster, capturing stdout. */
@@ -281,7 +280,7 @@ static void run_hasp(const char *cluster, const char *const *words, struct run_r
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			close(fds[0]);
-			res->took_ns = clock_monotonic_ns() - t0;
+			res->exit_code = -1; /* still running: no exit code matches */
 			return;
 		}
 	}
@@ -293,7 +292,6 @@ static void run_hasp(const char *cluster, const char *const *words, struct run_r
 	}
 	close(fds[0]);
 	res->out[used] = '\0';
-	res->took_ns = clock_monotonic_ns() - t0;
 	res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -341,10 +339,10 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_USAGE);
 	responder_stop(&r);
 
-	/* Nobody listens any more: unavailable, within the timeout. */
+	/* Nobody listens any more: unavailable (it gives up: RUN_HASP fails a
+	 * run that is still going after 15 s). */
 	RUN_HASP(cluster, &res, "--timeout", "300", "check", "job", "42");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_UNAVAILABLE);
-	assert_true(res.took_ns < 3000 * MS);
 }
 
 static void test_run_kills_command_when_renew_is_refused(void **state)
@@ -358,10 +356,11 @@ static void test_run_kills_command_when_renew_is_refused(void **state)
 	assert_int_equal(responder_start(&r, 1, script_cli, &s), 0);
 	responder_cluster(&r, cluster, sizeof(cluster));
 	/* Renewed every 100 ms; the first renew is refused. The command
-	 * ignores nothing, so SIGTERM ends it at once. */
-	RUN_HASP(cluster, &res, "run", "job", "--ttl", "300", "--", "sleep", "10");
+	 * ignores nothing, so SIGTERM ends it: its status says it was killed
+	 * (it would have slept past RUN_HASP's 15 s limit otherwise). */
+	RUN_HASP(cluster, &res, "--json", "run", "job", "--ttl", "300", "--", "sleep", "60");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
-	assert_true(res.took_ns < 3000 * MS);
+	assert_non_null(strstr(res.out, "\"command_status\":143")); /* 128 + SIGTERM */
 	assert_int_equal(SCRIPT_READ(&r, s.renews), 1);
 	assert_int_equal(SCRIPT_READ(&r, s.releases), 0); /* not ours any more */
 	responder_stop(&r);
@@ -380,9 +379,8 @@ static void test_run_kills_command_when_validity_passes_without_renew(void **sta
 	/* Renews go unanswered; the command ignores SIGTERM (inherited by
 	 * sleep), so SIGKILL follows after the 200 ms grace. */
 	RUN_HASP(cluster, &res, "--json", "run", "job", "--ttl", "300", "--grace", "200", "--",
-		 "sh", "-c", "trap '' TERM; sleep 10");
+		 "sh", "-c", "trap '' TERM; sleep 60");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
-	assert_true(res.took_ns < 4000 * MS);
 	assert_true(SCRIPT_READ(&r, s.renews) >= 1);
 	assert_non_null(strstr(res.out, "\"status\":\"LOCK_LOST\""));
 	assert_non_null(strstr(res.out, "\"command_status\":137")); /* 128 + SIGKILL */
