@@ -44,6 +44,7 @@
 #include "hasp/errors.h"
 
 #define NODES_MAX 9u
+#define HASPCTL_DRY_RUN 100 /* request() in --dry-run: nothing sent, exit 0 */
 #define TOKENS_MAX 65536u
 #define TARGET_SIZE 256u
 
@@ -69,7 +70,8 @@ static const char usage_text[] =
 	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
 	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
 	"--timeout takes a duration (500ms, 5s, 2m; a bare number is ms; default 10s).\n"
-	"`haspctl <command> --help` describes one command; `haspctl --version` the release.\n"
+	"`haspctl <command> --help` describes one command; `haspctl --version` the release;\n"
+	"--dry-run prints the requests a command line would send and sends nothing.\n"
 	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy, 6 degraded.\n";
 
 /* One help entry per command: the words that name it, its synopsis and
@@ -138,6 +140,7 @@ struct ctl {
 	uint32_t node_count;
 	struct json_token *toks;
 	bool quiet; /* status --cluster: one row per node instead of messages */
+	bool dry_run; /* --dry-run: print each request instead of sending it */
 	char last_error[32];   /* why the last request() got no reply */
 	char last_message[320];
 };
@@ -317,6 +320,10 @@ static int request(struct ctl *c, const char *target, const char *line, struct r
 	r->result = -1;
 	r->attachment = -1;
 	snprintf(r->target, sizeof(r->target), "%s", target);
+	if (c->dry_run) {
+		fprintf(c->out, "haspctl: dry run: would send to %s: %s\n", target, line);
+		return HASPCTL_DRY_RUN;
+	}
 	errno = 0;
 	int rc = admin_client_open(&a, target, c->timeout_ms);
 	if (rc != 0) {
@@ -600,6 +607,11 @@ static int cmd_status_cluster(struct ctl *c)
 		fprintf(c->err, "haspctl: status --cluster needs --nodes ID=TARGET,...\n");
 		return HASPCTL_EXIT_USAGE;
 	}
+	if (c->dry_run) {
+		for (uint32_t i = 0; i < c->node_count; i++)
+			fprintf(c->out, "haspctl: dry run: would send to %s: status\n", c->nodes[i].target);
+		return HASPCTL_EXIT_OK;
+	}
 	int code = HASPCTL_EXIT_OK;
 	uint64_t leader_commit = 0;
 	struct row {
@@ -683,6 +695,10 @@ static int cmd_status_cluster(struct ctl *c)
 static int cmd_snapshot_save(struct ctl *c, const char *file)
 {
 	char tmp[TARGET_SIZE + 8];
+	if (c->dry_run) {
+		fprintf(c->out, "haspctl: dry run: would send to %s: snapshot.save (into %s)\n", c->target, file);
+		return HASPCTL_EXIT_OK;
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -797,6 +813,11 @@ static int cmd_snapshot_restore(struct ctl *c, int argc, char **argv)
 
 	if (args == NULL)
 		return HASPCTL_EXIT_FAILED;
+	if (c->dry_run) {
+		fprintf(c->out, "haspctl: dry run: would run hasp-snapshot restore\n");
+		hasp_free(args);
+		return argc >= 2 ? HASPCTL_EXIT_OK : usage(c, "snapshot restore <file> <new-data-dir> [--members ID,...]");
+	}
 	snapshot_tool_path(path, sizeof(path));
 	int k = 0;
 	args[k++] = path;
@@ -1020,7 +1041,10 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 		if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
 			int first = 1;
 			while (first < argc && argv[first][0] == '-') /* skip the global options */
-				first += strcmp(argv[first], "--json") == 0 || first + 1 == argc ? 1 : 2;
+				first += strcmp(argv[first], "--json") == 0 || strcmp(argv[first], "--dry-run") == 0 ||
+						 first + 1 == argc
+						 ? 1
+						 : 2;
 			help_for(out, argc - first, argv + first);
 			return HASPCTL_EXIT_OK;
 		}
@@ -1030,6 +1054,10 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 		const char *o = argv[i];
 		if (strcmp(o, "--json") == 0) {
 			c.json = true;
+			continue;
+		}
+		if (strcmp(o, "--dry-run") == 0) {
+			c.dry_run = true;
 			continue;
 		}
 		if (i + 1 == argc)
@@ -1063,6 +1091,8 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	if (c.toks == NULL)
 		return HASPCTL_EXIT_FAILED;
 	int code = dispatch(&c, argc - i, argv + i);
+	if (code == HASPCTL_DRY_RUN)
+		code = HASPCTL_EXIT_OK;
 	hasp_free(c.toks);
 	fflush(out);
 	return code;

@@ -53,7 +53,8 @@ static const char usage_text[] =
 	"  kv range [prefix] [--limit N]\n"
 	"  run <name> [--try] [--ttl DURATION] [--grace DURATION] [--conflict-exit-code N]\n"
 	"      -- <command> [args...]\n"
-	"`hasp <command> --help` describes one command; `hasp --version` the release.\n"
+	"`hasp <command> --help` describes one command; `hasp --version` the release;\n"
+	"--dry-run checks a command line and sends nothing.\n"
 	"The cluster defaults to $HASP_CLUSTER. A DURATION is 500ms, 5s, 2m or 1h; a\n"
 	"bare number is milliseconds. A name or key is 1..128 bytes of 0x21..0x7e.\n"
 	"Exit: 0 ok, 1 refused, 2 usage, 3 unavailable or timed out, 4 lock lost\n"
@@ -325,6 +326,10 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 		}
 		if (strcmp(s, "--json") == 0) {
 			a->json = true;
+			continue;
+		}
+		if (strcmp(s, "--dry-run") == 0) {
+			a->dry_run = true;
 			continue;
 		}
 		if (strcmp(s, "--cluster") == 0) {
@@ -1134,6 +1139,12 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 	}
 	if (a->cmd == HASP_CLI_VERSION) {
 		printf("hasp %s\n", HASP_VERSION);
+		return HASP_CLI_EXIT_OK;
+	}
+	if (a->dry_run) {
+		const struct cmd_name *cn = command_of(a->cmd);
+		printf("hasp: dry run: %s%s%s%s%s parses; nothing sent\n", cn->group ? cn->group : "",
+		       cn->group ? " " : "", cn->word, a->name ? " " : "", a->name ? a->name : "");
 		return HASP_CLI_EXIT_OK;
 	}
 	char cluster[HASP_CLI_CLUSTER_SIZE_MAX];

@@ -60,6 +60,7 @@ struct hasp_cli_args {
 	enum hasp_cli_cmd help_for; /* HASP_CLI_HELP: the whole usage */
 	const char *cluster; /* --cluster, else $HASP_CLUSTER */
 	bool json;
+	bool dry_run; /* --dry-run: parse, say what would be done, send nothing */
 	uint32_t timeout_ms; /* --timeout; 0 when not given */
 	const char *name;    /* lock name, key, or prefix */
 	uint64_t token;
