@@ -139,7 +139,7 @@ static int reject_code(uint8_t r)
 
 /* Raft refuses an impossible change with one code (RAFT_CONF_INVALID);
  * the operator is told which rule it broke, read off the configuration
- * the leader holds (docs/CONTROL.md "Membership"). */
+ * the leader holds (docs/CONTROL.md "Commands"). */
 static void conf_invalid_fail(const struct node *n, struct control_request *req, uint8_t op, uint32_t id)
 {
 	const struct raft_conf *conf = &n->raft.conf;
