@@ -25,4 +25,15 @@ static inline bool version_requested(int argc, char **argv, const char *program)
 	return false;
 }
 
+/* True when -h or --help is among argv[1..] before a lone "--" (even where
+ * an option's value would be): the program prints its usage, exits 0 and
+ * does nothing else (no traffic, no files). */
+static inline bool help_requested(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
 #endif

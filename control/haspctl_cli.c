@@ -159,19 +159,16 @@ struct reply {
 	char target[TARGET_SIZE]; /* the node that answered */
 };
 
+/* A JSON string of our own message or a target (short: the escaped text
+ * fits the buffer). */
 static void json_string_out(FILE *out, const char *s)
 {
-	fputc('"', out);
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(out, "\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			fprintf(out, "\\u%04x", ch);
-		else
-			fputc(ch, out);
-	}
-	fputc('"', out);
+	char buf[2048];
+	struct json_writer w;
+	json_init(&w, buf, sizeof(buf));
+	json_string(&w, s);
+	json_finish(&w);
+	fputs(w.overflow ? "\"\"" : buf, out);
 }
 
 /* A failure of haspctl itself (no node reply to print): a line on stderr,

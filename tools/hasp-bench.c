@@ -195,11 +195,10 @@ int main(int argc, char **argv)
 	 * value) answer at once and send nothing. */
 	if (version_requested(argc, argv, "hasp-bench"))
 		return 0;
-	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 0;
-		}
+	if (help_requested(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	bench_config_default(&cfg);
 	cfg.cluster = getenv("HASP_CLUSTER");
 	snprintf(cfg.prefix, sizeof(cfg.prefix), "hb%ld", (long)getpid());

@@ -223,14 +223,12 @@ int main(int argc, char **argv)
 
 	if (version_requested(argc, argv, "hasp-demo"))
 		return 0;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			printf("usage: hasp-demo\n"
-			       "Replays the GC-pause story on the real lock state machine with fencing\n"
-			       "tokens and checks itself: exit 0 when every step behaved as\n"
-			       "docs/STATE_MACHINE.md says, 1 otherwise. It takes no arguments.\n");
-			return 0;
-		}
+	if (help_requested(argc, argv)) {
+		printf("usage: hasp-demo\n"
+		       "Replays the GC-pause story on the real lock state machine with fencing\n"
+		       "tokens and checks itself: exit 0 when every step behaved as\n"
+		       "docs/STATE_MACHINE.md says, 1 otherwise. It takes no arguments.\n");
+		return 0;
 	}
 	if (argc > 1) {
 		fprintf(stderr, "hasp-demo: unexpected argument %.40s (hasp-demo --help)\n", argv[1]);

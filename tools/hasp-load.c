@@ -173,11 +173,10 @@ int main(int argc, char **argv)
 	if (version_requested(argc, argv, "hasp-load"))
 		return 0;
 	/* --help anywhere, even where a value is expected: help, no traffic. */
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage_text, stdout);
-			return 0;
-		}
+	if (help_requested(argc, argv)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
 	for (int i = 1; i < argc; i += 2) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		bool ok = v != NULL;

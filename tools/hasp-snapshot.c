@@ -261,11 +261,10 @@ int main(int argc, char **argv)
 
 	if (version_requested(argc, argv, "hasp-snapshot"))
 		return 0;
-	for (int k = 1; k < argc; k++)
-		if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
-			fputs(usage_text, stdout);
-			return 0;
-		}
+	if (help_requested(argc, argv)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
 	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			json = true;

@@ -229,11 +229,10 @@ int main(int argc, char **argv)
 
 	if (version_requested(argc, argv, "hasp-waldump"))
 		return 0;
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage_text, stdout);
-			return 0;
-		}
+	if (help_requested(argc, argv)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-q") == 0)
 			d.quiet = true;
