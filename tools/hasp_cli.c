@@ -343,7 +343,8 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 			if (v == NULL)
 				return fail(err, err_size, "%s needs a value", s);
 			if (!parse_duration(v, 1, UINT32_MAX, &a->timeout_ms))
-				return fail_value(err, err_size, s, v, "want a duration > 0 (500ms, 5s, 2m; a bare number is ms)");
+				return fail_value(err, err_size, s, v,
+						  "want a duration > 0 (500ms, 5s, 2m; a bare number is ms)");
 			i++;
 			continue;
 		}
@@ -393,7 +394,7 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 				ok = parse_duration(v, 0, UINT32_MAX, &a->grace_ms);
 				rule = duration_rule;
 			} else if (strcmp(s, "--conflict-exit-code") == 0) {
-				uint32_t code;
+				uint32_t code = 0;
 				ok = parse_u32(v, &code) && code <= 255;
 				a->conflict_exit_code = (int)code;
 				rule = "want an exit code 0..255";
