@@ -108,7 +108,7 @@ static const struct cmd_help cmd_helps[] = {
 	  "(runs hasp-snapshot).\n" },
 	{ "locks", "locks list|show|release ...", "The lock table (see each subcommand).\n" },
 	{ "locks list", "locks list [--prefix P] [--after CURSOR] [--limit N]",
-	  "Held locks, a page at a time (next_cursor continues).\n" },
+	  "Held locks, a page at a time (the reply's next is the cursor to continue).\n" },
 	{ "locks show", "locks show <name>", "One lock: holder, token, lease, remaining TTL, waiters.\n" },
 	{ "locks release", "locks release --force <name>",
 	  "Releases a lock on the leader whoever holds it; the holder's token becomes stale.\n" },
