@@ -70,8 +70,10 @@ static int connect_target(const char *target, uint32_t timeout_ms, int *out)
 			int err = 0;
 			socklen_t len = sizeof(err);
 			rc = wait_fd(fd, POLLOUT, clock_monotonic_ms() + timeout_ms);
-			if (rc == 0 && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0))
+			if (rc == 0 && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)) {
+				errno = err; /* the caller may say why (refused, unreachable) */
 				rc = -1;
+			}
 			if (rc == -HASP_ETIMEDOUT) {
 				close(fd);
 				return rc;
@@ -79,7 +81,9 @@ static int connect_target(const char *target, uint32_t timeout_ms, int *out)
 		}
 	}
 	if (rc != 0) {
+		int saved = errno;
 		close(fd);
+		errno = saved;
 		return -HASP_ESYS;
 	}
 	*out = fd;

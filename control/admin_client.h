@@ -23,8 +23,8 @@ struct admin_client {
 	size_t consumed; /* bytes of buf handed out as the last reply */
 };
 
-/* 0, -HASP_EINVAL (bad target), -HASP_ENOMEM, -HASP_ESYS (cannot connect),
- * -HASP_ETIMEDOUT. */
+/* 0, -HASP_EINVAL (bad target), -HASP_ENOMEM, -HASP_ESYS (cannot connect;
+ * errno says why), -HASP_ETIMEDOUT. */
 int admin_client_open(struct admin_client *a, const char *target, uint32_t timeout_ms)
 	__attribute__((warn_unused_result));
 void admin_client_close(struct admin_client *a);

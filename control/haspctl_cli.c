@@ -19,6 +19,7 @@
 #include "control/haspctl_cli.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -36,11 +37,14 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "common/dirsync.h"
+#include "common/duration.h"
+#include "common/version.h"
 #include "control/admin_client.h"
 #include "control/json.h"
 #include "hasp/errors.h"
 
 #define NODES_MAX 9u
+#define HASPCTL_DRY_RUN 100 /* request() in --dry-run: nothing sent, exit 0 */
 #define TOKENS_MAX 65536u
 #define TARGET_SIZE 256u
 
@@ -65,7 +69,61 @@ static const char usage_text[] =
 	"  raw <command> [args...]            send one admin request as is\n"
 	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
 	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
+	"--timeout takes a duration (500ms, 5s, 2m; a bare number is ms; default 10s).\n"
+	"`haspctl <command> --help` describes one command; `haspctl --version` the release;\n"
+	"--dry-run prints the requests a command line would send and sends nothing.\n"
 	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy, 6 degraded.\n";
+
+/* One help entry per command: the words that name it, its synopsis and
+ * what it does (docs/CONTROL.md has the details). */
+struct cmd_help {
+	const char *words;
+	const char *usage;
+	const char *help;
+};
+
+static const struct cmd_help cmd_helps[] = {
+	{ "status", "status [--cluster]",
+	  "The node's role, term, indexes and members. --cluster asks every node of\n"
+	  "--nodes and prints one row each (exit 5 when one is unreachable or unhealthy).\n" },
+	{ "health", "health", "Exit 0 healthy, 5 unhealthy, 6 degraded; one line saying why.\n" },
+	{ "members", "members list|add|promote|remove ...", "Cluster membership (see each subcommand).\n" },
+	{ "members list", "members list", "The configuration: every member's id, role and addresses.\n" },
+	{ "members add", "members add <id> <ip> <peer-port> <client-port>",
+	  "Adds a node as a learner (runs on the leader; every node in --nodes learns the\n"
+	  "address first). Refused: already a member, configuration full (7 members),\n"
+	  "another change not committed yet.\n" },
+	{ "members promote", "members promote <id>",
+	  "Makes a caught-up learner a voter (leader). Refused: no such member, already a\n"
+	  "voter, not caught up yet (retry).\n" },
+	{ "members remove", "members remove <id>",
+	  "Removes a voter or learner (leader). Refused: no such member, the last voter.\n" },
+	{ "leader", "leader transfer <id>", "Hands leadership to voter <id> (runs on the leader).\n" },
+	{ "leader transfer", "leader transfer <id>", "Hands leadership to voter <id> (runs on the leader).\n" },
+	{ "snapshot", "snapshot save <file> | snapshot restore <file> <new-data-dir> [--members ID,...]",
+	  "Backup and offline restore (docs/CONTROL.md \"Backup and restore\").\n" },
+	{ "snapshot save", "snapshot save <file>", "Writes the node's latest snapshot to <file> (durably).\n" },
+	{ "snapshot restore", "snapshot restore <file> <new-data-dir> [--members ID,ID,...]",
+	  "Offline: checks <file> and writes a data directory a node can boot from\n"
+	  "(runs hasp-snapshot).\n" },
+	{ "locks", "locks list|show|release ...", "The lock table (see each subcommand).\n" },
+	{ "locks list", "locks list [--prefix P] [--after CURSOR] [--limit N]",
+	  "Held locks, a page at a time (the reply's next is the cursor to continue).\n" },
+	{ "locks show", "locks show <name>", "One lock: holder, token, lease, remaining TTL, waiters.\n" },
+	{ "locks release", "locks release --force <name>",
+	  "Releases a lock on the leader whoever holds it; the holder's token becomes stale.\n" },
+	{ "leases", "leases list [--after CURSOR] [--limit N]", "Live leases, a page at a time.\n" },
+	{ "leases list", "leases list [--after CURSOR] [--limit N]", "Live leases, a page at a time.\n" },
+	{ "sessions", "sessions list [--after CURSOR] [--limit N]", "Client sessions, a page at a time.\n" },
+	{ "sessions list", "sessions list [--after CURSOR] [--limit N]", "Client sessions, a page at a time.\n" },
+	{ "metrics", "metrics", "Every counter, gauge and histogram of the node.\n" },
+	{ "stats", "stats", "The same as metrics.\n" },
+	{ "log", "log list | log level <topic|all> <off|error|warn|info|debug>", "Log topics and levels.\n" },
+	{ "log list", "log list", "Every log topic and its level.\n" },
+	{ "log level", "log level <topic|all> <off|error|warn|info|debug>", "Sets a topic's level.\n" },
+	{ "help", "help", "The node's admin command registry (every request `raw` can send).\n" },
+	{ "raw", "raw <command> [args...]", "Sends one admin request line as is; prints the reply.\n" },
+};
 
 struct node_target {
 	uint32_t id;
@@ -81,6 +139,10 @@ struct ctl {
 	struct node_target nodes[NODES_MAX];
 	uint32_t node_count;
 	struct json_token *toks;
+	bool quiet; /* status --cluster: one row per node instead of messages */
+	bool dry_run; /* --dry-run: print each request instead of sending it */
+	char last_error[32];   /* why the last request() got no reply */
+	char last_message[320];
 };
 
 /* One parsed reply. */
@@ -94,14 +156,83 @@ struct reply {
 	char message[256];
 	uint64_t leader_id;
 	int64_t attachment;
+	char target[TARGET_SIZE]; /* the node that answered */
 };
 
+/* A JSON string of our own message or a target (short: the escaped text
+ * fits the buffer). */
+static void json_string_out(FILE *out, const char *s)
+{
+	char buf[2048];
+	struct json_writer w;
+	json_init(&w, buf, sizeof(buf));
+	json_string(&w, s);
+	json_finish(&w);
+	fputs(w.overflow ? "\"\"" : buf, out);
+}
+
+/* A failure of haspctl itself (no node reply to print): a line on stderr,
+ * or with --json one object on stdout {"ok":false,"error","message"[,"node"]}.
+ * Returns `code`. */
+__attribute__((format(printf, 5, 6)))
+static int local_fail(struct ctl *c, int code, const char *error, const char *node, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->last_message, sizeof(c->last_message), fmt, ap);
+	va_end(ap);
+	snprintf(c->last_error, sizeof(c->last_error), "%s", error);
+	if (c->quiet)
+		return code;
+	if (c->json) {
+		fprintf(c->out, "{\"ok\":false,\"error\":");
+		json_string_out(c->out, error);
+		fprintf(c->out, ",\"message\":");
+		json_string_out(c->out, c->last_message);
+		if (node != NULL) {
+			fprintf(c->out, ",\"node\":");
+			json_string_out(c->out, node);
+		}
+		fprintf(c->out, ",\"exit\":%d}\n", code);
+	} else if (node != NULL) {
+		fprintf(c->err, "haspctl: %s: %s\n", node, c->last_message);
+	} else {
+		fprintf(c->err, "haspctl: %s\n", c->last_message);
+	}
+	return code;
+}
+
+/* A usage error: the reason and a pointer to --help, not the whole usage
+ * (that is printed only when asked for). */
 static int usage(struct ctl *c, const char *why)
 {
-	if (why != NULL)
-		fprintf(c->err, "haspctl: %s\n", why);
-	fputs(usage_text, c->err);
+	local_fail(c, HASPCTL_EXIT_USAGE, "EUSAGE", NULL, "%s", why != NULL ? why : "no command given");
+	if (!c->json)
+		fprintf(c->err, "haspctl: see haspctl --help\n");
 	return HASPCTL_EXIT_USAGE;
+}
+
+/* Prints the help of the command named by the words of argv (the longest
+ * known prefix), or the whole usage. */
+static void help_for(FILE *out, int argc, char **argv)
+{
+	const struct cmd_help *best = NULL;
+	char words[64] = "";
+	for (int i = 0; i < argc && i < 2; i++) {
+		if (argv[i][0] == '-')
+			break;
+		size_t o = strlen(words);
+		snprintf(words + o, sizeof(words) - o, "%s%s", o ? " " : "", argv[i]);
+		for (size_t k = 0; k < sizeof(cmd_helps) / sizeof(cmd_helps[0]); k++)
+			if (strcmp(cmd_helps[k].words, words) == 0)
+				best = &cmd_helps[k];
+	}
+	if (best == NULL) {
+		fputs(usage_text, out);
+		return;
+	}
+	fprintf(out, "usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,...] [--json] %s\n%s",
+		best->usage, best->help);
 }
 
 static int parse_u32(const char *s, uint32_t *v)
@@ -185,16 +316,25 @@ static int request(struct ctl *c, const char *target, const char *line, struct r
 	memset(r, 0, sizeof(*r));
 	r->result = -1;
 	r->attachment = -1;
+	snprintf(r->target, sizeof(r->target), "%s", target);
+	if (c->dry_run) {
+		fprintf(c->out, "haspctl: dry run: would send to %s: %s\n", target, line);
+		return HASPCTL_DRY_RUN;
+	}
+	errno = 0;
 	int rc = admin_client_open(&a, target, c->timeout_ms);
 	if (rc != 0) {
-		fprintf(c->err, "haspctl: cannot connect to %s: %s\n", target, hasp_strerror(rc));
-		return HASPCTL_EXIT_UNREACHABLE;
+		/* A failed system call says which (refused, no such socket). */
+		const char *why = rc == -HASP_ESYS && errno != 0 ? strerror(errno) : hasp_strerror(rc);
+		return local_fail(c, HASPCTL_EXIT_UNREACHABLE, hasp_strerror_name(rc), target,
+				  "cannot connect: %s%s", why,
+				  rc == -HASP_ETIMEDOUT ? " (--timeout to wait longer)" : "");
 	}
 	rc = admin_client_call(&a, line, &text, &len);
 	if (rc != 0) {
-		fprintf(c->err, "haspctl: %s: no reply: %s\n", target, hasp_strerror(rc));
 		admin_client_close(&a);
-		return HASPCTL_EXIT_UNREACHABLE;
+		return local_fail(c, HASPCTL_EXIT_UNREACHABLE, hasp_strerror_name(rc), target,
+				  "connected, but no reply: %s", hasp_strerror(rc));
 	}
 	r->text = hasp_alloc(len + 1);
 	if (r->text == NULL) {
@@ -207,10 +347,10 @@ static int request(struct ctl *c, const char *target, const char *line, struct r
 	bool okv = false;
 	if (r->count <= 0 || c->toks[0].type != JSON_OBJECT ||
 	    !json_tok_bool(r->text, c->toks, json_get(r->text, c->toks, 0, "ok"), &okv)) {
-		fprintf(c->err, "haspctl: %s: malformed reply\n", target);
 		admin_client_close(&a);
 		reply_free(r);
-		return HASPCTL_EXIT_UNREACHABLE;
+		return local_fail(c, HASPCTL_EXIT_UNREACHABLE, "ECORRUPT", target,
+				  "malformed reply (not a JSON object with \"ok\")");
 	}
 	r->ok = okv;
 	r->result = json_get(r->text, c->toks, 0, "result");
@@ -223,10 +363,10 @@ static int request(struct ctl *c, const char *target, const char *line, struct r
 		rc = attach_fd >= 0 ? admin_client_attachment(&a, attach_fd, (uint64_t)r->attachment)
 				    : -HASP_EINVAL;
 		if (rc != 0) {
-			fprintf(c->err, "haspctl: %s: attachment: %s\n", target, hasp_strerror(rc));
 			admin_client_close(&a);
 			reply_free(r);
-			return HASPCTL_EXIT_UNREACHABLE;
+			return local_fail(c, HASPCTL_EXIT_UNREACHABLE, hasp_strerror_name(rc), target,
+					  "attachment: %s", hasp_strerror(rc));
 		}
 	}
 	admin_client_close(&a);
@@ -371,7 +511,7 @@ static int finish(struct ctl *c, struct reply *r, void (*human)(struct ctl *, st
 	if (c->json) {
 		fprintf(c->out, "%s\n", r->text);
 	} else if (!r->ok) {
-		fprintf(c->err, "haspctl: %s: %s", r->error, r->message);
+		fprintf(c->err, "haspctl: %s: %s: %s", r->target, r->error, r->message);
 		if (r->leader_id != 0)
 			fprintf(c->err, " (leader is node %" PRIu64 "; pass --nodes to follow it)", r->leader_id);
 		fputc('\n', c->err);
@@ -464,11 +604,16 @@ static int cmd_status_cluster(struct ctl *c)
 		fprintf(c->err, "haspctl: status --cluster needs --nodes ID=TARGET,...\n");
 		return HASPCTL_EXIT_USAGE;
 	}
+	if (c->dry_run) {
+		for (uint32_t i = 0; i < c->node_count; i++)
+			fprintf(c->out, "haspctl: dry run: would send to %s: status\n", c->nodes[i].target);
+		return HASPCTL_EXIT_OK;
+	}
 	int code = HASPCTL_EXIT_OK;
 	uint64_t leader_commit = 0;
 	struct row {
 		bool up, healthy;
-		char role[16], address[64], health[32];
+		char role[16], address[64], health[32], why[360];
 		uint64_t term, leader, commit, applied;
 	} rows[NODES_MAX];
 	if (c->json)
@@ -477,16 +622,28 @@ static int cmd_status_cluster(struct ctl *c)
 		struct row *w = &rows[i];
 		struct reply r;
 		memset(w, 0, sizeof(*w));
-		FILE *saved = c->err;
-		FILE *null = fopen("/dev/null", "w");
-		c->err = null != NULL ? null : saved; /* one line per node below instead */
+		c->quiet = true; /* one row per node below instead */
 		int rc = request(c, c->nodes[i].target, "status", &r, -1);
-		c->err = saved;
-		if (null != NULL)
-			fclose(null);
-		if (c->json)
-			fprintf(c->out, "%s{\"id\":%u,\"target\":\"%s\",\"reply\":%s}", i ? "," : "",
-				c->nodes[i].id, c->nodes[i].target, rc == 0 ? r.text : "null");
+		c->quiet = false;
+		if (rc == 0 && !r.ok) {
+			snprintf(c->last_error, sizeof(c->last_error), "%s", r.error);
+			snprintf(c->last_message, sizeof(c->last_message), "refused: %s", r.message);
+		}
+		snprintf(w->why, sizeof(w->why), "%s: %s", c->last_error, c->last_message);
+		if (c->json) {
+			/* A missing reply says why: "error" (a hasp error name)
+			 * and "message". */
+			fprintf(c->out, "%s{\"id\":%u,\"target\":", i ? "," : "", c->nodes[i].id);
+			json_string_out(c->out, c->nodes[i].target);
+			fprintf(c->out, ",\"reply\":%s", rc == 0 ? r.text : "null");
+			if (rc != 0) {
+				fprintf(c->out, ",\"error\":");
+				json_string_out(c->out, c->last_error);
+				fprintf(c->out, ",\"message\":");
+				json_string_out(c->out, c->last_message);
+			}
+			fputc('}', c->out);
+		}
 		if (rc != 0 || !r.ok) {
 			if (rc == 0)
 				reply_free(&r);
@@ -519,7 +676,7 @@ static int cmd_status_cluster(struct ctl *c)
 	for (uint32_t i = 0; i < c->node_count; i++) {
 		const struct row *w = &rows[i];
 		if (!w->up) {
-			fprintf(c->out, "%-4u %-21s unreachable\n", c->nodes[i].id, c->nodes[i].target);
+			fprintf(c->out, "%-4u %-21s unreachable (%s)\n", c->nodes[i].id, c->nodes[i].target, w->why);
 			continue;
 		}
 		/* Lag against the leader's commit index: what this node has
@@ -535,6 +692,10 @@ static int cmd_status_cluster(struct ctl *c)
 static int cmd_snapshot_save(struct ctl *c, const char *file)
 {
 	char tmp[TARGET_SIZE + 8];
+	if (c->dry_run) {
+		fprintf(c->out, "haspctl: dry run: would send to %s: snapshot.save (into %s)\n", c->target, file);
+		return HASPCTL_EXIT_OK;
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -649,6 +810,11 @@ static int cmd_snapshot_restore(struct ctl *c, int argc, char **argv)
 
 	if (args == NULL)
 		return HASPCTL_EXIT_FAILED;
+	if (c->dry_run) {
+		fprintf(c->out, "haspctl: dry run: would run hasp-snapshot restore\n");
+		hasp_free(args);
+		return argc >= 2 ? HASPCTL_EXIT_OK : usage(c, "snapshot restore <file> <new-data-dir> [--members ID,...]");
+	}
 	snapshot_tool_path(path, sizeof(path));
 	int k = 0;
 	args[k++] = path;
@@ -756,7 +922,7 @@ static int cmd_list(struct ctl *c, const char *name, int argc, char **argv, bool
 static int cmd_locks(struct ctl *c, int argc, char **argv)
 {
 	if (argc < 1)
-		return usage(c, "locks list|show|release");
+		return usage(c, "locks needs a subcommand: list, show, release");
 	if (strcmp(argv[0], "show") == 0)
 		return cmd_words(c, "locks.show", argc - 1, argv + 1, 1, false);
 	if (strcmp(argv[0], "release") == 0) {
@@ -765,14 +931,15 @@ static int cmd_locks(struct ctl *c, int argc, char **argv)
 		return cmd_words(c, "locks.release_force", 1, argv + 2, 1, true);
 	}
 	if (strcmp(argv[0], "list") != 0)
-		return usage(c, "locks list|show|release");
+		return local_fail(c, HASPCTL_EXIT_USAGE, "EUSAGE", NULL,
+				  "unknown locks command: %.40s (list, show, release)", argv[0]);
 	return cmd_list(c, "locks.list", argc - 1, argv + 1, true);
 }
 
 static int cmd_members(struct ctl *c, int argc, char **argv)
 {
 	if (argc < 1)
-		return usage(c, "members list|add|remove|promote");
+		return usage(c, "members needs a subcommand: list, add, promote, remove");
 	if (strcmp(argv[0], "list") == 0)
 		return cmd_words(c, "members.list", argc - 1, argv + 1, 0, false);
 	if (strcmp(argv[0], "add") == 0) {
@@ -798,7 +965,8 @@ static int cmd_members(struct ctl *c, int argc, char **argv)
 		return cmd_words(c, "members.remove", argc - 1, argv + 1, 1, true);
 	if (strcmp(argv[0], "promote") == 0)
 		return cmd_words(c, "members.promote", argc - 1, argv + 1, 1, true);
-	return usage(c, "members list|add|remove|promote");
+	return local_fail(c, HASPCTL_EXIT_USAGE, "EUSAGE", NULL,
+			  "unknown members command: %.40s (list, add, promote, remove)", argv[0]);
 }
 
 static int dispatch(struct ctl *c, int argc, char **argv)
@@ -807,6 +975,14 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 	const char *sub = argc > 1 ? argv[1] : "";
 	if (strcmp(cmd, "snapshot") == 0 && strcmp(sub, "restore") == 0)
 		return cmd_snapshot_restore(c, argc - 2, argv + 2);
+	static const char *const known[] = { "status", "health", "metrics", "stats", "members", "leader",
+					      "snapshot", "locks", "leases", "sessions", "log", "help", "raw" };
+	bool is_known = false;
+	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+		is_known = is_known || strcmp(cmd, known[k]) == 0;
+	if (!is_known)
+		return local_fail(c, HASPCTL_EXIT_USAGE, "EUSAGE", NULL,
+				  "unknown command: %.40s%s (haspctl --help lists them)", cmd, strlen(cmd) > 40 ? "..." : "");
 	if (c->target[0] == '\0')
 		return usage(c, "no node: give --socket, --addr or $HASP_ADMIN");
 	if (strcmp(cmd, "status") == 0) {
@@ -839,7 +1015,8 @@ static int dispatch(struct ctl *c, int argc, char **argv)
 		return cmd_words(c, "help", argc - 1, argv + 1, 0, false);
 	if (strcmp(cmd, "raw") == 0 && argc >= 2)
 		return cmd_words(c, argv[1], argc - 2, argv + 2, -1, false);
-	return usage(c, "unknown command");
+	return local_fail(c, HASPCTL_EXIT_USAGE, "EUSAGE", NULL,
+			  "unknown command: %.40s%s (haspctl --help lists them)", cmd, strlen(cmd) > 40 ? "..." : "");
 }
 
 int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
@@ -851,6 +1028,24 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	env = getenv("HASP_NODES");
 	if (env != NULL && env[0] != '\0' && parse_nodes(&c, env) != 0)
 		return usage(&c, "$HASP_NODES: ID=TARGET,...");
+	/* --version and -h/--help anywhere (before a raw request's words)
+	 * answer at once and send nothing. */
+	for (int k = 1; k < argc && strcmp(argv[k], "raw") != 0; k++) {
+		if (strcmp(argv[k], "--version") == 0) {
+			fprintf(out, "haspctl %s\n", HASP_VERSION);
+			return HASPCTL_EXIT_OK;
+		}
+		if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
+			int first = 1;
+			while (first < argc && argv[first][0] == '-') /* skip the global options */
+				first += strcmp(argv[first], "--json") == 0 || strcmp(argv[first], "--dry-run") == 0 ||
+						 first + 1 == argc
+						 ? 1
+						 : 2;
+			help_for(out, argc - first, argv + first);
+			return HASPCTL_EXIT_OK;
+		}
+	}
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
 		const char *o = argv[i];
@@ -858,9 +1053,9 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 			c.json = true;
 			continue;
 		}
-		if (strcmp(o, "--help") == 0) {
-			fputs(usage_text, out);
-			return HASPCTL_EXIT_OK;
+		if (strcmp(o, "--dry-run") == 0) {
+			c.dry_run = true;
+			continue;
 		}
 		if (i + 1 == argc)
 			return usage(&c, "option needs a value");
@@ -876,10 +1071,12 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 			if (parse_nodes_file(&c, v) != 0)
 				return usage(&c, "--config FILE: one ID=TARGET per line (ids 1.., at most 9)");
 		} else if (strcmp(o, "--timeout") == 0) {
-			if (parse_u32(v, &c.timeout_ms) != 0 || c.timeout_ms == 0)
-				return usage(&c, "--timeout takes milliseconds > 0");
+			uint64_t ms;
+			if (duration_parse_ms(v, UINT32_MAX, &ms) != 0 || ms == 0)
+				return usage(&c, "--timeout takes a duration > 0 (500ms, 5s, 2m; a bare number is ms)");
+			c.timeout_ms = (uint32_t)ms;
 		} else {
-			return usage(&c, "unknown option");
+			return local_fail(&c, HASPCTL_EXIT_USAGE, "EUSAGE", NULL, "unknown option %.40s (haspctl --help)", o);
 		}
 	}
 	if (i == argc)
@@ -891,6 +1088,8 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	if (c.toks == NULL)
 		return HASPCTL_EXIT_FAILED;
 	int code = dispatch(&c, argc - i, argv + i);
+	if (code == HASPCTL_DRY_RUN)
+		code = HASPCTL_EXIT_OK;
 	hasp_free(c.toks);
 	fflush(out);
 	return code;

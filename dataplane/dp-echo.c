@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/version.h"
 #include "dataplane/dp.h"
 #include "dataplane/ipv4.h"
 #include "hasp/errors.h"
@@ -169,19 +170,34 @@ static int parse_ip_port(const char *text, uint32_t *ip, uint16_t *port)
 	return 0;
 }
 
-static void usage(const char *prog)
+static void usage_to(FILE *out, const char *prog)
 {
-	fprintf(stderr,
+	fprintf(out,
 		"usage: %s <EAL args> -- --ip A.B.C.D/LEN --mac 02:77:00:00:00:NN\n"
 		"       [--udp-port N] [--idle poll|hybrid|sleep] [--stats-file PATH]\n"
-		"       [--hello IP:PORT] [--port NAME]\n",
+		"       [--hello IP:PORT] [--port NAME]\n"
+		"The dataplane's smoke target: answers ARP and ping on its own port and echoes\n"
+		"every UDP datagram sent to --udp-port (docs/DATAPLANE.md).\n",
 		prog);
+}
+
+static void usage(const char *prog)
+{
+	usage_to(stderr, prog);
 }
 
 int main(int argc, char **argv)
 {
 	struct dp_config cfg = { .idle = IDLE_HYBRID };
 	int sep = 1;
+
+	if (version_requested(argc, argv, "hasp-dp-echo"))
+		return 0;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0) {
+			usage_to(stdout, "hasp-dp-echo");
+			return 0;
+		}
 
 	while (sep < argc && strcmp(argv[sep], "--") != 0)
 		sep++;

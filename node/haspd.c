@@ -30,6 +30,7 @@
 #include "common/assert.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "dataplane/dp.h"
 #include "node/node.h"
 #include "node/node_admin.h"
@@ -163,6 +164,8 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	signal(SIGUSR1, on_usr1);
+	if (version_requested(argc, argv, "haspd"))
+		return 0;
 	int rc = node_config_load(&haspd_cfg, argc, argv, err, sizeof(err));
 
 	if (rc == 1) {

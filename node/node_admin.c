@@ -137,6 +137,36 @@ static int reject_code(uint8_t r)
 	}
 }
 
+/* Raft refuses an impossible change with one code (RAFT_CONF_INVALID);
+ * the operator is told which rule it broke, read off the configuration
+ * the leader holds (docs/CONTROL.md "Commands"). */
+static void conf_invalid_fail(const struct node *n, struct control_request *req, uint8_t op, uint32_t id)
+{
+	const struct raft_conf *conf = &n->raft.conf;
+	const struct raft_member *m = NULL;
+	uint32_t voters = 0;
+	for (uint32_t i = 0; i < conf->count; i++) {
+		if (conf->members[i].id == id)
+			m = &conf->members[i];
+		voters += conf->members[i].role == RAFT_VOTER;
+	}
+	const char *role = m != NULL && m->role == RAFT_VOTER ? "a voter" : "a learner";
+	if (op == RAFT_CONF_ADD_LEARNER && m != NULL)
+		control_request_fail(req, -HASP_EEXIST, "node %u is already a member (%s)", id, role);
+	else if (op == RAFT_CONF_ADD_LEARNER)
+		control_request_fail(req, -HASP_EFULL, "the configuration is full (%u of %u members)",
+				     conf->count, n->raft.cfg.peers_max);
+	else if (m == NULL)
+		control_request_fail(req, -HASP_ENOENT, "node %u is not a member (members list shows them)", id);
+	else if (op == RAFT_CONF_PROMOTE)
+		control_request_fail(req, -HASP_EEXIST, "node %u is already a voter", id);
+	else if (op == RAFT_CONF_REMOVE && voters == 1)
+		control_request_fail(req, -HASP_ESTATE, "node %u is the last voter: add and promote another first",
+				     id);
+	else
+		control_request_fail(req, -HASP_EINVAL, "%s", reject_text(RAFT_CONF_INVALID));
+}
+
 static bool conf_change(struct node_admin *na, struct control_request *req, uint8_t op, uint32_t id)
 {
 	struct node *n = na->n;
@@ -147,6 +177,11 @@ static bool conf_change(struct node_admin *na, struct control_request *req, uint
 	}
 	struct raft_event ev = { .type = RAFT_EVENT_CONF_CHANGE, .conf = { .op = op, .id = id } };
 	node_step(n, &ev);
+	if (n->up.reject == RAFT_CONF_INVALID) {
+		conf_invalid_fail(n, req, op, id);
+		d->req = NULL;
+		return true;
+	}
 	if (n->up.reject != RAFT_OK) {
 		control_request_fail(req, reject_code(n->up.reject), "%s", reject_text(n->up.reject));
 		if (n->up.reject == RAFT_NOT_LEADER)
@@ -196,7 +231,9 @@ static bool member_address(struct node_admin *na, struct control_request *req, u
 	const struct node_member *m = node_config_member(cfg, (uint32_t)id);
 	if (m == NULL) {
 		if (cfg->member_count == NODE_MEMBERS_MAX) {
-			control_request_fail(req, -HASP_EFULL, "member table full (%u)", NODE_MEMBERS_MAX);
+			control_request_fail(req, -HASP_EFULL,
+					     "the configuration is full (%u members known; remove one first)",
+					     NODE_MEMBERS_MAX);
 			return false;
 		}
 		cfg->members[cfg->member_count++] = (struct node_member){

@@ -461,6 +461,7 @@ int node_config_check(const struct node_config *cfg, char *err, size_t err_size)
 
 static const char usage_text[] =
 	"usage: haspd [--config FILE] [--KEY VALUE ...] [-- EAL arguments]\n"
+	"       haspd --help | --version\n"
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
 	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
 	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join, bootstrap,\n"

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/auth.h"
 #include "hasp/types.h"
@@ -84,6 +85,7 @@ struct bench_config {
 	uint64_t seed;
 	char prefix[64];      /* lock and key names are prefix/k<n> */
 	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
+	FILE *progress;       /* non-NULL: bench_run() prints a progress line a second there */
 	/* Wire v2 (docs/PROTOCOL.md "Authentication"): every session opens as
 	 * this identity; bench_config_auth() fills them from HASP_ID and
 	 * HASP_KEY_FILE. auth false: wire v1 (client_auth = off). */

@@ -7,6 +7,7 @@
 #include "tools/bench_engine.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
@@ -95,6 +96,18 @@ static void kernel_wait(struct kernel_net *k, uint64_t until_ns)
 	(void)ppoll(&pfd, 1, &ts, NULL);
 }
 
+/* One line of a long run on a terminal: that second's completed operations,
+ * the p99 of every operation so far, and the errors so far. */
+static void progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops)
+{
+	const struct bench_errors *er = &res->err;
+	uint64_t errors = er->timeouts + er->malformed + er->wait_timeouts + er->notify_missing +
+			  er->arrivals_dropped + er->send_errors;
+	fprintf(f, "hasp-bench: %us ops/s=%" PRIu64 " p99_us=%.0f errors=%" PRIu64 "\n", tick, ops,
+		(double)bench_hist_quantile(res->lat[BENCH_LAT_OP], 0.99) / 1000.0, errors);
+	fflush(f);
+}
+
 int bench_run(const struct bench_config *cfg, struct bench_result *res)
 {
 	struct bench_engine *e = NULL;
@@ -128,10 +141,20 @@ int bench_run(const struct bench_config *cfg, struct bench_result *res)
 		hasp_free(kp);
 		return -HASP_ESYS;
 	}
+	uint64_t progress_ns = clock_monotonic_ns() + 1000000000ull, progress_ops = 0;
+	uint32_t progress_tick = 0;
 	while (true) {
 		uint64_t wake = UINT64_MAX;
-		if (bench_engine_step(e, clock_monotonic_ns(), &wake))
+		uint64_t now = clock_monotonic_ns();
+		if (bench_engine_step(e, now, &wake))
 			break;
+		if (cfg->progress != NULL && now >= progress_ns) {
+			progress_line(cfg->progress, res, ++progress_tick, res->ops - progress_ops);
+			progress_ops = res->ops;
+			progress_ns += 1000000000ull;
+		}
+		if (cfg->progress != NULL && wake > progress_ns)
+			wake = progress_ns;
 		bench_engine_flush(e, kernel_send, kp);
 		uint32_t got = kernel_drain(kp, e);
 		if (got == 0 && !bench_engine_sends_pending(e))

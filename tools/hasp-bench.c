@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 
 #include "bench_commit.h"
+#include "common/version.h"
 #include "hasp/errors.h"
 #include "tools/bench_dpdk.h"
 #include "tools/bench_engine.h"
@@ -190,6 +191,14 @@ int main(int argc, char **argv)
 	double seconds;
 	int opt;
 
+	/* --help or --version anywhere before "--" (even as another option's
+	 * value) answer at once and send nothing. */
+	if (version_requested(argc, argv, "hasp-bench"))
+		return 0;
+	if (help_requested(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	bench_config_default(&cfg);
 	cfg.cluster = getenv("HASP_CLUSTER");
 	snprintf(cfg.prefix, sizeof(cfg.prefix), "hb%ld", (long)getpid());
@@ -321,6 +330,10 @@ int main(int argc, char **argv)
 		bench_result_deinit(&res);
 		return 2;
 	}
+	/* A long run on a terminal shows it is alive (kernel mode, one
+	 * engine); piped or --json output stays one report. */
+	if (!json && !dpdk && cfg.threads == 1 && isatty(STDOUT_FILENO))
+		cfg.progress = stdout;
 	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res)
 		 : cfg.threads > 1 ? run_threads(&cfg, &res)
 				   : bench_run(&cfg, &res);

@@ -16,6 +16,7 @@
 
 #include "hasp/fence.h"
 #include "hasp/types.h"
+#include "common/version.h"
 #include "locks/locks.h"
 
 static struct locks sm;
@@ -216,9 +217,23 @@ static void handoff_story(void)
 	    hasp_status_name(r->status), r->position);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct locks_config cfg;
+
+	if (version_requested(argc, argv, "hasp-demo"))
+		return 0;
+	if (help_requested(argc, argv)) {
+		printf("usage: hasp-demo\n"
+		       "Replays the GC-pause story on the real lock state machine with fencing\n"
+		       "tokens and checks itself: exit 0 when every step behaved as\n"
+		       "docs/STATE_MACHINE.md says, 1 otherwise. It takes no arguments.\n");
+		return 0;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "hasp-demo: unexpected argument %.40s (hasp-demo --help)\n", argv[1]);
+		return 2;
+	}
 
 	locks_config_default(&cfg);
 	if (locks_init(&sm, &cfg) != 0) {

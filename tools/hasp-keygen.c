@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/version.h"
 #include "hasp/errors.h"
 #include "hasp/wire.h"
 
@@ -165,6 +166,8 @@ int main(int argc, char **argv)
 {
 	struct args a;
 	struct auth_key key;
+	if (version_requested(argc, argv, "hasp-keygen"))
+		return 0;
 	int rc = parse(argc, argv, &a);
 
 	if (rc != 0)

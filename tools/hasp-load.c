@@ -9,19 +9,75 @@
  * Prints one line: operations (acquire + release) per second and latency
  * percentiles of single operations, measured with CLOCK_MONOTONIC around
  * each call. Exit 0, or 1 when an operation failed (anything but GRANTED
- * then OK) or nothing completed.
+ * then OK) or nothing completed, 2 on bad usage (nothing is sent then;
+ * --help anywhere on the line prints the usage and sends nothing).
+ *
+ * On a terminal a run also prints a progress line every second (ops/s of
+ * that second, p99 so far, errors so far); not when stdout is a pipe or a
+ * file, so scripts see the one summary line only.
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/version.h"
 #include "hasp/client.h"
 
 #define SAMPLES_MAX (1u << 20)
+
+/* Live progress: a log-scale latency histogram (4 buckets per power of two
+ * of nanoseconds) that the threads add to and the main thread reads. */
+#define PROGRESS_BUCKETS 256u
+
+static _Atomic uint64_t progress_ops, progress_failures;
+static _Atomic uint64_t progress_hist[PROGRESS_BUCKETS];
+
+static unsigned progress_bucket(uint64_t ns)
+{
+	if (ns < 4)
+		return (unsigned)ns;
+	unsigned log2 = 63u - (unsigned)__builtin_clzll(ns);
+	unsigned b = log2 * 4u + (unsigned)((ns >> (log2 - 2)) & 3u);
+	return b < PROGRESS_BUCKETS ? b : PROGRESS_BUCKETS - 1;
+}
+
+/* The upper bound in ns of bucket b. */
+static uint64_t progress_bucket_top(unsigned b)
+{
+	if (b < 4)
+		return b;
+	unsigned log2 = b / 4u;
+	return (1ull << log2) + ((uint64_t)(b % 4u + 1) << (log2 - 2));
+}
+
+static void progress_add(uint64_t ns, bool ok)
+{
+	atomic_fetch_add_explicit(&progress_hist[progress_bucket(ns)], 1, memory_order_relaxed);
+	if (ok)
+		atomic_fetch_add_explicit(&progress_ops, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&progress_failures, 1, memory_order_relaxed);
+}
+
+static uint64_t progress_p99_ns(void)
+{
+	uint64_t total = 0, seen = 0;
+	for (unsigned b = 0; b < PROGRESS_BUCKETS; b++)
+		total += atomic_load_explicit(&progress_hist[b], memory_order_relaxed);
+	for (unsigned b = 0; b < PROGRESS_BUCKETS && total > 0; b++) {
+		seen += atomic_load_explicit(&progress_hist[b], memory_order_relaxed);
+		if (seen * 100 >= total * 99)
+			return progress_bucket_top(b);
+	}
+	return 0;
+}
 
 struct load_thread {
 	pthread_t tid;
@@ -57,10 +113,13 @@ static void *load_run(void *arg)
 		uint64_t t1 = clock_monotonic_ns();
 		if (rc != HASP_STATUS_GRANTED) {
 			t->failures++;
+			progress_add(t1 - t0, false);
 			continue;
 		}
+		progress_add(t1 - t0, true);
 		rc = hasp_client_release(c, name, lock.token);
 		uint64_t t2 = clock_monotonic_ns();
+		progress_add(t2 - t1, rc == HASP_STATUS_OK);
 		if (rc != HASP_STATUS_OK)
 			t->failures++;
 		t->ops += 2;
@@ -79,27 +138,66 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static const char usage_text[] =
+	"usage: hasp-load [--cluster host:port,...] [--threads N] [--seconds S] [--locks N]\n"
+	"  --cluster   the cluster (default $HASP_CLUSTER)\n"
+	"  --threads   clients, each its own session and thread (1..64, default 4)\n"
+	"  --seconds   how long (1..86400, default 3)\n"
+	"  --locks     lock names per thread (1..1000000, default 64)\n"
+	"Closed loop of acquire (TRY) and release; prints ops/s and latency percentiles.\n"
+	"On a terminal, a progress line every second. Exit 0, 1 on failures, 2 usage.\n";
+
+static bool parse_count(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	if (s == NULL || *s < '0' || *s > '9')
+		return false;
+	unsigned long v = strtoul(s, &end, 10);
+	if (*end != '\0' || v < min || v > max)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const char *cluster = getenv("HASP_CLUSTER");
 	unsigned threads = 4, seconds = 3, locks = 64;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--cluster") == 0)
-			cluster = argv[i + 1];
-		else if (strcmp(argv[i], "--threads") == 0)
-			threads = (unsigned)strtoul(argv[i + 1], NULL, 10);
-		else if (strcmp(argv[i], "--seconds") == 0)
-			seconds = (unsigned)strtoul(argv[i + 1], NULL, 10);
-		else if (strcmp(argv[i], "--locks") == 0)
-			locks = (unsigned)strtoul(argv[i + 1], NULL, 10);
-		else {
-			fprintf(stderr, "usage: hasp-load --cluster ip:port,... [--threads n] [--seconds s] [--locks n]\n");
+	if (version_requested(argc, argv, "hasp-load"))
+		return 0;
+	/* --help anywhere, even where a value is expected: help, no traffic. */
+	if (help_requested(argc, argv)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	for (int i = 1; i < argc; i += 2) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		bool ok = v != NULL;
+		if (ok && strcmp(o, "--cluster") == 0)
+			cluster = v;
+		else if (ok && strcmp(o, "--threads") == 0)
+			ok = parse_count(v, 1, 64, &threads);
+		else if (ok && strcmp(o, "--seconds") == 0)
+			ok = parse_count(v, 1, 86400, &seconds);
+		else if (ok && strcmp(o, "--locks") == 0)
+			ok = parse_count(v, 1, 1000000, &locks);
+		else
+			ok = false;
+		if (!ok) {
+			fprintf(stderr, "hasp-load: bad option or value: %.40s%s%.40s (hasp-load --help)\n", o,
+				v != NULL ? " " : "", v != NULL ? v : "");
 			return 2;
 		}
 	}
-	if (cluster == NULL || threads == 0 || threads > 64 || seconds == 0 || locks == 0) {
-		fprintf(stderr, "hasp-load: need --cluster (or HASP_CLUSTER), 1..64 threads, seconds, locks\n");
+	if (cluster == NULL || cluster[0] == '\0') {
+		fprintf(stderr, "hasp-load: no cluster: use --cluster or set HASP_CLUSTER\n");
 		return 2;
 	}
 	struct load_thread *t = hasp_calloc(threads, sizeof(*t));
@@ -111,6 +209,20 @@ int main(int argc, char **argv)
 		if (t[i].samples == NULL || pthread_create(&t[i].tid, NULL, load_run, &t[i]) != 0) {
 			fprintf(stderr, "hasp-load: cannot start thread %u\n", i);
 			return 1;
+		}
+	}
+	/* A line per second on a terminal: that second's rate, p99 and
+	 * errors so far. */
+	if (isatty(STDOUT_FILENO)) {
+		uint64_t last_ops = 0, end_ns = start + (uint64_t)seconds * 1000000000ull;
+		for (unsigned tick = 1; clock_monotonic_ns() + 1000000000ull <= end_ns; tick++) {
+			sleep_ms(1000);
+			uint64_t now_ops = atomic_load_explicit(&progress_ops, memory_order_relaxed);
+			printf("hasp-load: %us ops/s=%" PRIu64 " p99_us<=%.0f errors=%" PRIu64 "\n", tick,
+			       now_ops - last_ops, (double)progress_p99_ns() / 1000.0,
+			       atomic_load_explicit(&progress_failures, memory_order_relaxed));
+			fflush(stdout);
+			last_ops = now_ops;
 		}
 	}
 	uint64_t ops = 0, failures = 0, n = 0;

@@ -32,6 +32,7 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/version.h"
 #include "hasp/errors.h"
 #include "storage/hardstate.h"
 #include "storage/snapshot.h"
@@ -258,6 +259,12 @@ int main(int argc, char **argv)
 	bool json = false;
 	int i = 1;
 
+	if (version_requested(argc, argv, "hasp-snapshot"))
+		return 0;
+	if (help_requested(argc, argv)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
 	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			json = true;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "common/alloc.h"
+#include "common/version.h"
 #include "hasp/errors.h"
 #include "storage/hardstate.h"
 #include "storage/snapshot.h"
@@ -203,10 +204,16 @@ static int truncate_at(struct storage_io io, const char *file, uint64_t offset)
 	return io.ops->sync_dir(io.ctx) == 0 ? 0 : 1;
 }
 
+static const char usage_text[] =
+	"usage: hasp-waldump [-q] <dir>\n"
+	"       hasp-waldump --truncate-at <segment file> <offset> <dir>\n"
+	"Prints every WAL record, snapshot and hard state of a node's data directory\n"
+	"(-q: only the summary and the problems); --truncate-at cuts a segment at a\n"
+	"byte offset (offline repair, docs/STORAGE.md). Exit 0 clean, 1 otherwise.\n";
+
 static int usage(void)
 {
-	fprintf(stderr, "usage: hasp-waldump [-q] <dir>\n"
-			"       hasp-waldump --truncate-at <segment file> <offset> <dir>\n");
+	fputs(usage_text, stderr);
 	return 1;
 }
 
@@ -220,6 +227,12 @@ int main(int argc, char **argv)
 	uint64_t cut_offset = 0;
 	int status = 0;
 
+	if (version_requested(argc, argv, "hasp-waldump"))
+		return 0;
+	if (help_requested(argc, argv)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-q") == 0)
 			d.quiet = true;

@@ -14,7 +14,9 @@
  */
 #include "tools/hasp_cli.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,33 +30,81 @@
 
 #include "common/assert.h"
 #include "common/clock.h"
+#include "common/duration.h"
+#include "common/limits.h"
+#include "common/version.h"
 #include "hasp/client.h"
 #include "hasp/errors.h"
 
 #define NS_PER_MS 1000000ull
 
 static const char usage_text[] =
-	"usage: hasp [--cluster ip:port,...] [--json] [--timeout ms] <command>\n"
-	"  acquire <name> [--ttl ms | --lease id] [--wait]\n"
+	"usage: hasp [--cluster host:port,...] [--json] [--timeout DURATION] <command> [args]\n"
+	"  acquire <name> [--ttl DURATION | --lease ID] [--wait]\n"
 	"  release <name> <token>\n"
-	"  renew <name> <token> [--ttl ms]\n"
+	"  renew <name> <token> [--ttl DURATION]\n"
 	"  check <name> <token>\n"
 	"  read <name>\n"
-	"  watch <name> [--prefix] [--count n]\n"
-	"  lease grant <ttl-ms> | lease keepalive <id> | lease revoke <id>\n"
-	"  kv put <key> <value> [--lease id]\n"
+	"  watch <name> [--prefix] [--count N]\n"
+	"  lease grant <ttl> | lease keepalive <id> | lease revoke <id>\n"
+	"  kv put <key> <value> [--lease ID]\n"
 	"  kv get <key> | kv delete <key>\n"
-	"  kv cas <key> <value> (--rev n | --expect old-value) [--lease id]\n"
-	"  kv range [prefix] [--limit n]\n"
-	"  run <name> [--ttl ms] [--wait] [--grace ms] -- <command> [args...]\n"
-	"The cluster defaults to $HASP_CLUSTER. Exit: 0 ok, 1 refused, 2 usage,\n"
-	"3 unavailable or timed out, 4 lock lost during run.\n";
+	"  kv cas <key> <value> (--rev N | --expect OLD-VALUE) [--lease ID]\n"
+	"  kv range [prefix] [--limit N]\n"
+	"  run <name> [--try] [--ttl DURATION] [--grace DURATION] [--conflict-exit-code N]\n"
+	"      -- <command> [args...]\n"
+	"`hasp <command> --help` describes one command; `hasp --version` the release;\n"
+	"--dry-run checks a command line and sends nothing.\n"
+	"The cluster defaults to $HASP_CLUSTER. A DURATION is 500ms, 5s, 2m or 1h; a\n"
+	"bare number is milliseconds. A name or key is 1..128 bytes of 0x21..0x7e.\n"
+	"Exit: 0 ok, 1 refused, 2 usage, 3 unavailable or timed out, 4 lock lost\n"
+	"during run (docs/CLIENT.md \"The hasp CLI\").\n";
 
 /* ---- parsing ---- */
 
+/* The input as an error message may quote it: at most 32 bytes, control
+ * and non-ASCII bytes as \xNN, and the full length when cut. */
+static const char *quoted(const char *s, char *buf, size_t size)
+{
+	size_t len = strlen(s);
+	size_t o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < len && i < 32 && o + 8 < size; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch < 0x20 || ch >= 0x7f)
+			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", ch);
+		else
+			buf[o++] = (char)ch;
+		buf[o] = '\0';
+	}
+	if (len > 32)
+		snprintf(buf + o, size - o, "... (%zu bytes)", len);
+	return buf;
+}
+
+/* A usage error of our own words (nothing the user typed in it). */
+static int fail_text(char *err, size_t err_size, const char *text)
+{
+	snprintf(err, err_size, "%s", text);
+	return HASP_CLI_EXIT_USAGE;
+}
+
+/* A usage error quoting what the user typed. */
 static int fail(char *err, size_t err_size, const char *fmt, const char *what)
 {
-	snprintf(err, err_size, fmt, what);
+	char q[160];
+
+	snprintf(err, err_size, fmt, quoted(what, q, sizeof(q)));
+	return HASP_CLI_EXIT_USAGE;
+}
+
+/* "<what> <value>: <rule>", the value quoted. */
+static int fail_value(char *err, size_t err_size, const char *what, const char *value, const char *rule)
+{
+	char q[160];
+
+	snprintf(err, err_size, "%s %s: %s", what, quoted(value, q, sizeof(q)), rule);
 	return HASP_CLI_EXIT_USAGE;
 }
 
@@ -82,31 +132,105 @@ static bool parse_u32(const char *s, uint32_t *out)
 	return true;
 }
 
+static bool parse_duration(const char *s, uint64_t min_ms, uint64_t max_ms, uint32_t *out)
+{
+	uint64_t v;
+
+	if (s == NULL || duration_parse_ms(s, max_ms, &v) != 0 || v < min_ms)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* A lock name or key as the protocol takes it (common/limits.h). */
+static bool name_valid(const char *s)
+{
+	size_t len = strlen(s);
+
+	if (len == 0 || len > HASP_NAME_SIZE_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < HASP_NAME_BYTE_MIN || (unsigned char)s[i] > HASP_NAME_BYTE_MAX)
+			return false;
+	return true;
+}
+
 struct cmd_name {
 	const char *group; /* NULL: top level */
 	const char *word;
 	enum hasp_cli_cmd cmd;
 	int positionals; /* required positional arguments after the words */
 	int optional;    /* optional positionals */
+	const char *usage;
+	const char *help;
 };
 
 static const struct cmd_name commands[] = {
-	{ NULL, "acquire", HASP_CLI_ACQUIRE, 1, 0 },
-	{ NULL, "release", HASP_CLI_RELEASE, 2, 0 },
-	{ NULL, "renew", HASP_CLI_RENEW, 2, 0 },
-	{ NULL, "check", HASP_CLI_CHECK, 2, 0 },
-	{ NULL, "read", HASP_CLI_READ, 1, 0 },
-	{ NULL, "watch", HASP_CLI_WATCH, 1, 0 },
-	{ NULL, "run", HASP_CLI_RUN, 1, 0 },
-	{ "lease", "grant", HASP_CLI_LEASE_GRANT, 1, 0 },
-	{ "lease", "keepalive", HASP_CLI_LEASE_KEEPALIVE, 1, 0 },
-	{ "lease", "revoke", HASP_CLI_LEASE_REVOKE, 1, 0 },
-	{ "kv", "put", HASP_CLI_KV_PUT, 2, 0 },
-	{ "kv", "get", HASP_CLI_KV_GET, 1, 0 },
-	{ "kv", "delete", HASP_CLI_KV_DELETE, 1, 0 },
-	{ "kv", "cas", HASP_CLI_KV_CAS, 2, 0 },
-	{ "kv", "range", HASP_CLI_KV_RANGE, 0, 1 },
+	{ NULL, "acquire", HASP_CLI_ACQUIRE, 1, 0, "acquire <name> [--ttl DURATION | --lease ID] [--wait]",
+	  "Takes the lock and prints its fencing token. The lock lives on its own TTL\n"
+	  "(default 30s, 10ms..24h) or on a lease; it stays held after hasp exits.\n"
+	  "BUSY exits 1 at once; --wait queues (FIFO) until granted or --timeout.\n" },
+	{ NULL, "release", HASP_CLI_RELEASE, 2, 0, "release <name> <token>",
+	  "Releases the lock if <token> is still its holder's token (from any process).\n" },
+	{ NULL, "renew", HASP_CLI_RENEW, 2, 0, "renew <name> <token> [--ttl DURATION]",
+	  "Restarts the lock's TTL (default 30s, 10ms..24h); NOT_HOLDER exits 1.\n" },
+	{ NULL, "check", HASP_CLI_CHECK, 2, 0, "check <name> <token>",
+	  "Exits 0 when <token> is the lock's current token, 1 when it is stale.\n" },
+	{ NULL, "read", HASP_CLI_READ, 1, 0, "read <name>",
+	  "Prints the holder, token, lease, remaining TTL and waiters; exit 1 when free.\n" },
+	{ NULL, "watch", HASP_CLI_WATCH, 1, 0, "watch <name> [--prefix] [--count N]",
+	  "Prints one line per event (lock released or granted, key put or deleted)\n"
+	  "until --count events or --timeout (exit 3 when fewer came).\n" },
+	{ NULL, "run", HASP_CLI_RUN, 1, 0,
+	  "run <name> [--try] [--ttl DURATION] [--grace DURATION] [--conflict-exit-code N]\n"
+	  "         -- <command> [args...]",
+	  "Waits for the lock (like flock(1)), runs the command with $HASP_FENCE and\n"
+	  "$HASP_LOCK set, renews the lock every ttl/3 (default ttl 10s) and releases it\n"
+	  "when the command ends; exits with the command's status. --try gives up at once\n"
+	  "when the lock is busy, --timeout after that long; both then exit with\n"
+	  "--conflict-exit-code (default 1). A lost lock stops the command (SIGTERM, then\n"
+	  "SIGKILL after --grace, default 5s) and exits 4. SIGHUP, SIGINT and SIGTERM are\n"
+	  "passed to the command; other signals are ignored while the lock is held.\n" },
+	{ "lease", "grant", HASP_CLI_LEASE_GRANT, 1, 0, "lease grant <ttl>",
+	  "Creates a lease of <ttl> (a DURATION, 10ms..24h) and prints its id.\n" },
+	{ "lease", "keepalive", HASP_CLI_LEASE_KEEPALIVE, 1, 0, "lease keepalive <id>",
+	  "Restarts the lease's TTL once.\n" },
+	{ "lease", "revoke", HASP_CLI_LEASE_REVOKE, 1, 0, "lease revoke <id>",
+	  "Ends the lease: its locks are released and its keys deleted.\n" },
+	{ "kv", "put", HASP_CLI_KV_PUT, 2, 0, "kv put <key> <value> [--lease ID]",
+	  "Stores <value> (0..1024 bytes) under <key>; prints the new revision.\n" },
+	{ "kv", "get", HASP_CLI_KV_GET, 1, 0, "kv get <key>",
+	  "Prints the value (with --json also its revision and lease); exit 1 when absent.\n" },
+	{ "kv", "delete", HASP_CLI_KV_DELETE, 1, 0, "kv delete <key>", "Deletes <key>.\n" },
+	{ "kv", "cas", HASP_CLI_KV_CAS, 2, 0,
+	  "kv cas <key> <value> (--rev N | --expect OLD-VALUE) [--lease ID]",
+	  "Stores <value> only if the key's revision is N (0: absent) or its value is\n"
+	  "OLD-VALUE; COMPARE_FAILED exits 1.\n" },
+	{ "kv", "range", HASP_CLI_KV_RANGE, 0, 1, "kv range [prefix] [--limit N]",
+	  "Prints the keys under the prefix (all keys without one), one per line.\n" },
 };
+
+#define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
+
+static const struct cmd_name *command_of(enum hasp_cli_cmd cmd)
+{
+	for (size_t k = 0; k < COMMAND_COUNT; k++)
+		if (commands[k].cmd == cmd)
+			return &commands[k];
+	return NULL;
+}
+
+void hasp_cli_help(enum hasp_cli_cmd cmd, FILE *out)
+{
+	const struct cmd_name *c = command_of(cmd);
+
+	if (c == NULL) {
+		fputs(usage_text, out);
+		return;
+	}
+	fprintf(out, "usage: hasp [--cluster host:port,...] [--json] [--timeout DURATION] %s\n%s", c->usage,
+		c->help);
+}
 
 /* Options that take a value, and the commands they apply to (0: all). */
 static bool option_allowed(const char *opt, enum hasp_cli_cmd cmd)
@@ -123,9 +247,48 @@ static bool option_allowed(const char *opt, enum hasp_cli_cmd cmd)
 		return cmd == HASP_CLI_KV_RANGE;
 	if (strcmp(opt, "--rev") == 0 || strcmp(opt, "--expect") == 0)
 		return cmd == HASP_CLI_KV_CAS;
-	if (strcmp(opt, "--grace") == 0)
+	if (strcmp(opt, "--grace") == 0 || strcmp(opt, "--try") == 0 ||
+	    strcmp(opt, "--conflict-exit-code") == 0)
 		return cmd == HASP_CLI_RUN;
 	return false;
+}
+
+/* --help and --version win over everything else on the line (before a
+ * lone "--"): help names the command when the words before it name one. */
+static bool parse_help(int argc, char **argv, struct hasp_cli_args *a)
+{
+	const char *first = NULL;
+	bool help = false;
+	int words = 0;
+
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		const char *s = argv[i];
+		if (strcmp(s, "--version") == 0) {
+			a->cmd = HASP_CLI_VERSION;
+			return true;
+		}
+		if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0 ||
+		    (words == 0 && strcmp(s, "help") == 0)) {
+			help = true;
+			continue;
+		}
+		if (s[0] == '-')
+			continue;
+		words++;
+		for (size_t k = 0; k < COMMAND_COUNT && a->help_for == HASP_CLI_HELP; k++) {
+			const struct cmd_name *c = &commands[k];
+			if (first == NULL && c->group == NULL && strcmp(c->word, s) == 0)
+				a->help_for = c->cmd;
+			if (first != NULL && c->group != NULL && strcmp(c->group, first) == 0 &&
+			    strcmp(c->word, s) == 0)
+				a->help_for = c->cmd;
+		}
+		if (first == NULL && (strcmp(s, "lease") == 0 || strcmp(s, "kv") == 0))
+			first = s;
+	}
+	if (help)
+		a->cmd = HASP_CLI_HELP;
+	return help;
 }
 
 int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_cli_args *a,
@@ -137,11 +300,18 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 	int word_count = 0;
 	const struct cmd_name *cn = NULL;
 	bool rev_given = false;
+	char ttl_rule[96];
+	const char *duration_rule = "want a duration (500ms, 5s, 2m, 1h; a bare number is ms)";
 
 	memset(a, 0, sizeof(*a));
 	err[0] = '\0';
+	if (parse_help(argc, argv, a))
+		return 0;
 	a->cluster = env_cluster;
 	a->grace_ms = HASP_CLI_GRACE_MS_DEFAULT;
+	a->conflict_exit_code = HASP_CLI_EXIT_REFUSED;
+	snprintf(ttl_rule, sizeof(ttl_rule), "want a TTL of %ums..%uh (500ms, 5s, 2m; a bare number is ms)",
+		 HASP_TTL_MS_MIN, HASP_TTL_MS_MAX / 3600000u);
 
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i];
@@ -154,32 +324,41 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 			a->command_count = argc - i - 1;
 			break;
 		}
-		if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-			a->cmd = HASP_CLI_HELP;
-			return 0;
-		}
 		if (strcmp(s, "--json") == 0) {
 			a->json = true;
 			continue;
 		}
+		if (strcmp(s, "--dry-run") == 0) {
+			a->dry_run = true;
+			continue;
+		}
 		if (strcmp(s, "--cluster") == 0) {
 			if (v == NULL)
-				return fail(err, err_size, "%s needs ip:port,...", s);
+				return fail(err, err_size, "%s needs host:port,...", s);
 			a->cluster = v;
 			i++;
 			continue;
 		}
 		if (strcmp(s, "--timeout") == 0) {
-			if (!parse_u32(v, &a->timeout_ms) || a->timeout_ms == 0)
-				return fail(err, err_size, "%s needs milliseconds > 0", s);
+			if (v == NULL)
+				return fail(err, err_size, "%s needs a value", s);
+			if (!parse_duration(v, 1, UINT32_MAX, &a->timeout_ms))
+				return fail_value(err, err_size, s, v,
+						  "want a duration > 0 (500ms, 5s, 2m; a bare number is ms)");
 			i++;
 			continue;
 		}
 		if (s[0] == '-' && s[1] == '-') {
 			if (cn == NULL || !option_allowed(s, cn->cmd))
-				return fail(err, err_size, "unknown option here: %s", s);
+				return fail(err, err_size,
+					    cn == NULL ? "unknown option %s (before the command)"
+						       : "unknown option for this command: %s", s);
 			if (strcmp(s, "--wait") == 0) {
 				a->wait = true;
+				continue;
+			}
+			if (strcmp(s, "--try") == 0) {
+				a->try_only = true;
 				continue;
 			}
 			if (strcmp(s, "--prefix") == 0) {
@@ -190,31 +369,43 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 				return fail(err, err_size, "%s needs a value", s);
 			i++;
 			bool ok = true;
+			const char *rule = "bad value";
 			if (strcmp(s, "--ttl") == 0) {
-				ok = parse_u32(v, &a->ttl_ms);
+				ok = parse_duration(v, HASP_TTL_MS_MIN, HASP_TTL_MS_MAX, &a->ttl_ms);
 				a->ttl_given = true;
+				rule = ttl_rule;
 			} else if (strcmp(s, "--lease") == 0) {
 				ok = parse_u64(v, &a->lease_id) && a->lease_id != 0;
+				rule = "want a lease id (a decimal number > 0)";
 			} else if (strcmp(s, "--count") == 0) {
 				ok = parse_u32(v, &a->count) && a->count != 0;
+				rule = "want a count 1..4294967295";
 			} else if (strcmp(s, "--limit") == 0) {
 				ok = parse_u32(v, &a->limit);
+				rule = "want a count 0..4294967295 (0: no limit)";
 			} else if (strcmp(s, "--rev") == 0) {
 				ok = parse_u64(v, &a->expected_revision);
 				rev_given = true;
+				rule = "want a revision (0: the key is absent)";
 			} else if (strcmp(s, "--expect") == 0) {
 				a->cas_value = true;
 				a->expected_value = v;
 			} else if (strcmp(s, "--grace") == 0) {
-				ok = parse_u32(v, &a->grace_ms);
+				ok = parse_duration(v, 0, UINT32_MAX, &a->grace_ms);
+				rule = duration_rule;
+			} else if (strcmp(s, "--conflict-exit-code") == 0) {
+				uint32_t code = 0;
+				ok = parse_u32(v, &code) && code <= 255;
+				a->conflict_exit_code = (int)code;
+				rule = "want an exit code 0..255";
 			}
 			if (!ok)
-				return fail(err, err_size, "bad value for %s", s);
+				return fail_value(err, err_size, s, v, rule);
 			continue;
 		}
 		if (cn == NULL) {
 			words[word_count++] = s;
-			for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
+			for (size_t k = 0; k < COMMAND_COUNT; k++) {
 				const struct cmd_name *c = &commands[k];
 				if (word_count == 1 && c->group == NULL && strcmp(c->word, s) == 0)
 					cn = c;
@@ -222,8 +413,11 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 				    strcmp(c->group, words[0]) == 0 && strcmp(c->word, s) == 0)
 					cn = c;
 			}
-			if (cn == NULL && (word_count == 2 || (strcmp(s, "lease") != 0 &&
-							       strcmp(s, "kv") != 0)))
+			if (cn == NULL && word_count == 2)
+				return fail(err, err_size, strcmp(words[0], "kv") == 0
+						   ? "unknown kv command: %s (put, get, delete, cas, range)"
+						   : "unknown lease command: %s (grant, keepalive, revoke)", s);
+			if (cn == NULL && strcmp(s, "lease") != 0 && strcmp(s, "kv") != 0)
 				return fail(err, err_size, "unknown command: %s", s);
 			continue;
 		}
@@ -233,19 +427,33 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 	}
 
 	if (cn == NULL)
-		return fail(err, err_size, "%s", word_count ? "lease or kv needs a subcommand"
+		return fail_text(err, err_size, word_count ? "lease or kv needs a subcommand"
 							    : "no command given");
-	if (pos_count < cn->positionals)
-		return fail(err, err_size, "%s: missing arguments", cn->word);
+	if (pos_count < cn->positionals) {
+		snprintf(err, err_size, "missing arguments: usage: hasp %s", cn->usage);
+		return HASP_CLI_EXIT_USAGE;
+	}
 	a->cmd = cn->cmd;
+	if (cn->positionals > 0 && a->cmd != HASP_CLI_LEASE_GRANT && a->cmd != HASP_CLI_LEASE_KEEPALIVE &&
+	    a->cmd != HASP_CLI_LEASE_REVOKE && !name_valid(pos[0])) {
+		char q[160];
+		char len[32] = "";
+		if (strlen(pos[0]) <= 32) /* a longer one is cut, and quoted() says its size */
+			snprintf(len, sizeof(len), " (%zu bytes)", strlen(pos[0]));
+		snprintf(err, err_size,
+			 "invalid %s \"%s\"%s: want 1..%u bytes of 0x21..0x7e (printable ASCII, no spaces)",
+			 a->cmd >= HASP_CLI_KV_PUT && a->cmd <= HASP_CLI_KV_RANGE ? "key" : "name",
+			 quoted(pos[0], q, sizeof(q)), len, HASP_NAME_SIZE_MAX);
+		return HASP_CLI_EXIT_USAGE;
+	}
 	if (a->cluster == NULL || a->cluster[0] == '\0')
-		return fail(err, err_size, "%s", "no cluster: use --cluster or set HASP_CLUSTER");
+		return fail_text(err, err_size, "no cluster: use --cluster or set HASP_CLUSTER");
 
 	switch (a->cmd) {
 	case HASP_CLI_ACQUIRE:
 		a->name = pos[0];
 		if (a->ttl_given && a->lease_id != 0)
-			return fail(err, err_size, "%s", "--ttl and --lease exclude each other");
+			return fail_text(err, err_size, "--ttl and --lease exclude each other");
 		if (!a->ttl_given && a->lease_id == 0)
 			a->ttl_ms = HASP_CLI_TTL_MS_DEFAULT;
 		break;
@@ -254,7 +462,7 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 	case HASP_CLI_CHECK:
 		a->name = pos[0];
 		if (!parse_u64(pos[1], &a->token) || a->token == 0)
-			return fail(err, err_size, "bad token: %s", pos[1]);
+			return fail_value(err, err_size, "token", pos[1], "want a decimal number > 0");
 		if (a->cmd == HASP_CLI_RENEW && !a->ttl_given)
 			a->ttl_ms = HASP_CLI_TTL_MS_DEFAULT;
 		break;
@@ -269,16 +477,19 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 		if (!a->ttl_given)
 			a->ttl_ms = HASP_CLI_RUN_TTL_MS_DEFAULT;
 		if (a->command_count == 0)
-			return fail(err, err_size, "%s", "run needs -- <command> [args...]");
+			return fail_text(err, err_size, "run needs -- <command> [args...]");
+		if (a->try_only && a->timeout_ms != 0)
+			return fail_text(err, err_size, "--try and --timeout exclude each other");
+		a->wait = !a->try_only; /* blocks like flock(1) unless --try */
 		break;
 	case HASP_CLI_LEASE_GRANT:
-		if (!parse_u32(pos[0], &a->ttl_ms))
-			return fail(err, err_size, "bad ttl: %s", pos[0]);
+		if (!parse_duration(pos[0], HASP_TTL_MS_MIN, HASP_TTL_MS_MAX, &a->ttl_ms))
+			return fail_value(err, err_size, "ttl", pos[0], ttl_rule);
 		break;
 	case HASP_CLI_LEASE_KEEPALIVE:
 	case HASP_CLI_LEASE_REVOKE:
 		if (!parse_u64(pos[0], &a->lease_id) || a->lease_id == 0)
-			return fail(err, err_size, "bad lease id: %s", pos[0]);
+			return fail_value(err, err_size, "lease id", pos[0], "want a decimal number > 0");
 		break;
 	case HASP_CLI_KV_PUT:
 		a->name = pos[0];
@@ -288,12 +499,13 @@ int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_c
 		a->name = pos[0];
 		a->value = pos[1];
 		if (rev_given == a->cas_value)
-			return fail(err, err_size, "%s", "kv cas needs exactly one of --rev, --expect");
+			return fail_text(err, err_size, "kv cas needs exactly one of --rev, --expect");
 		break;
 	case HASP_CLI_KV_RANGE:
 		a->name = pos_count > 0 ? pos[0] : NULL;
 		break;
 	case HASP_CLI_HELP:
+	case HASP_CLI_VERSION:
 		break;
 	}
 	return 0;
@@ -652,6 +864,16 @@ static void run_on_signal(int sig)
 	run_signal = sig;
 }
 
+static void run_on_other_signal(int sig)
+{
+	(void)sig;
+}
+
+/* Default action "terminate", "core" or "stop": ignored during run. */
+static const int run_ignored[] = { SIGUSR1, SIGUSR2, SIGPIPE,	SIGALRM, SIGQUIT, SIGVTALRM, SIGPROF,
+				   SIGXCPU, SIGXFSZ, SIGIO,	SIGPWR,	 SIGSTKFLT, SIGTSTP, SIGTTIN,
+				   SIGTTOU };
+
 static void sleep_ms(uint32_t ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
@@ -706,15 +928,47 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 	pid_t pid;
 	int rc;
 
+	/* Signals that would kill hasp by default, other than the stop
+	 * signals: ignored (a handler, so that the command gets them back at
+	 * their defaults across exec) from here on. Dying with the lock held
+	 * would leave the command running unowned; being stopped (SIGTSTP)
+	 * would let the lock expire under it. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = run_on_other_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(run_ignored) / sizeof(run_ignored[0]); i++)
+		sigaction(run_ignored[i], &sa, NULL);
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		sigaction(sig, &sa, NULL);
+
 	rc = hasp_client_acquire(c, a->name, &opts, &lock);
-	if (rc != HASP_STATUS_GRANTED) {
-		if (rc == HASP_STATUS_BUSY && !a->json)
-			fprintf(stderr, "hasp: run %s: BUSY (holder token %" PRIu64 ")\n", a->name,
-				lock.token);
-		return rc == HASP_STATUS_BUSY && !a->json
-			       ? HASP_CLI_EXIT_REFUSED
-			       : report_failure(a, "run", rc, HASP_STATUS_GRANTED);
+	if (rc == -HASP_ETIMEDOUT && a->wait && a->timeout_ms != 0) {
+		/* The wait ran out: a conflict if the lock is held, the
+		 * cluster's silence otherwise. */
+		struct hasp_lock_info info;
+		int set = hasp_client_set_deadline(c, HASP_CLI_TIMEOUT_MS_DEFAULT);
+		HASP_ASSERT(set == 0);
+		if (hasp_client_lock_read(c, a->name, &info) == HASP_STATUS_OK) {
+			rc = HASP_STATUS_BUSY;
+			lock.token = info.token;
+		}
 	}
+	if (rc == HASP_STATUS_BUSY) {
+		const char *why = a->try_only ? "--try" : "--timeout ran out";
+		if (a->json) {
+			printf("{\"status\":\"BUSY\",\"name\":");
+			json_cstr(stdout, a->name);
+			printf(",\"holder_token\":%" PRIu64 ",\"reason\":", lock.token);
+			json_cstr(stdout, why);
+			printf("}\n");
+		} else {
+			fprintf(stderr, "hasp: run %s: BUSY (holder token %" PRIu64 "; %s): command not run\n",
+				a->name, lock.token, why);
+		}
+		return a->conflict_exit_code;
+	}
+	if (rc != HASP_STATUS_GRANTED)
+		return report_failure(a, "run", rc, HASP_STATUS_GRANTED);
 	if (hasp_client_keepalive_start(c) != 0) {
 		int rel = hasp_client_release(c, a->name, lock.token);
 		(void)rel;
@@ -821,6 +1075,58 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 	return run_exit_status(status);
 }
 
+int hasp_cli_resolve_cluster(const char *cluster, char *out, size_t out_size, char *err, size_t err_size)
+{
+	char buf[HASP_CLI_CLUSTER_SIZE_MAX];
+	char *save = NULL;
+	size_t o = 0;
+
+	if (strlen(cluster) >= sizeof(buf)) {
+		snprintf(err, err_size, "cluster list longer than %zu bytes", sizeof(buf) - 1);
+		return HASP_CLI_EXIT_USAGE;
+	}
+	snprintf(buf, sizeof(buf), "%s", cluster);
+	out[0] = '\0';
+	for (char *item = strtok_r(buf, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
+		char q[160];
+		char *colon = strrchr(item, ':');
+		char ip[INET_ADDRSTRLEN];
+		struct in_addr addr;
+
+		if (colon == NULL || colon == item || colon[1] == '\0') {
+			snprintf(err, err_size, "cluster address %s: want host:port", quoted(item, q, sizeof(q)));
+			return HASP_CLI_EXIT_USAGE;
+		}
+		*colon = '\0';
+		if (inet_pton(AF_INET, item, &addr) == 1) {
+			snprintf(ip, sizeof(ip), "%s", item);
+		} else {
+			struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM };
+			struct addrinfo *res = NULL;
+			int rc = getaddrinfo(item, NULL, &hints, &res);
+			if (rc != 0 || res == NULL) {
+				bool absent = rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_NODATA ||
+					      rc == EAI_ADDRFAMILY || rc == 0;
+				snprintf(err, err_size, "cluster address %s: cannot resolve the host name: %s",
+					 quoted(item, q, sizeof(q)), rc != 0 ? gai_strerror(rc) : "no IPv4 address");
+				if (res != NULL)
+					freeaddrinfo(res);
+				return absent ? HASP_CLI_EXIT_USAGE : HASP_CLI_EXIT_UNAVAILABLE;
+			}
+			const struct sockaddr_in *sin = (const struct sockaddr_in *)res->ai_addr;
+			inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+			freeaddrinfo(res);
+		}
+		int n = snprintf(out + o, out_size - o, "%s%s:%s", o ? "," : "", ip, colon + 1);
+		if (n < 0 || (size_t)n >= out_size - o) {
+			snprintf(err, err_size, "cluster list longer than %zu bytes", out_size - 1);
+			return HASP_CLI_EXIT_USAGE;
+		}
+		o += (size_t)n;
+	}
+	return 0;
+}
+
 int hasp_cli_execute(const struct hasp_cli_args *a)
 {
 	struct hasp_client_config cfg;
@@ -829,11 +1135,34 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 	int rc;
 
 	if (a->cmd == HASP_CLI_HELP) {
-		fputs(usage_text, stdout);
+		hasp_cli_help(a->help_for, stdout);
 		return HASP_CLI_EXIT_OK;
 	}
+	if (a->cmd == HASP_CLI_VERSION) {
+		printf("hasp %s\n", HASP_VERSION);
+		return HASP_CLI_EXIT_OK;
+	}
+	if (a->dry_run) {
+		const struct cmd_name *cn = command_of(a->cmd);
+		printf("hasp: dry run: %s%s%s%s%s parses; nothing sent\n", cn->group ? cn->group : "",
+		       cn->group ? " " : "", cn->word, a->name ? " " : "", a->name ? a->name : "");
+		return HASP_CLI_EXIT_OK;
+	}
+	char cluster[HASP_CLI_CLUSTER_SIZE_MAX];
+	char err[256];
+	code = hasp_cli_resolve_cluster(a->cluster, cluster, sizeof(cluster), err, sizeof(err));
+	if (code != 0) {
+		if (a->json) {
+			printf("{\"error\":\"%s\",\"message\":", code == HASP_CLI_EXIT_USAGE ? "ECONFIG" : "EAGAIN");
+			json_cstr(stdout, err);
+			printf("}\n");
+		} else {
+			fprintf(stderr, "hasp: %s\n", err);
+		}
+		return code;
+	}
 	hasp_client_config_default(&cfg);
-	cfg.cluster = a->cluster;
+	cfg.cluster = cluster;
 	if (a->timeout_ms != 0 && a->cmd != HASP_CLI_WATCH && !(a->wait))
 		cfg.deadline_ms = a->timeout_ms;
 	rc = hasp_client_open(&c, &cfg);
@@ -896,11 +1225,20 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 int hasp_cli_main(int argc, char **argv)
 {
 	struct hasp_cli_args args;
-	char err[160];
+	char err[320];
 	int rc = hasp_cli_parse(argc, argv, getenv("HASP_CLUSTER"), &args, err, sizeof(err));
 
 	if (rc != 0) {
-		fprintf(stderr, "hasp: %s (hasp --help for usage)\n", err);
+		bool json = false;
+		for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+			json = json || strcmp(argv[i], "--json") == 0;
+		if (json) {
+			printf("{\"error\":\"EUSAGE\",\"message\":");
+			json_cstr(stdout, err);
+			printf("}\n");
+		} else {
+			fprintf(stderr, "hasp: %s (hasp --help for usage)\n", err);
+		}
 		return rc;
 	}
 	return hasp_cli_execute(&args);

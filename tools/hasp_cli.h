@@ -10,7 +10,9 @@
  *   3  cluster unavailable or timed out (outcome unknown for mutations)
  *   4  `hasp run`: the lock was lost while the command ran (it was killed)
  * `hasp run` otherwise exits with the command's status (128 + signal when a
- * signal ended it, 127 when it could not be executed).
+ * signal ended it, 127 when it could not be executed), or, when the lock
+ * stayed busy (--try, or --timeout ran out), with --conflict-exit-code
+ * (default 1).
  */
 #ifndef HASP_TOOLS_HASP_CLI_H
 #define HASP_TOOLS_HASP_CLI_H
@@ -18,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define HASP_CLI_EXIT_OK 0
 #define HASP_CLI_EXIT_REFUSED 1
@@ -29,9 +32,11 @@
 #define HASP_CLI_RUN_TTL_MS_DEFAULT 10000u /* run: renewed every ttl/3 */
 #define HASP_CLI_GRACE_MS_DEFAULT 5000u    /* run: SIGTERM to SIGKILL */
 #define HASP_CLI_TIMEOUT_MS_DEFAULT 5000u  /* per request */
+#define HASP_CLI_CLUSTER_SIZE_MAX 1024u    /* the --cluster text */
 
 enum hasp_cli_cmd {
-	HASP_CLI_HELP = 0,
+	HASP_CLI_HELP = 0, /* --help: help_for says of which command */
+	HASP_CLI_VERSION,
 	HASP_CLI_ACQUIRE,
 	HASP_CLI_RELEASE,
 	HASP_CLI_RENEW,
@@ -52,8 +57,10 @@ enum hasp_cli_cmd {
 /* Parsed arguments. Strings point into argv (not copied). */
 struct hasp_cli_args {
 	enum hasp_cli_cmd cmd;
+	enum hasp_cli_cmd help_for; /* HASP_CLI_HELP: the whole usage */
 	const char *cluster; /* --cluster, else $HASP_CLUSTER */
 	bool json;
+	bool dry_run; /* --dry-run: parse, say what would be done, send nothing */
 	uint32_t timeout_ms; /* --timeout; 0 when not given */
 	const char *name;    /* lock name, key, or prefix */
 	uint64_t token;
@@ -69,6 +76,8 @@ struct hasp_cli_args {
 	uint64_t expected_revision;
 	const char *expected_value;
 	uint32_t grace_ms;
+	bool try_only;          /* run --try: BUSY ends it at once */
+	int conflict_exit_code; /* run: the exit code when the lock stays busy */
 	char **command; /* run: argv after "--", NULL-terminated */
 	int command_count;
 };
@@ -78,6 +87,17 @@ struct hasp_cli_args {
  * one-line reason in err. */
 int hasp_cli_parse(int argc, char **argv, const char *env_cluster, struct hasp_cli_args *args,
 		   char *err, size_t err_size) __attribute__((warn_unused_result));
+
+/* Prints the help of one command (HASP_CLI_HELP: the whole usage). */
+void hasp_cli_help(enum hasp_cli_cmd cmd, FILE *out);
+
+/* Rewrites a cluster list "host:port,..." with every host name resolved to
+ * an IPv4 address (getaddrinfo, AF_INET; the first address). Returns 0, or
+ * an exit code with a one-line reason in err: HASP_CLI_EXIT_USAGE for a
+ * malformed entry or a name that does not exist, HASP_CLI_EXIT_UNAVAILABLE
+ * when the resolver could not answer. */
+int hasp_cli_resolve_cluster(const char *cluster, char *out, size_t out_size, char *err,
+			     size_t err_size) __attribute__((warn_unused_result));
 
 /* Runs a parsed command, printing to stdout (results, JSON) and stderr
  * (human-readable errors). Returns the exit code. */

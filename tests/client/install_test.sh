@@ -6,7 +6,9 @@
 #   - the installed headers compile on their own (no internal header);
 #   - examples/lock-fence builds with `pkg-config --cflags --libs hasp`
 #     alone, against the shared and against the static library, and runs:
-#     with no node answering it exits 3 after its deadline ("no answer").
+#     with no node answering it exits 3 after its deadline ("no answer");
+#   - every program has a man page (help2man), and hasp and haspctl have
+#     bash completion that completes their commands and options.
 #   install_test.sh <build dir> <source dir>
 set -eu
 build=$1 src=$2
@@ -61,3 +63,35 @@ rc=0
 HASP_CLUSTER=127.0.0.1:9 "$stage/lock-fence-static" example/lock 1000 >/dev/null 2>&1 || rc=$?
 [ $rc -eq 3 ] || fail "static lock-fence exited $rc, expected 3"
 echo "install: PASS (shared and static, $(echo "$libs" | wc -w) link words)"
+
+# Man pages: one per installed program, rendered from its --help.
+for prog in $(find "$stage" -path '*/bin/*' -type f -exec basename {} \; | sort); do
+	page=$(find "$stage" -path "*/man/man1/$prog.1" | head -1)
+	[ -n "$page" ] || fail "no man page for $prog"
+	grep -q "^\.TH \"*$(echo "$prog" | tr '[:lower:]' '[:upper:]')" "$page" || fail "$page is not $prog's man page"
+	grep -q -- "usage" "$page" || fail "$page holds no usage"
+done
+[ -n "$(find "$stage" -path '*/man/man1/hasp.1')" ] || fail "no man page for hasp"
+[ -n "$(find "$stage" -path '*/man/man1/haspctl.1')" ] || fail "no man page for haspctl"
+
+# Bash completion: the installed files complete commands and options.
+comp=$(find "$stage" -path '*/bash-completion/completions/hasp' | head -1)
+[ -n "$comp" ] || fail "no bash completion for hasp"
+ctlcomp=$(dirname "$comp")/haspctl
+[ -f "$ctlcomp" ] || fail "no bash completion for haspctl"
+complete_words() { # <file> <function> <words...>: what completes the last word
+	file=$1 fn=$2
+	shift 2
+	bash -c '. "$1"; fn=$2; shift 2; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); "$fn"; echo "${COMPREPLY[*]}"' \
+		_ "$file" "$fn" "$@"
+}
+[ "$(complete_words "$comp" _hasp hasp kv "")" = "put get delete cas range" ] ||
+	fail "hasp kv <TAB>: '$(complete_words "$comp" _hasp hasp kv "")'"
+[ "$(complete_words "$comp" _hasp hasp run job --c)" = "--conflict-exit-code" ] ||
+	fail "hasp run job --c<TAB>: '$(complete_words "$comp" _hasp hasp run job --c)'"
+[ "$(complete_words "$comp" _hasp hasp --cluster x:1 ac)" = "acquire" ] || fail "hasp --cluster x:1 ac<TAB>"
+[ "$(complete_words "$ctlcomp" _haspctl haspctl members "")" = "list add promote remove" ] ||
+	fail "haspctl members <TAB>: '$(complete_words "$ctlcomp" _haspctl haspctl members "")'"
+[ "$(complete_words "$ctlcomp" _haspctl haspctl --json locks release "")" = "--force --help" ] ||
+	fail "haspctl locks release <TAB>"
+echo "install: man pages and bash completion PASS"

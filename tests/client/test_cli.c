@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/version.h"
 #include "hasp/client.h"
 #include "tests/client/responder.h"
 #include "tests/test_util.h"
@@ -137,6 +138,120 @@ static void test_parse_subcommands(void **state)
 	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--", "true"), 0);
 	assert_int_equal(a.ttl_ms, HASP_CLI_RUN_TTL_MS_DEFAULT);
 	assert_int_equal(a.grace_ms, HASP_CLI_GRACE_MS_DEFAULT);
+}
+
+static void test_parse_durations_with_units_and_ttl_range(void **state)
+{
+	struct hasp_cli_args a;
+	(void)state;
+
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "5s"), 0);
+	assert_int_equal(a.ttl_ms, 5000);
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "2m", "--timeout", "500ms"), 0);
+	assert_int_equal(a.ttl_ms, 120000);
+	assert_int_equal(a.timeout_ms, 500);
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "1500"), 0); /* bare: ms */
+	assert_int_equal(a.ttl_ms, 1500);
+	assert_int_equal(PARSE(&a, "c:1", "lease", "grant", "1h"), 0);
+	assert_int_equal(a.ttl_ms, 3600000);
+	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--grace", "2s", "--", "true"), 0);
+	assert_int_equal(a.grace_ms, 2000);
+	/* The TTL range is the protocol's: 10 ms .. 24 h. */
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "9ms"), HASP_CLI_EXIT_USAGE);
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "25h"), HASP_CLI_EXIT_USAGE);
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "5x"), HASP_CLI_EXIT_USAGE);
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "job", "--ttl", "s"), HASP_CLI_EXIT_USAGE);
+	assert_int_equal(PARSE(&a, "c:1", "lease", "grant", "99999999999999999999h"), HASP_CLI_EXIT_USAGE);
+}
+
+/* The error states the rule, and long input is not echoed whole. */
+static void test_parse_errors_state_the_input_rules(void **state)
+{
+	char *argv[8] = { (char *)"hasp", (char *)"acquire", NULL, (char *)"--ttl", (char *)"1d", NULL };
+	char name[300];
+	char err[320];
+	struct hasp_cli_args a;
+	(void)state;
+
+	argv[2] = (char *)"bad name";
+	assert_int_equal(hasp_cli_parse(3, argv, "c:1", &a, err, sizeof(err)), HASP_CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "invalid name \"bad name\" (8 bytes): want 1..128 bytes of 0x21..0x7e"));
+	memset(name, 'x', 200);
+	name[200] = '\0';
+	argv[2] = name;
+	assert_int_equal(hasp_cli_parse(3, argv, "c:1", &a, err, sizeof(err)), HASP_CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "... (200 bytes)"));
+	assert_true(strlen(err) < 200);
+	argv[2] = (char *)"job";
+	assert_int_equal(hasp_cli_parse(5, argv, "c:1", &a, err, sizeof(err)), HASP_CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "--ttl 1d: want a TTL of 10ms..24h"));
+	argv[1] = (char *)"frob\x01";
+	assert_int_equal(hasp_cli_parse(2, argv, "c:1", &a, err, sizeof(err)), HASP_CLI_EXIT_USAGE);
+	assert_string_equal(err, "unknown command: frob\\x01");
+}
+
+static void test_parse_help_and_version_need_no_cluster(void **state)
+{
+	struct hasp_cli_args a;
+	(void)state;
+
+	assert_int_equal(PARSE(&a, NULL, "acquire", "--help"), 0);
+	assert_int_equal(a.cmd, HASP_CLI_HELP);
+	assert_int_equal(a.help_for, HASP_CLI_ACQUIRE);
+	assert_int_equal(PARSE(&a, NULL, "kv", "cas", "-h"), 0);
+	assert_int_equal(a.help_for, HASP_CLI_KV_CAS);
+	assert_int_equal(PARSE(&a, NULL, "help", "lease", "grant"), 0);
+	assert_int_equal(a.cmd, HASP_CLI_HELP);
+	assert_int_equal(a.help_for, HASP_CLI_LEASE_GRANT);
+	assert_int_equal(PARSE(&a, NULL, "--help"), 0);
+	assert_int_equal(a.help_for, HASP_CLI_HELP);
+	assert_int_equal(PARSE(&a, NULL, "frob", "--version"), 0);
+	assert_int_equal(a.cmd, HASP_CLI_VERSION);
+	/* A lock named "help" is a name; --help after "--" is the command's. */
+	assert_int_equal(PARSE(&a, "c:1", "acquire", "help"), 0);
+	assert_int_equal(a.cmd, HASP_CLI_ACQUIRE);
+	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--", "ls", "--help"), 0);
+	assert_int_equal(a.cmd, HASP_CLI_RUN);
+}
+
+/* run blocks by default (like flock); --try and --conflict-exit-code. */
+static void test_parse_run_blocks_unless_try(void **state)
+{
+	struct hasp_cli_args a;
+	(void)state;
+
+	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--", "true"), 0);
+	assert_true(a.wait);
+	assert_int_equal(a.conflict_exit_code, 1);
+	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--try", "--conflict-exit-code", "75", "--", "true"), 0);
+	assert_false(a.wait);
+	assert_int_equal(a.conflict_exit_code, 75);
+	assert_int_equal(PARSE(&a, "c:1", "--timeout", "2s", "run", "job", "--", "true"), 0);
+	assert_true(a.wait);
+	assert_int_equal(a.timeout_ms, 2000);
+	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--try", "--timeout", "1s", "--", "true"),
+			 HASP_CLI_EXIT_USAGE);
+	assert_int_equal(PARSE(&a, "c:1", "run", "job", "--conflict-exit-code", "256", "--", "true"),
+			 HASP_CLI_EXIT_USAGE);
+}
+
+static void test_cluster_host_names_are_resolved(void **state)
+{
+	char out[256];
+	char err[256];
+	(void)state;
+
+	assert_int_equal(hasp_cli_resolve_cluster("localhost:7000,10.0.0.1:7001", out, sizeof(out), err,
+						  sizeof(err)),
+			 0);
+	assert_string_equal(out, "127.0.0.1:7000,10.0.0.1:7001");
+	assert_int_equal(hasp_cli_resolve_cluster("no-such-host.invalid:7000", out, sizeof(out), err,
+						  sizeof(err)),
+			 HASP_CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "no-such-host.invalid: cannot resolve the host name"));
+	assert_int_equal(hasp_cli_resolve_cluster("10.0.0.1", out, sizeof(out), err, sizeof(err)),
+			 HASP_CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "want host:port"));
 }
 
 static void test_exit_codes_map_statuses_and_errors(void **state)
@@ -337,6 +452,27 @@ static void test_binary_acquire_prints_token_and_exit_codes(void **state)
 
 	RUN_HASP(cluster, &res, "acquire", "bad name");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_USAGE);
+	/* --json: a usage error is a JSON object on stdout too. */
+	RUN_HASP(cluster, &res, "--json", "acquire", "bad name");
+	assert_int_equal(res.exit_code, HASP_CLI_EXIT_USAGE);
+	assert_non_null(strstr(res.out, "{\"error\":\"EUSAGE\",\"message\":\"invalid name"));
+	RUN_HASP(cluster, &res, "--version");
+	assert_int_equal(res.exit_code, 0);
+	assert_string_equal(res.out, "hasp " HASP_VERSION "\n");
+	RUN_HASP(cluster, &res, "run", "--help");
+	assert_int_equal(res.exit_code, 0);
+	assert_non_null(strstr(res.out, "--conflict-exit-code N"));
+
+	/* run --try on a busy lock: the conflict exit code, the command not
+	 * run. */
+	RUN_HASP(cluster, &res, "run", "job", "--try", "--", "echo", "ran");
+	assert_int_equal(res.exit_code, 1);
+	assert_null(strstr(res.out, "ran"));
+	RUN_HASP(cluster, &res, "--json", "run", "job", "--try", "--conflict-exit-code", "75", "--", "echo",
+		 "ran");
+	assert_int_equal(res.exit_code, 75);
+	assert_non_null(strstr(res.out, "\"status\":\"BUSY\""));
+	assert_null(strstr(res.out, "ran"));
 	responder_stop(&r);
 
 	/* Nobody listens any more: unavailable (it gives up: RUN_HASP fails a
@@ -492,6 +628,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_parse_acquire_options_and_defaults),
 		cmocka_unit_test(test_parse_refuses_bad_usage_with_exit_2),
 		cmocka_unit_test(test_parse_subcommands),
+		cmocka_unit_test(test_parse_durations_with_units_and_ttl_range),
+		cmocka_unit_test(test_parse_errors_state_the_input_rules),
+		cmocka_unit_test(test_parse_help_and_version_need_no_cluster),
+		cmocka_unit_test(test_parse_run_blocks_unless_try),
+		cmocka_unit_test(test_cluster_host_names_are_resolved),
 		cmocka_unit_test(test_exit_codes_map_statuses_and_errors),
 		cmocka_unit_test(test_binary_acquire_prints_token_and_exit_codes),
 		cmocka_unit_test_teardown(test_run_kills_command_when_renew_is_refused, responder_teardown),

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/version.h"
 #include "control/control.h"
 #include "control/haspctl_cli.h"
 #include "control/json.h"
@@ -290,9 +291,24 @@ static void test_haspctl_usage_errors_exit_2(void **state)
 {
 	(void)state;
 	unsetenv("HASP_ADMIN");
-	expect(ctl(NULL), 2, NULL, "usage:");
+	/* A usage error says what is wrong and points at --help: the long
+	 * usage is printed only when asked for. */
+	struct run r = ctl(NULL);
+	assert_int_equal(r.code, 2);
+	assert_non_null(strstr(r.err, "no command given"));
+	assert_non_null(strstr(r.err, "haspctl --help"));
+	assert_null(strstr(r.err, "usage:"));
+	run_free(&r);
 	expect(ctl("status", NULL), 2, NULL, "no node");
-	expect(ctl("--socket", N1, "frobnicate", NULL), 2, NULL, "unknown command");
+	/* An unknown command is named, before any node is needed. */
+	expect(ctl("frobnicate", NULL), 2, NULL, "unknown command: frobnicate");
+	expect(ctl("--socket", N1, "members", "frob", NULL), 2, NULL, "unknown members command: frob");
+	/* --json: a usage error is a JSON object on stdout too. */
+	expect(ctl("--json", "--socket", N1, "frobnicate", NULL), 2,
+	       "{\"ok\":false,\"error\":\"EUSAGE\",\"message\":\"unknown command: frobnicate", NULL);
+	/* Durations with units; a bad one is refused. */
+	expect(ctl("--socket", N1, "--timeout", "2s", "status", NULL), 0, "role:", NULL);
+	expect(ctl("--socket", N1, "--timeout", "5parsecs", "status", NULL), 2, NULL, "--timeout takes a duration");
 	expect(ctl("--socket", N1, "--timeout", "soon", "status", NULL), 2, NULL, "--timeout");
 	expect(ctl("--socket", N1, "locks", "release", "alpha", NULL), 2, NULL, "--force");
 	expect(ctl("--socket", N1, "members", "add", "4", NULL), 2, NULL, "members add <id>");
@@ -300,6 +316,44 @@ static void test_haspctl_usage_errors_exit_2(void **state)
 	expect(ctl("--nodes", "1=", "status", NULL), 2, NULL, "--nodes");
 	expect(ctl("--bogus", "x", "status", NULL), 2, NULL, "unknown option");
 	expect(ctl("--help", NULL), 0, "Exit: 0 ok", NULL);
+}
+
+/* -h/--help anywhere describes the command named before it and sends
+ * nothing (no node is given: a request would fail with exit 2 or 3);
+ * --version answers the release. */
+static void test_haspctl_help_per_command_and_version(void **state)
+{
+	(void)state;
+	unsetenv("HASP_ADMIN");
+	expect(ctl("members", "add", "--help", NULL), 0, "members add <id> <ip> <peer-port> <client-port>\n",
+	       NULL);
+	expect(ctl("--json", "locks", "release", "-h", NULL), 0, "usage: haspctl", NULL);
+	expect(ctl("status", "--help", NULL), 0, "status [--cluster]", NULL);
+	expect(ctl("--addr", "127.0.0.1:1", "frob", "--help", NULL), 0, "Exit: 0 ok", NULL);
+	expect(ctl("--version", NULL), 0, "haspctl " HASP_VERSION "\n", NULL);
+	expect(ctl("--addr", "127.0.0.1:1", "status", "--version", NULL), 0, "haspctl ", NULL);
+}
+
+/* A failure without a node reply says which node and why; with --json it
+ * is one JSON object on stdout. */
+static void test_haspctl_failures_name_the_node_and_print_json(void **state)
+{
+	(void)state;
+	struct run r = ctl("--json", "--socket", "/nonexistent/admin.sock", "status", NULL);
+	assert_int_equal(r.code, 3);
+	struct json_token t[64];
+	assert_true(json_parse(r.out, strlen(r.out), t, 64) > 0);
+	assert_true(json_tok_eq(r.out, t, json_get(r.out, t, 0, "node"), "/nonexistent/admin.sock"));
+	assert_true(json_tok_eq(r.out, t, json_get(r.out, t, 0, "error"), "ESYS"));
+	char msg[160];
+	json_tok_str(r.out, t, json_get(r.out, t, 0, "message"), msg, sizeof(msg));
+	assert_non_null(strstr(msg, "No such file or directory"));
+	run_free(&r);
+	/* A refusal names the node that refused. */
+	expect(ctl("--socket", N1, "locks", "show", "nope", NULL), 1, NULL, ": ENOENT: lock nope is not held");
+	r = ctl("--socket", N1, "locks", "show", "nope", NULL);
+	assert_non_null(strstr(r.err, N1));
+	run_free(&r);
 }
 
 static void test_haspctl_unreachable_node_exits_3(void **state)
@@ -410,7 +464,8 @@ static void test_haspctl_status_cluster_table_and_unreachable_node(void **state)
 	run_free(&r);
 	/* A node that does not answer makes the cluster unhealthy (exit 5). */
 	snprintf(nodes_arg, sizeof(nodes_arg), "1=%s,2=%s,3=%s/n3.sock", N1, N2, dir);
-	expect(ctl("--nodes", nodes_arg, "status", "--cluster", NULL), 5, "unreachable", NULL);
+	expect(ctl("--nodes", nodes_arg, "status", "--cluster", NULL), 5,
+	       "unreachable (ESYS: cannot connect: No such file or directory)", NULL);
 	r = ctl("--nodes", nodes_arg, "--json", "status", "--cluster", NULL);
 	assert_int_equal(r.code, 5);
 	struct json_token t[1024];
@@ -418,6 +473,11 @@ static void test_haspctl_status_cluster_table_and_unreachable_node(void **state)
 	int list = json_get(r.out, t, 0, "nodes");
 	assert_int_equal(t[list].size, 3);
 	assert_true(json_tok_eq(r.out, t, json_get(r.out, t, json_at(t, list, 2), "reply"), "null"));
+	/* ... and says why it is missing. */
+	assert_true(json_tok_eq(r.out, t, json_get(r.out, t, json_at(t, list, 2), "error"), "ESYS"));
+	char why[160];
+	json_tok_str(r.out, t, json_get(r.out, t, json_at(t, list, 2), "message"), why, sizeof(why));
+	assert_non_null(strstr(why, "cannot connect: No such file or directory"));
 	run_free(&r);
 	expect(ctl("--socket", N1, "status", "--cluster", NULL), 2, NULL, "--nodes");
 	/* The node list from a file or from $HASP_NODES. */
@@ -509,6 +569,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_haspctl_usage_errors_exit_2),
 		cmocka_unit_test(test_haspctl_unreachable_node_exits_3),
+		cmocka_unit_test(test_haspctl_help_per_command_and_version),
+		cmocka_unit_test(test_haspctl_failures_name_the_node_and_print_json),
 		cmocka_unit_test(test_haspctl_status_human_and_json),
 		cmocka_unit_test(test_haspctl_health_exit_codes),
 		cmocka_unit_test(test_haspctl_leader_commands_redirect_through_nodes),

@@ -369,6 +369,43 @@ static void test_node_admin_learner_added_and_removed(void **state)
 	sim_destroy(s);
 }
 
+/* Each impossible membership change is refused with its own code and a
+ * message that names the rule (it was one EINVAL "no such member, already
+ * a member, or the configuration is full" for all of them). */
+static void expect_refusal(struct reply *r, const char *code, const char *text)
+{
+	expect_error(r, code);
+	if (strstr(r->line, text) == NULL)
+		fail_msg("want \"%s\" in: %s", text, r->line);
+}
+
+static void test_node_admin_membership_refusals_say_which_rule(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	uint32_t fid = s->nodes[(l + 1) % NODES].cfg.node_id;
+	char line[80];
+	snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", fid, fid);
+	expect_refusal(admin(s, l, line), "EEXIST", "is already a member (a voter)");
+	snprintf(line, sizeof(line), "members.promote %u", fid);
+	expect_refusal(admin(s, l, line), "EEXIST", "is already a voter");
+	expect_refusal(admin(s, l, "members.remove 7"), "ENOENT", "node 7 is not a member");
+	expect_refusal(admin(s, l, "members.promote 7"), "ENOENT", "node 7 is not a member");
+	/* Learners up to NODE_MEMBERS_MAX members, then the configuration is
+	 * full. */
+	for (uint32_t id = 4; id <= NODE_MEMBERS_MAX; id++) {
+		snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", id, id);
+		expect_ok(admin(s, l, line));
+		sim_run_ms(s, 20);
+	}
+	snprintf(line, sizeof(line), "members.add 4 10.0.0.4 7001 7000");
+	expect_refusal(admin(s, l, line), "EEXIST", "node 4 is already a member (a learner)");
+	snprintf(line, sizeof(line), "members.add %u 10.0.0.99 7001 7000", NODE_MEMBERS_MAX + 1);
+	expect_refusal(admin(s, l, line), "EFULL", "configuration is full");
+	sim_destroy(s);
+}
+
 static void test_node_admin_transfer_moves_leadership(void **state)
 {
 	(void)state;
@@ -620,6 +657,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_node_admin_force_release_makes_the_token_stale),
 		cmocka_unit_test(test_node_admin_learner_added_and_removed),
+		cmocka_unit_test(test_node_admin_membership_refusals_say_which_rule),
 		cmocka_unit_test(test_node_admin_transfer_moves_leadership),
 		cmocka_unit_test(test_node_admin_snapshot_save_names_the_file),
 		cmocka_unit_test(test_node_admin_config_keys_are_checked),
