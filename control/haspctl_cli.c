@@ -35,6 +35,7 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/auth.h"
 #include "common/dirsync.h"
 #include "control/admin_client.h"
 #include "control/json.h"
@@ -46,7 +47,7 @@
 
 static const char usage_text[] =
 	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
-	"               [--json] [--timeout MS] <command>\n"
+	"               [--admin-key FILE] [--json] [--timeout MS] <command>\n"
 	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
 	"  health                             exit 0 healthy, 5 unhealthy, 6 degraded\n"
 	"  members list\n"
@@ -65,6 +66,8 @@ static const char usage_text[] =
 	"  raw <command> [args...]            send one admin request as is\n"
 	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
 	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
+	"--admin-key FILE (default $HASP_ADMIN_KEY_FILE): the node's admin key, for the privileged\n"
+	"commands over TCP (docs/SECURITY.md 4.8); a Unix socket needs none.\n"
 	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy, 6 degraded.\n";
 
 struct node_target {
@@ -81,6 +84,8 @@ struct ctl {
 	struct node_target nodes[NODES_MAX];
 	uint32_t node_count;
 	struct json_token *toks;
+	bool admin_keyed;
+	struct auth_key admin_key;
 };
 
 /* One parsed reply. */
@@ -190,6 +195,8 @@ static int request(struct ctl *c, const char *target, const char *line, struct r
 		fprintf(c->err, "haspctl: cannot connect to %s: %s\n", target, hasp_strerror(rc));
 		return HASPCTL_EXIT_UNREACHABLE;
 	}
+	if (c->admin_keyed)
+		admin_client_set_key(&a, &c->admin_key);
 	rc = admin_client_call(&a, line, &text, &len);
 	if (rc != 0) {
 		fprintf(c->err, "haspctl: %s: no reply: %s\n", target, hasp_strerror(rc));
@@ -851,6 +858,7 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	env = getenv("HASP_NODES");
 	if (env != NULL && env[0] != '\0' && parse_nodes(&c, env) != 0)
 		return usage(&c, "$HASP_NODES: ID=TARGET,...");
+	const char *key_file = getenv("HASP_ADMIN_KEY_FILE");
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
 		const char *o = argv[i];
@@ -875,6 +883,8 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 			c.node_count = 0;
 			if (parse_nodes_file(&c, v) != 0)
 				return usage(&c, "--config FILE: one ID=TARGET per line (ids 1.., at most 9)");
+		} else if (strcmp(o, "--admin-key") == 0) {
+			key_file = v;
 		} else if (strcmp(o, "--timeout") == 0) {
 			if (parse_u32(v, &c.timeout_ms) != 0 || c.timeout_ms == 0)
 				return usage(&c, "--timeout takes milliseconds > 0");
@@ -884,13 +894,27 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (i == argc)
 		return usage(&c, NULL);
+	if (key_file != NULL && key_file[0] != '\0') {
+		int rc = auth_init();
+		if (rc == 0)
+			rc = auth_key_load(key_file, &c.admin_key);
+		if (rc != 0) {
+			fprintf(err, "haspctl: admin key %s: %s (64 hex digits and a newline, mode 0600)\n",
+				key_file, hasp_strerror(rc));
+			return HASPCTL_EXIT_FAILED;
+		}
+		c.admin_keyed = true;
+	}
 	/* Without a target, the first of --nodes is asked. */
 	if (c.target[0] == '\0' && c.node_count > 0)
 		snprintf(c.target, sizeof(c.target), "%s", c.nodes[0].target);
 	c.toks = hasp_calloc(TOKENS_MAX, sizeof(*c.toks));
-	if (c.toks == NULL)
+	if (c.toks == NULL) {
+		auth_key_wipe(&c.admin_key);
 		return HASPCTL_EXIT_FAILED;
+	}
 	int code = dispatch(&c, argc - i, argv + i);
+	auth_key_wipe(&c.admin_key);
 	hasp_free(c.toks);
 	fflush(out);
 	return code;
