@@ -461,6 +461,7 @@ static bool cmd_help(struct control_request *req, void *arg)
 		json_kv_str(w, "usage", cmd->usage ? cmd->usage : "");
 		json_kv_str(w, "help", cmd->help);
 		json_kv_str(w, "runs_on", cmd->where == CONTROL_ON_ADMIN ? "admin" : "lcore");
+		json_kv_str(w, "access", cmd->access == CONTROL_OPEN ? "open" : "privileged");
 		json_object_end(w);
 	}
 	json_array_end(w);

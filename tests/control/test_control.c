@@ -727,8 +727,9 @@ static void test_admin_status_health_help_and_log_commands(void **state)
 	assert_int_equal(result_u64(r, "lag"), 3);
 	assert_int_equal(result_u64(r, "id"), 1);
 	assert_int_equal(call(a, "help", r), 0);
-	assert_non_null(strstr(r->text, "{\"name\":\"lc.add\",\"usage\":\"<a> <b>\",\"help\":\"add on the lcore\",\"runs_on\":\"lcore\"}"));
+	assert_non_null(strstr(r->text, "{\"name\":\"lc.add\",\"usage\":\"<a> <b>\",\"help\":\"add on the lcore\",\"runs_on\":\"lcore\",\"access\":\"privileged\"}"));
 	assert_non_null(strstr(r->text, "\"name\":\"health\""));
+	assert_non_null(strstr(r->text, "\"runs_on\":\"admin\",\"access\":\"open\""));
 	assert_int_equal(call(a, "log.level control debug", r), 0);
 	assert_true(reply_ok(r));
 	assert_int_equal(call(a, "log.list", r), 0);
