@@ -884,26 +884,49 @@ static void test_tcp_runs_privileged_commands_with_the_right_key(void **state)
 	close_client(a);
 }
 
-static void test_tcp_wrong_key_is_refused_and_the_connection_closed(void **state)
+/* A TCP client with the key filled with `fill` sends lc.add: refused
+ * EPERM with `says` in the message, and the command did not run. */
+static struct admin_client *keyed_call_refused(uint8_t fill, const char *says)
 {
-	(void)state;
 	struct admin_client *a = open_tcp();
 	struct parsed_reply *r = calloc(1, sizeof(*r));
-	struct auth_key k = admin_key(0x5b);
+	struct auth_key k = admin_key(fill);
 	char err[32];
 	admin_client_set_key(a, &k);
 	assert_int_equal(call(a, "lc.add 1 2", r), 0);
 	reply_error(r, err, sizeof(err));
 	assert_string_equal(err, "EPERM");
-	assert_non_null(strstr(r->text, "bad admin credential"));
+	assert_non_null(strstr(r->text, says));
 	assert_int_equal(fx->lcore_calls, 0);
+	free(r);
+	return a;
+}
+
+static void test_tcp_wrong_key_is_refused_and_the_connection_closed(void **state)
+{
+	(void)state;
+	struct admin_client *a = keyed_call_refused(0x5b, "bad admin credential");
 	assert_true(refused("bad_credential") == 1);
 	/* No second guess on this connection. */
 	const char *text;
 	size_t len;
 	assert_int_not_equal(admin_client_call(a, "status", &text, &len), 0);
-	free(r);
 	close_client(a);
+}
+
+/* Asks the connection's nonce and seals "lc.add 1 2" as its first request. */
+static void seal_first(struct admin_client *a, struct parsed_reply *r, const struct auth_key *k,
+		       char *sealed)
+{
+	char hex[ADMIN_AUTH_NONCE_HEX_SIZE];
+	uint8_t nonce[ADMIN_AUTH_NONCE_SIZE];
+	assert_int_equal(call(a, "auth.nonce", r), 0);
+	assert_true(reply_ok(r));
+	assert_true(json_tok_str(r->text, r->t,
+				 json_get(r->text, r->t, json_get(r->text, r->t, 0, "result"), "nonce"), hex,
+				 sizeof(hex)));
+	assert_true(admin_auth_nonce_parse(hex, strlen(hex), nonce));
+	assert_true(admin_auth_seal(k, nonce, 1, "lc.add 1 2", sealed, CONTROL_SEALED_SIZE) > 0);
 }
 
 /* A captured sealed line is worth nothing: not again on its connection
@@ -915,15 +938,7 @@ static void test_tcp_sealed_line_cannot_be_replayed_or_changed(void **state)
 	struct parsed_reply *r = calloc(1, sizeof(*r));
 	struct auth_key k = admin_key(0x5a);
 	char err[32], sealed[CONTROL_SEALED_SIZE], changed[CONTROL_SEALED_SIZE];
-	assert_int_equal(call(a, "auth.nonce", r), 0);
-	assert_true(reply_ok(r));
-	char hex[ADMIN_AUTH_NONCE_HEX_SIZE];
-	assert_true(json_tok_str(r->text, r->t,
-				 json_get(r->text, r->t, json_get(r->text, r->t, 0, "result"), "nonce"), hex,
-				 sizeof(hex)));
-	uint8_t nonce[ADMIN_AUTH_NONCE_SIZE];
-	assert_true(admin_auth_nonce_parse(hex, strlen(hex), nonce));
-	assert_true(admin_auth_seal(&k, nonce, 1, "lc.add 1 2", sealed, sizeof(sealed)) > 0);
+	seal_first(a, r, &k, sealed);
 	assert_int_equal(call(a, sealed, r), 0);
 	assert_true(reply_ok(r));
 	assert_int_equal(fx->lcore_calls, 1);
@@ -939,12 +954,7 @@ static void test_tcp_sealed_line_cannot_be_replayed_or_changed(void **state)
 	assert_string_equal(err, "EPERM");
 	close_client(a);
 	a = open_tcp();
-	assert_int_equal(call(a, "auth.nonce", r), 0);
-	assert_true(json_tok_str(r->text, r->t,
-				 json_get(r->text, r->t, json_get(r->text, r->t, 0, "result"), "nonce"), hex,
-				 sizeof(hex)));
-	assert_true(admin_auth_nonce_parse(hex, strlen(hex), nonce));
-	assert_true(admin_auth_seal(&k, nonce, 1, "lc.add 1 2", sealed, sizeof(sealed)) > 0);
+	seal_first(a, r, &k, sealed);
 	snprintf(changed, sizeof(changed), "%.*s9 9", (int)(strlen(sealed) - 3), sealed);
 	assert_int_equal(call(a, changed, r), 0);
 	reply_error(r, err, sizeof(err));
@@ -958,18 +968,8 @@ static void test_tcp_sealed_line_cannot_be_replayed_or_changed(void **state)
 static void test_tcp_without_an_admin_key_refuses_sealed_lines(void **state)
 {
 	(void)state;
-	struct admin_client *a = open_tcp();
-	struct parsed_reply *r = calloc(1, sizeof(*r));
-	struct auth_key k = admin_key(0x5a);
-	char err[32];
-	admin_client_set_key(a, &k);
-	assert_int_equal(call(a, "lc.add 1 2", r), 0);
-	reply_error(r, err, sizeof(err));
-	assert_string_equal(err, "EPERM");
-	assert_non_null(strstr(r->text, "admin_key_file"));
-	assert_int_equal(fx->lcore_calls, 0);
+	struct admin_client *a = keyed_call_refused(0x5a, "admin_key_file");
 	assert_true(refused("not_configured") == 1);
-	free(r);
 	close_client(a);
 }
 

@@ -21,13 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hostile_client import (ACQUIRE, GRANTED, KEEPALIVE, LOCK_READ, OK, RELEASE,  # noqa: E402
                             Session, encode, load_key, name8, seal)
 
-failures = 0
+results = []  # (check, held)
 
 
 def check(name, ok, detail=""):
-    global failures
-    print(f"rotate: {'ok' if ok else 'FAILED'}: {name} {detail}", flush=True)
-    failures += 0 if ok else 1
+    results.append((name, ok))
+    print("rotate: %s: %s %s" % ("ok" if ok else "FAILED", name, detail), flush=True)
 
 
 def main():
@@ -44,8 +43,8 @@ def main():
                            text=True, timeout=30)
         return r.returncode, json.loads(r.stdout) if r.stdout.strip() else {}
 
-    def reloads(i):
-        """(ok, failed) reload counts of node i+1, from its SIGUSR1 stats file."""
+    def stats(i):
+        """The counters of node i+1, from its SIGUSR1 stats file ({} if none came)."""
         f = os.path.join(d, f"n{i + 1}", "stats.json")
         if os.path.exists(f):
             os.unlink(f)
@@ -53,11 +52,15 @@ def main():
         end = time.monotonic() + 10
         while time.monotonic() < end:
             try:
-                st = json.load(open(f))
-                return st["identities_reloaded"], st["identities_reload_failed"]
+                return json.load(open(f))
             except (OSError, ValueError):
                 time.sleep(0.05)
-        return None, None
+        return {}
+
+    def reloads(i):
+        """(ok, failed) identity reloads of node i+1."""
+        st = stats(i)
+        return st.get("identities_reloaded"), st.get("identities_reload_failed")
 
     def reload_all(expect_ok):
         """Node 1 by SIGHUP, nodes 2 and 3 by the admin command."""
@@ -139,7 +142,11 @@ def main():
     check("the new key's session releases it (same identity)", st == OK, f"status={st}")
     st, _ = s2.call(ACQUIRE, struct.pack("<QIB", 0, 60000, 0) + name8(lock))
     check("and takes it again", st == GRANTED, f"status={st}")
-    return failures
+    # Every reload ran on a node's lcore, where nothing may allocate.
+    for i in range(3):
+        forbidden = stats(i).get("alloc_forbidden")
+        check("no allocation on the lcore of node %d" % (i + 1), forbidden == 0, f"{forbidden}")
+    return sum(1 for _, ok in results if not ok)
 
 
 if __name__ == "__main__":
