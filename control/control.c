@@ -217,7 +217,8 @@ static void request_reset(struct control_request *req, char *result, size_t resu
 	json_init(&req->out, result, result_size);
 }
 
-void request_local(struct control_request *req, char *result, size_t result_size, const char *name)
+void control_request_local(struct control_request *req, char *result, size_t result_size,
+			   const char *name)
 {
 	request_reset(req, result, result_size);
 	req->name = name;

@@ -64,6 +64,7 @@ void server_feed(struct control *c, const char *data, size_t len, bool tcp, serv
 		 void *arg);
 /* A request answered without a command (server.c: auth.nonce, credential
  * refusals): resets req for `name` with the result buffer. */
-void request_local(struct control_request *req, char *result, size_t result_size, const char *name);
+void control_request_local(struct control_request *req, char *result, size_t result_size,
+			   const char *name);
 
 #endif

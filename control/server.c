@@ -218,7 +218,7 @@ static void http_request(struct control *c, struct control_conn *k)
 static void conn_answer(struct control *c, struct control_conn *k, const char *name, int error,
 			const char *message)
 {
-	request_local(&k->req, k->result, c->cfg.reply_size_max, name);
+	control_request_local(&k->req, k->result, c->cfg.reply_size_max, name);
 	if (error != 0) {
 		control_request_fail(&k->req, error, "%s", message);
 	} else {

@@ -82,7 +82,8 @@ static void identities_reload(void)
 	int n = rc >= 0 ? snprintf(line, sizeof(line), "haspd: SIGHUP: %d client identities loaded\n", rc)
 			: snprintf(line, sizeof(line),
 				   "haspd: SIGHUP: identities not reloaded, the old set stays: %s\n", err);
-	if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0) {
+	size_t len = n <= 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+	if (write(STDERR_FILENO, line, len) < 0) {
 		/* stderr gone: the counters still say it */
 	}
 }

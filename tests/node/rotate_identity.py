@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hostile_client import (ACQUIRE, GRANTED, KEEPALIVE, LOCK_READ, OK, RELEASE,  # noqa: E402
                             Session, encode, load_key, name8, seal)
