@@ -326,29 +326,17 @@ bool control_call_poll(struct control *c, struct control_call *call, uint64_t no
 	return true;
 }
 
-static void execute(struct control *c, const char *line, size_t len, struct control_request *req,
-		    char *result, size_t result_size, bool trusted)
+void control_execute(struct control *c, const char *line, size_t len, struct control_request *req,
+		     char *result, size_t result_size)
 {
 	struct control_call call;
 	if (control_call_start(c, &call, line, len, req, result, result_size, clock_monotonic_ns(),
-			       trusted))
+			       true))
 		return;
 	while (!control_call_poll(c, &call, clock_monotonic_ns())) {
 		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
 	}
-}
-
-void control_execute(struct control *c, const char *line, size_t len, struct control_request *req,
-		     char *result, size_t result_size)
-{
-	execute(c, line, len, req, result, result_size, true);
-}
-
-void control_execute_open(struct control *c, const char *line, size_t len,
-			  struct control_request *req, char *result, size_t result_size)
-{
-	execute(c, line, len, req, result, result_size, false);
 }
 
 static void slot_complete(struct control *c, struct control_slot *s)

@@ -270,13 +270,10 @@ const char *control_role_name(uint64_t role);
 /* Runs one request line as the server does (for tests and the server):
  * parses it into `req` (whose result buffer the caller provides), runs an
  * admin command at once or queues an lcore command and waits up to the
- * timeout (polling). Returns when the request is complete. */
+ * timeout (polling). Returns when the request is complete. Runs as from
+ * the Unix socket: privileged commands too. */
 void control_execute(struct control *c, const char *line, size_t len, struct control_request *req,
 		     char *result, size_t result_size);
-/* The same from a connection that may run only CONTROL_OPEN commands
- * (TCP without a credential): a privileged one is refused EPERM. */
-void control_execute_open(struct control *c, const char *line, size_t len,
-			  struct control_request *req, char *result, size_t result_size);
 
 /* Renders the reply envelope of a complete request into out; attachment
  * size or -1. Returns the length including the final newline, 0 if it
