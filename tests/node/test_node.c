@@ -1238,6 +1238,35 @@ static uint64_t sim_open_v2(struct sim *s, int i, const char *identity, const st
 	return id;
 }
 
+/* A simulated cluster that reads the identities file `path`, and on its
+ * leader two sessions: alice's (key all 0x11) holding "job" with `token`,
+ * and bob's (key all 0x22). */
+struct two_clients {
+	struct sim *s;
+	int l;
+	uint64_t a, b, token;
+	struct auth_key alice, bob, as, bs;
+};
+
+static void two_clients_start(struct two_clients *t, uint64_t seed, const char *path)
+{
+	struct hasp_wire_msg reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+
+	memset(t->alice.bytes, 0x11, sizeof(t->alice.bytes));
+	memset(t->bob.bytes, 0x22, sizeof(t->bob.bytes));
+	sim_identities = path;
+	t->s = sim_create(seed);
+	t->l = sim_wait_leader(t->s);
+	t->a = sim_open_v2(t->s, t->l, "alice", &t->alice, 5, &t->as);
+	t->b = sim_open_v2(t->s, t->l, "bob", &t->bob, 6, &t->bs);
+	assert_true(t->a != 0 && t->b != 0);
+	assert_true(sim_call_v2(t->s, t->l, acquire_req(t->a, 1, "job", 60000, HASP_ACQUIRE_TRY), &t->as,
+				&t->as, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	t->token = reply.body.granted.token;
+}
+
 /* A node with client_auth = on acts only on datagrams whose tag verifies
  * under the session's key (the identity's for an open), answers them
  * tagged, and drops the rest unanswered before they touch anything:
@@ -1250,13 +1279,11 @@ static void test_node_client_auth_acts_only_on_verified_datagrams(void **state)
 	(void)state;
 	char dir[] = "/tmp/hasp-test-ids.XXXXXX";
 	char path[64];
-	struct auth_key alice, bob, as, bs;
 	struct hasp_wire_msg reply;
 	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct two_clients t;
 
 	assert_int_equal(auth_init(), 0);
-	memset(alice.bytes, 0x11, sizeof(alice.bytes));
-	memset(bob.bytes, 0x22, sizeof(bob.bytes));
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/identities", dir);
 	/* Keys as hex: all 0x11 bytes and all 0x22 bytes. */
@@ -1271,18 +1298,12 @@ static void test_node_client_auth_acts_only_on_verified_datagrams(void **state)
 	fputs(" allow=read: allow=acquire:bob/\n", f);
 	fclose(f);
 	assert_int_equal(chmod(path, 0600), 0);
-	sim_identities = path;
-	struct sim *s = sim_create(91);
-	int l = sim_wait_leader(s);
+	two_clients_start(&t, 91, path);
+	struct sim *s = t.s;
+	int l = t.l;
 	struct node *n = &s->nodes[l];
-
-	uint64_t a = sim_open_v2(s, l, "alice", &alice, 5, &as);
-	uint64_t b = sim_open_v2(s, l, "bob", &bob, 6, &bs);
-	assert_true(a != 0 && b != 0);
-	assert_true(sim_call_v2(s, l, acquire_req(a, 1, "job", 30000, HASP_ACQUIRE_TRY), &as, &as, &reply,
-				keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
-	uint64_t token = reply.body.granted.token;
+	uint64_t a = t.a, b = t.b, token = t.token;
+	struct auth_key alice = t.alice, bob = t.bob, as = t.as, bs = t.bs;
 
 	/* Untagged, v1, under bob's key with alice's id, an unknown identity,
 	 * an open under a wrong key: no reply, each counted. */
@@ -1357,28 +1378,22 @@ static void test_node_identities_reload_is_atomic_and_rotates_keys(void **state)
 	char dir[] = "/tmp/hasp-test-reload.XXXXXX";
 	char path[64], err[256];
 	static const char *const both[] = { "alice", "bob" };
-	struct auth_key alice, bob, alice2, as, bs, as2, dummy;
+	struct auth_key alice2, as2, dummy;
 	struct hasp_wire_msg reply;
 	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct two_clients t;
 
 	assert_int_equal(auth_init(), 0);
-	memset(alice.bytes, 0x11, sizeof(alice.bytes));
-	memset(bob.bytes, 0x22, sizeof(bob.bytes));
 	memset(alice2.bytes, 0x33, sizeof(alice2.bytes));
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/identities", dir);
 	ids_write(path, both, (const uint8_t[]){ 0x11, 0x22 }, 2, "");
-	sim_identities = path;
-	struct sim *s = sim_create(test_util_seed(92));
-	int l = sim_wait_leader(s);
+	two_clients_start(&t, test_util_seed(92), path);
+	struct sim *s = t.s;
+	int l = t.l;
 	struct node *n = &s->nodes[l];
-	uint64_t a = sim_open_v2(s, l, "alice", &alice, 5, &as);
-	uint64_t b = sim_open_v2(s, l, "bob", &bob, 6, &bs);
-	assert_true(a != 0 && b != 0);
-	assert_true(sim_call_v2(s, l, acquire_req(a, 1, "job", 60000, HASP_ACQUIRE_TRY), &as, &as, &reply,
-				keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
-	uint64_t token = reply.body.granted.token;
+	uint64_t a = t.a, b = t.b, token = t.token;
+	struct auth_key alice = t.alice, bob = t.bob, as = t.as, bs = t.bs;
 
 	/* One bad line: refused whole on every node, nothing changes. */
 	ids_write(path, both, (const uint8_t[]){ 0x11, 0x22 }, 2, "broken zz allow=all:\n");
