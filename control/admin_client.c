@@ -108,8 +108,17 @@ int admin_client_open(struct admin_client *a, const char *target, uint32_t timeo
 	return rc;
 }
 
+void admin_client_set_key(struct admin_client *a, const struct auth_key *key)
+{
+	a->key = *key;
+	a->keyed = true;
+	a->have_nonce = false;
+	a->seq = 0;
+}
+
 void admin_client_close(struct admin_client *a)
 {
+	auth_key_wipe(&a->key);
 	if (a->fd >= 0)
 		close(a->fd);
 	hasp_free(a->buf);
@@ -158,7 +167,7 @@ static void drop_consumed(struct admin_client *a)
 	a->consumed = 0;
 }
 
-int admin_client_call(struct admin_client *a, const char *line, const char **reply, size_t *reply_len)
+static int call_plain(struct admin_client *a, const char *line, const char **reply, size_t *reply_len)
 {
 	uint64_t deadline = clock_monotonic_ms() + a->timeout_ms;
 	drop_consumed(a);
@@ -180,6 +189,36 @@ int admin_client_call(struct admin_client *a, const char *line, const char **rep
 		if (rc != 0)
 			return rc;
 	}
+}
+
+/* Asks the connection's nonce: {"ok":true,...,"result":{"nonce":"<hex>",...}}. */
+static int nonce_ask(struct admin_client *a, const char **reply, size_t *reply_len)
+{
+	int rc = call_plain(a, "auth.nonce", reply, reply_len);
+	if (rc != 0)
+		return rc;
+	const char *p = strstr(*reply, "\"nonce\":\"");
+	if (strncmp(*reply, "{\"ok\":true", 10) != 0 || p == NULL ||
+	    !admin_auth_nonce_parse(p + 9, 2 * ADMIN_AUTH_NONCE_SIZE, a->nonce))
+		return -HASP_ECORRUPT;
+	a->have_nonce = true;
+	a->seq = 0;
+	return 0;
+}
+
+int admin_client_call(struct admin_client *a, const char *line, const char **reply, size_t *reply_len)
+{
+	if (!a->keyed)
+		return call_plain(a, line, reply, reply_len);
+	if (!a->have_nonce) {
+		int rc = nonce_ask(a, reply, reply_len);
+		if (rc != 0)
+			return rc;
+	}
+	if (admin_auth_seal(&a->key, a->nonce, a->seq + 1, line, a->sealed, sizeof(a->sealed)) == 0)
+		return -HASP_ETOOBIG;
+	a->seq++;
+	return call_plain(a, a->sealed, reply, reply_len);
 }
 
 int admin_client_attachment(struct admin_client *a, int fd, uint64_t size)

@@ -217,6 +217,13 @@ static void request_reset(struct control_request *req, char *result, size_t resu
 	json_init(&req->out, result, result_size);
 }
 
+void control_request_local(struct control_request *req, char *result, size_t result_size,
+			   const char *name)
+{
+	request_reset(req, result, result_size);
+	req->name = name;
+}
+
 /* After the handler: a result that overflowed, or that the handler left
  * empty, becomes an error or null so the envelope is always valid JSON. */
 static void request_seal(struct control_request *req)
@@ -231,7 +238,8 @@ static void request_seal(struct control_request *req)
 }
 
 bool control_call_start(struct control *c, struct control_call *call, const char *line, size_t len,
-			struct control_request *req, char *result, size_t result_size, uint64_t now_ns)
+			struct control_request *req, char *result, size_t result_size, uint64_t now_ns,
+			bool trusted)
 {
 	HASP_ASSERT(result != NULL && result_size > 1);
 	request_reset(req, result, result_size);
@@ -242,6 +250,15 @@ bool control_call_start(struct control *c, struct control_call *call, const char
 	const struct control_command *cmd = command_find(c, req->name);
 	if (cmd == NULL) {
 		control_request_fail(req, -HASP_ENOENT, "unknown command: %s (try help)", req->name);
+		return true;
+	}
+	if (!trusted && cmd->access != CONTROL_OPEN) {
+		metric_inc(c->counters.refused_no_credential);
+		control_request_fail(req, -HASP_EPERM,
+				     "%s is privileged: over TCP it needs the admin credential "
+				     "(haspctl --admin-key FILE; the node's admin_key_file), or use "
+				     "the Unix socket",
+				     req->name);
 		return true;
 	}
 	if (cmd->where == CONTROL_ON_ADMIN) {
@@ -313,7 +330,8 @@ void control_execute(struct control *c, const char *line, size_t len, struct con
 		     char *result, size_t result_size)
 {
 	struct control_call call;
-	if (control_call_start(c, &call, line, len, req, result, result_size, clock_monotonic_ns()))
+	if (control_call_start(c, &call, line, len, req, result, result_size, clock_monotonic_ns(),
+			       true))
 		return;
 	while (!control_call_poll(c, &call, clock_monotonic_ns())) {
 		struct timespec ts = { 0, 200000 };
@@ -432,6 +450,7 @@ static bool cmd_help(struct control_request *req, void *arg)
 		json_kv_str(w, "usage", cmd->usage ? cmd->usage : "");
 		json_kv_str(w, "help", cmd->help);
 		json_kv_str(w, "runs_on", cmd->where == CONTROL_ON_ADMIN ? "admin" : "lcore");
+		json_kv_str(w, "access", cmd->access == CONTROL_OPEN ? "open" : "privileged");
 		json_object_end(w);
 	}
 	json_array_end(w);
@@ -615,15 +634,18 @@ struct metrics *control_metrics(struct control *c)
 static int register_builtins(struct control *c)
 {
 	const struct control_command builtins[] = {
-		{ "help", "", "list the commands with their usage", CONTROL_ON_ADMIN, cmd_help, c },
+		{ "help", "", "list the commands with their usage", CONTROL_ON_ADMIN, cmd_help, c,
+		  CONTROL_OPEN },
 		{ "status", "", "this node: role, term, leader, indexes, lag, members", CONTROL_ON_ADMIN,
-		  cmd_status, c },
+		  cmd_status, c, CONTROL_OPEN },
 		{ "health", "", "healthy when a leader is known and this node can commit",
-		  CONTROL_ON_ADMIN, cmd_health, c },
-		{ "metrics", "", "every metric series with its value", CONTROL_ON_ADMIN, cmd_metrics, c },
+		  CONTROL_ON_ADMIN, cmd_health, c, CONTROL_OPEN },
+		{ "metrics", "", "every metric series with its value", CONTROL_ON_ADMIN, cmd_metrics, c,
+		  CONTROL_OPEN },
 		{ "members.list", "", "the configuration as this node sees it", CONTROL_ON_ADMIN,
-		  cmd_members_list, c },
-		{ "log.list", "", "log topics and their levels", CONTROL_ON_ADMIN, cmd_log_list, c },
+		  cmd_members_list, c, CONTROL_OPEN },
+		{ "log.list", "", "log topics and their levels", CONTROL_ON_ADMIN, cmd_log_list, c,
+		  CONTROL_OPEN },
 		{ "log.level", "<topic|all> <off|error|warn|info|debug>", "set a log topic's level",
 		  CONTROL_ON_ADMIN, cmd_log_level, c },
 	};
@@ -645,6 +667,20 @@ static int register_builtins(struct control *c)
 					       NULL, 0);
 	c->counters.http = metrics_counter(m, "hasp_admin_http_requests_total",
 					   "HTTP requests (/metrics, /health, /status).", NULL, 0);
+	static const struct metrics_label no_credential[] = { { "reason", "no_credential" } };
+	static const struct metrics_label bad_credential[] = { { "reason", "bad_credential" } };
+	static const struct metrics_label not_configured[] = { { "reason", "not_configured" } };
+	static const char refused_help[] =
+		"Privileged admin requests refused over TCP (no, wrong or unconfigured credential).";
+	c->counters.refused_no_credential = metrics_counter(m, "hasp_admin_refused_total", refused_help,
+							     no_credential, 1);
+	c->counters.refused_bad_credential = metrics_counter(m, "hasp_admin_refused_total",
+							      refused_help, bad_credential, 1);
+	c->counters.refused_not_configured = metrics_counter(m, "hasp_admin_refused_total",
+							      refused_help, not_configured, 1);
+	if (c->counters.refused_no_credential == NULL || c->counters.refused_bad_credential == NULL ||
+	    c->counters.refused_not_configured == NULL)
+		return -HASP_EFULL;
 	if (c->counters.requests == NULL || c->counters.errors == NULL ||
 	    c->counters.timeouts == NULL || c->counters.rejected == NULL || c->counters.http == NULL)
 		return -HASP_EFULL;
@@ -659,6 +695,8 @@ int control_init(struct control *c, const struct control_config *cfg)
 	c->stop_fd = -1;
 	c->wake_fd = -1;
 	c->done_fd = -1;
+	if (auth_init() != 0) /* the connections' nonces (control/admin_auth.h) */
+		return -HASP_ESYS;
 	struct control_config *k = &c->cfg;
 	if (k->clients_max == 0)
 		k->clients_max = 16;
@@ -712,6 +750,7 @@ fail:
 
 void control_deinit(struct control *c)
 {
+	auth_key_wipe(&c->cfg.admin_key);
 	HASP_ASSERT(!c->started);
 	server_free(c);
 	if (c->slots != NULL) {

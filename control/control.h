@@ -35,6 +35,12 @@
  *    The connection stays open for more requests.
  *  - HTTP/1.1 GET: /metrics (Prometheus text format 0.0.4), /health (200
  *    "ok" or 503 with the reason), /status (JSON). One request, then close.
+ *    Read-only, on every listener.
+ *
+ * Access: on the Unix socket every command; on TCP the CONTROL_OPEN ones,
+ * and the privileged ones only as sealed lines (control/admin_auth.h:
+ * `auth.nonce`, then `auth SEQ TAG LINE`) under the configured admin key.
+ * A refusal is EPERM with a message, and counted.
  */
 #ifndef HASP_CONTROL_CONTROL_H
 #define HASP_CONTROL_CONTROL_H
@@ -44,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/auth.h"
 #include "control/json.h"
 #include "control/metrics.h"
 
@@ -66,12 +73,26 @@ struct control_config {
 	uint32_t timeout_ms;               /* 0: 5000, wait for the lcore */
 	uint32_t stall_ms;                 /* 0: 3000, status older than this: unhealthy */
 	uint32_t metrics_max;              /* 0: 512 series */
+	/* The admin credential for privileged commands over TCP
+	 * (control/admin_auth.h); without it they are served only on the
+	 * Unix socket. */
+	bool admin_key_set;
+	struct auth_key admin_key;
 };
 
 /* Where a command runs. */
 enum control_where {
 	CONTROL_ON_ADMIN = 0, /* the admin thread: must not touch node state */
 	CONTROL_ON_LCORE = 1, /* the node's lcore, through the request slots */
+};
+
+/* Who may run a command (docs/SECURITY.md 4.8). The Unix socket (file
+ * permissions: the node's user) may run everything; a TCP connection only
+ * CONTROL_OPEN commands, and the others with the admin credential. The
+ * zero value is the safe one: a command that says nothing is privileged. */
+enum control_access {
+	CONTROL_PRIVILEGED = 0, /* changes the node, or shows client data (names, sessions) */
+	CONTROL_OPEN = 1,       /* the node's own read-only view: status, health, metrics */
 };
 
 /* One request as a handler sees it. */
@@ -106,6 +127,7 @@ struct control_command {
 	enum control_where where;
 	control_handler_fn *fn;
 	void *arg;
+	enum control_access access;
 };
 
 /* What the node publishes about itself (all words, so the seqlock copy is
@@ -154,6 +176,10 @@ struct control_admin_counters {
 	struct metric *timeouts;   /* the lcore did not answer in time */
 	struct metric *rejected;   /* connection refused (full), request too big or malformed */
 	struct metric *http;       /* HTTP requests */
+	/* Privileged requests refused (docs/SECURITY.md 4.8), by reason. */
+	struct metric *refused_no_credential;  /* over TCP without a credential */
+	struct metric *refused_bad_credential; /* wrong tag, seq or form: the connection closes */
+	struct metric *refused_not_configured; /* sealed, but the node has no admin key */
 };
 
 struct control {
@@ -244,7 +270,8 @@ const char *control_role_name(uint64_t role);
 /* Runs one request line as the server does (for tests and the server):
  * parses it into `req` (whose result buffer the caller provides), runs an
  * admin command at once or queues an lcore command and waits up to the
- * timeout (polling). Returns when the request is complete. */
+ * timeout (polling). Returns when the request is complete. Runs as from
+ * the Unix socket: privileged commands too. */
 void control_execute(struct control *c, const char *line, size_t len, struct control_request *req,
 		     char *result, size_t result_size);
 

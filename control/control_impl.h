@@ -39,9 +39,12 @@ struct control_call {
 	uint64_t deadline_ns;
 };
 
-/* Parses the line and runs or queues it. Returns true when complete. */
+/* Parses the line and runs or queues it. Returns true when complete.
+ * `trusted`: the caller may run privileged commands (the Unix socket, or a
+ * sealed line that verified); otherwise they are refused EPERM. */
 bool control_call_start(struct control *c, struct control_call *call, const char *line, size_t len,
-			struct control_request *req, char *result, size_t result_size, uint64_t now_ns)
+			struct control_request *req, char *result, size_t result_size, uint64_t now_ns,
+			bool trusted)
 	__attribute__((warn_unused_result));
 /* Returns true once the queued request completed or timed out. */
 bool control_call_poll(struct control *c, struct control_call *call, uint64_t now_ns);
@@ -54,8 +57,14 @@ void server_free(struct control *c);
 /* Fuzzing only (control not started): `data` arrives on connection 0 as
  * the server would receive it (in reads of at most the input buffer);
  * each reply it would send goes to `sink` in order (`http`: an HTTP
- * response). Returns when the connection would close or wait for more. */
+ * response). `tcp`: the connection is a TCP one (privileged commands need
+ * the credential). Returns when the connection would close or wait for more. */
 typedef void server_sink_fn(void *arg, const char *out, size_t n, bool http);
-void server_feed(struct control *c, const char *data, size_t len, server_sink_fn *sink, void *arg);
+void server_feed(struct control *c, const char *data, size_t len, bool tcp, server_sink_fn *sink,
+		 void *arg);
+/* A request answered without a command (server.c: auth.nonce, credential
+ * refusals): resets req for `name` with the result buffer. */
+void control_request_local(struct control_request *req, char *result, size_t result_size,
+			   const char *name);
 
 #endif

@@ -36,6 +36,7 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/auth.h"
 #include "common/dirsync.h"
 #include "common/duration.h"
 #include "common/version.h"
@@ -50,7 +51,7 @@
 
 static const char usage_text[] =
 	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
-	"               [--json] [--timeout MS] <command>\n"
+	"               [--admin-key FILE] [--json] [--timeout MS] <command>\n"
 	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
 	"  health                             exit 0 healthy, 5 unhealthy, 6 degraded\n"
 	"  members list\n"
@@ -72,6 +73,8 @@ static const char usage_text[] =
 	"--timeout takes a duration (500ms, 5s, 2m; a bare number is ms; default 10s).\n"
 	"`haspctl <command> --help` describes one command; `haspctl --version` the release;\n"
 	"--dry-run prints the requests a command line would send and sends nothing.\n"
+	"--admin-key FILE (default $HASP_ADMIN_KEY_FILE): the node's admin key, for the privileged\n"
+	"commands over TCP (docs/SECURITY.md 4.8); a Unix socket needs none.\n"
 	"Exit: 0 ok, 1 refused, 2 usage, 3 unreachable, 4 not leader, 5 unhealthy, 6 degraded.\n";
 
 /* One help entry per command: the words that name it, its synopsis and
@@ -143,6 +146,8 @@ struct ctl {
 	bool dry_run; /* --dry-run: print each request instead of sending it */
 	char last_error[32];   /* why the last request() got no reply */
 	char last_message[320];
+	bool admin_keyed;
+	struct auth_key admin_key;
 };
 
 /* One parsed reply. */
@@ -330,6 +335,8 @@ static int request(struct ctl *c, const char *target, const char *line, struct r
 				  "cannot connect: %s%s", why,
 				  rc == -HASP_ETIMEDOUT ? " (--timeout to wait longer)" : "");
 	}
+	if (c->admin_keyed)
+		admin_client_set_key(&a, &c->admin_key);
 	rc = admin_client_call(&a, line, &text, &len);
 	if (rc != 0) {
 		admin_client_close(&a);
@@ -1046,6 +1053,7 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 			return HASPCTL_EXIT_OK;
 		}
 	}
+	const char *key_file = getenv("HASP_ADMIN_KEY_FILE");
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
 		const char *o = argv[i];
@@ -1070,6 +1078,8 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 			c.node_count = 0;
 			if (parse_nodes_file(&c, v) != 0)
 				return usage(&c, "--config FILE: one ID=TARGET per line (ids 1.., at most 9)");
+		} else if (strcmp(o, "--admin-key") == 0) {
+			key_file = v;
 		} else if (strcmp(o, "--timeout") == 0) {
 			uint64_t ms;
 			if (duration_parse_ms(v, UINT32_MAX, &ms) != 0 || ms == 0)
@@ -1081,15 +1091,29 @@ int haspctl_main(int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (i == argc)
 		return usage(&c, NULL);
+	if (key_file != NULL && key_file[0] != '\0') {
+		int rc = auth_init();
+		if (rc == 0)
+			rc = auth_key_load(key_file, &c.admin_key);
+		if (rc != 0) {
+			fprintf(err, "haspctl: admin key %s: %s (64 hex digits and a newline, mode 0600)\n",
+				key_file, hasp_strerror(rc));
+			return HASPCTL_EXIT_FAILED;
+		}
+		c.admin_keyed = true;
+	}
 	/* Without a target, the first of --nodes is asked. */
 	if (c.target[0] == '\0' && c.node_count > 0)
 		snprintf(c.target, sizeof(c.target), "%s", c.nodes[0].target);
 	c.toks = hasp_calloc(TOKENS_MAX, sizeof(*c.toks));
-	if (c.toks == NULL)
+	if (c.toks == NULL) {
+		auth_key_wipe(&c.admin_key);
 		return HASPCTL_EXIT_FAILED;
+	}
 	int code = dispatch(&c, argc - i, argv + i);
 	if (code == HASPCTL_DRY_RUN)
 		code = HASPCTL_EXIT_OK;
+	auth_key_wipe(&c.admin_key);
 	hasp_free(c.toks);
 	fflush(out);
 	return code;

@@ -18,6 +18,7 @@
 #include "control/control_impl.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -36,6 +37,7 @@
 #include "common/assert.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "control/admin_auth.h"
 #include "hasp/errors.h"
 
 LOG_TOPIC_DEFINE(control);
@@ -48,6 +50,9 @@ struct control_conn {
 	bool close_after;        /* close once the output is sent */
 	bool waiting;            /* a request waits for the lcore */
 	bool draining;           /* reply sent, write side shut: discard input until EOF */
+	bool tcp;                /* privileged commands only as sealed lines */
+	uint8_t nonce[ADMIN_AUTH_NONCE_SIZE]; /* this connection's challenge */
+	uint64_t auth_seq;       /* sealed requests accepted on it */
 	uint64_t drained;
 	char in[CONTROL_REQUEST_SIZE_MAX + 2];
 	size_t in_len;
@@ -187,7 +192,7 @@ static void http_request(struct control *c, struct control_conn *k)
 	} else if (strcmp(path, "/status") == 0) {
 		struct control_call call;
 		bool done = control_call_start(c, &call, "status", 6, &k->req, k->result,
-					       c->cfg.reply_size_max, clock_monotonic_ns());
+					       c->cfg.reply_size_max, clock_monotonic_ns(), true);
 		HASP_ASSERT(done); /* an admin-thread command */
 		size_t n = control_reply_render(&k->req, -1, k->out + HTTP_HEADER_ROOM,
 						out_size(c) - HTTP_HEADER_ROOM);
@@ -206,6 +211,84 @@ static void http_request(struct control *c, struct control_conn *k)
 		http_respond(k, 404, "text/plain", "not found (try /metrics, /health, /status)\n", 43,
 			     out_size(c), head);
 	}
+}
+
+/* A request that is answered here, not by a command: an error (EPERM for
+ * a credential) or the connection's nonce. */
+static void conn_answer(struct control *c, struct control_conn *k, const char *name, int error,
+			const char *message)
+{
+	control_request_local(&k->req, k->result, c->cfg.reply_size_max, name);
+	if (error != 0) {
+		control_request_fail(&k->req, error, "%s", message);
+	} else {
+		char hex[ADMIN_AUTH_NONCE_HEX_SIZE];
+		admin_auth_nonce_hex(k->nonce, hex);
+		json_object_begin(&k->req.out);
+		json_key(&k->req.out, "nonce");
+		json_string(&k->req.out, hex);
+		json_key(&k->req.out, "seq");
+		json_u64(&k->req.out, k->auth_seq);
+		json_object_end(&k->req.out);
+		size_t n = json_finish(&k->req.out);
+		HASP_ASSERT(n > 0); /* a nonce fits any result buffer */
+	}
+	conn_reply(c, k);
+}
+
+/* Starts the request line in[0..line_len) (with its newline): `auth.nonce`
+ * and sealed lines (control/admin_auth.h) here, the rest through the
+ * registry, privileged commands only from the Unix socket or sealed. */
+static void conn_start_line(struct control *c, struct control_conn *k, size_t line_len)
+{
+	const char *line = k->in;
+	size_t len = line_len - 1;
+	bool trusted = !k->tcp;
+	bool done = true;
+
+	if (len > 0 && line[len - 1] == '\r')
+		len--;
+	if (len == 10 && memcmp(line, "auth.nonce", 10) == 0) {
+		conn_answer(c, k, "auth.nonce", 0, NULL);
+	} else if (admin_auth_is_sealed(line, len)) {
+		const char *inner;
+		size_t inner_len;
+		int rc = c->cfg.admin_key_set ? admin_auth_open(&c->cfg.admin_key, k->nonce,
+								k->auth_seq + 1, line, len, &inner,
+								&inner_len) : -HASP_ENOTSUP;
+		if (rc == 0) {
+			k->auth_seq++;
+			/* The inner line moves to the front, with its newline. */
+			memmove(k->in, inner, inner_len);
+			k->in[inner_len] = '\n';
+			done = control_call_start(c, &k->call, k->in, inner_len + 1, &k->req, k->result,
+						  c->cfg.reply_size_max, clock_monotonic_ns(), true);
+			if (done)
+				conn_reply(c, k);
+		} else if (rc == -HASP_ENOTSUP) {
+			metric_inc(c->counters.refused_not_configured);
+			conn_answer(c, k, "auth", -HASP_EPERM,
+				    "this node has no admin_key_file: privileged commands only on its "
+				    "Unix socket");
+		} else {
+			/* Wrong key, replayed or reordered seq, or not the form:
+			 * the connection ends (no guessing on it). */
+			metric_inc(c->counters.refused_bad_credential);
+			conn_answer(c, k, "auth", -HASP_EPERM,
+				    "bad admin credential (wrong key, or a request out of sequence: "
+				    "ask auth.nonce, then seal with seq 1, 2, ...)");
+			k->close_after = true;
+		}
+	} else {
+		done = control_call_start(c, &k->call, k->in, line_len, &k->req, k->result,
+					  c->cfg.reply_size_max, clock_monotonic_ns(), trusted);
+		if (done)
+			conn_reply(c, k);
+	}
+	memmove(k->in, k->in + line_len, k->in_len - line_len);
+	k->in_len -= line_len;
+	if (!done)
+		k->waiting = true;
 }
 
 /* Handles what is buffered: starts at most one request (replies go out in
@@ -254,14 +337,7 @@ static void conn_process(struct control *c, struct control_conn *k)
 		metric_inc(c->counters.rejected);
 		goto request_too_big;
 	}
-	bool done = control_call_start(c, &k->call, k->in, line_len, &k->req, k->result,
-				       c->cfg.reply_size_max, clock_monotonic_ns());
-	memmove(k->in, k->in + line_len, k->in_len - line_len);
-	k->in_len -= line_len;
-	if (done)
-		conn_reply(c, k);
-	else
-		k->waiting = true;
+	conn_start_line(c, k, line_len);
 }
 
 static void conn_read(struct control *c, struct control_conn *k)
@@ -337,7 +413,20 @@ static void conn_write(struct control *c, struct control_conn *k)
 	conn_process(c, k); /* a pipelined request */
 }
 
-static void accept_one(struct control *c, int lfd)
+/* A fresh challenge for a new connection. */
+static void conn_auth_reset(struct control_conn *k, bool tcp)
+{
+	struct auth_key nonce;
+
+	static_assert(sizeof(nonce.bytes) == ADMIN_AUTH_NONCE_SIZE, "a nonce is a key's size");
+	auth_key_generate(&nonce);
+	memcpy(k->nonce, nonce.bytes, sizeof(k->nonce));
+	auth_key_wipe(&nonce);
+	k->tcp = tcp;
+	k->auth_seq = 0;
+}
+
+static void accept_one(struct control *c, int lfd, bool tcp)
 {
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
@@ -350,6 +439,7 @@ static void accept_one(struct control *c, int lfd)
 		k->http = k->close_after = k->waiting = k->draining = false;
 		k->in_len = k->out_len = k->out_off = 0;
 		k->attach_fd = -1;
+		conn_auth_reset(k, tcp);
 		return;
 	}
 	/* Full: a designed state with a reply and a counter. */
@@ -399,7 +489,7 @@ static void *server_main(void *arg)
 		}
 		for (int i = 0; i < 2; i++)
 			if (fds[2 + i].revents & POLLIN)
-				accept_one(c, c->listen_fds[i]);
+				accept_one(c, c->listen_fds[i], i == 1);
 		uint64_t now = clock_monotonic_ns();
 		for (uint32_t i = 0; i < c->cfg.clients_max; i++) {
 			struct control_conn *k = &c->conns[i];
@@ -524,7 +614,8 @@ void server_stop(struct control *c)
 
 /* ---- for the fuzzer ---- */
 
-void server_feed(struct control *c, const char *data, size_t len, server_sink_fn *sink, void *arg)
+void server_feed(struct control *c, const char *data, size_t len, bool tcp, server_sink_fn *sink,
+		 void *arg)
 {
 	HASP_ASSERT(!c->started && c->cfg.clients_max >= 1);
 	struct control_conn *k = &c->conns[0];
@@ -532,6 +623,7 @@ void server_feed(struct control *c, const char *data, size_t len, server_sink_fn
 	k->http = k->close_after = k->waiting = k->draining = false;
 	k->in_len = k->out_len = k->out_off = 0;
 	k->attach_fd = -1;
+	conn_auth_reset(k, tcp);
 	size_t off = 0;
 	for (;;) {
 		/* What conn_read does after recv, then conn_write after a send. */

@@ -26,7 +26,9 @@ int client_auth_init(struct client_auth *a, uint32_t sessions_max)
 	a->ids = hasp_calloc(CLIENT_IDENTITIES_MAX, sizeof(*a->ids));
 	a->keys = hasp_calloc(sessions_max, sizeof(*a->keys));
 	a->slots = sessions_max;
-	if (a->ids == NULL || a->keys == NULL) {
+	a->text = hasp_alloc(IDENTITIES_FILE_MAX + 1u);
+	a->next = hasp_calloc(CLIENT_IDENTITIES_MAX, sizeof(*a->next));
+	if (a->ids == NULL || a->keys == NULL || a->text == NULL || a->next == NULL) {
 		client_auth_deinit(a);
 		return -HASP_ENOMEM;
 	}
@@ -39,8 +41,12 @@ void client_auth_deinit(struct client_auth *a)
 		memset(a->ids, 0, CLIENT_IDENTITIES_MAX * sizeof(*a->ids)); /* keys */
 	if (a->keys != NULL)
 		memset(a->keys, 0, (size_t)a->slots * sizeof(*a->keys));
+	if (a->next != NULL)
+		memset(a->next, 0, CLIENT_IDENTITIES_MAX * sizeof(*a->next));
 	hasp_free(a->ids);
 	hasp_free(a->keys);
+	hasp_free(a->text);
+	hasp_free(a->next);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -169,8 +175,9 @@ static int line_parse(struct client_identity *id, const char *s, const char *end
 	return 0;
 }
 
-/* Reads the whole file after checking who may read it (it holds keys). */
-static int file_read(const char *path, char **text, size_t *size, char *err, size_t err_size)
+/* Reads the whole file into text (IDENTITIES_FILE_MAX + 1 bytes) after
+ * checking who may read it (it holds keys). */
+static int file_read(const char *path, char *text, size_t *size, char *err, size_t err_size)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -186,36 +193,22 @@ static int file_read(const char *path, char **text, size_t *size, char *err, siz
 			    "mode 0600 or 0400, at most 1 MiB",
 			    path);
 	}
-	*text = hasp_alloc((size_t)st.st_size + 1);
-	if (*text == NULL) {
-		close(fd);
-		return fail(err, err_size, "client_identities_file: out of memory");
-	}
-	ssize_t got = read(fd, *text, (size_t)st.st_size);
+	ssize_t got = read(fd, text, (size_t)st.st_size);
 	close(fd);
-	if (got != st.st_size) {
-		hasp_free(*text);
+	if (got != st.st_size)
 		return fail(err, err_size, "client_identities_file: short read of %s", path);
-	}
 	*size = (size_t)got;
 	return 0;
 }
 
-int client_auth_load(struct client_auth *a, const char *path, uint32_t default_sessions, char *err,
-		     size_t err_size)
+/* Parses text[0..size) into ids; the count, or -HASP_ECONFIG. */
+static int text_parse(const char *text, size_t size, struct client_identity *ids,
+		      uint32_t default_sessions, const char *path, char *err, size_t err_size)
 {
-	char *text = NULL;
-	size_t size = 0;
-	int rc = file_read(path, &text, &size, err, err_size);
-
-	if (rc != 0)
-		return rc;
-	struct client_identity *ids = hasp_calloc(CLIENT_IDENTITIES_MAX, sizeof(*ids));
 	uint32_t count = 0;
 	unsigned line = 0;
-	if (ids == NULL)
-		rc = fail(err, err_size, "client_identities_file: out of memory");
-	for (const char *p = text, *end = text + size; rc == 0 && p < end;) {
+
+	for (const char *p = text, *end = text + size; p < end;) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
 		const char *stop = eol != NULL ? eol : end;
 		const char *first = p;
@@ -223,33 +216,43 @@ int client_auth_load(struct client_auth *a, const char *path, uint32_t default_s
 		while (first < stop && (*first == ' ' || *first == '\t'))
 			first++;
 		if (first < stop && *first != '#' && *first != '\r') {
-			if (count == CLIENT_IDENTITIES_MAX) {
-				rc = fail(err, err_size, "%s:%u: more than %u identities", path, line,
-					  CLIENT_IDENTITIES_MAX);
-				break;
-			}
-			rc = line_parse(&ids[count], first, stop, default_sessions, path, line, err, err_size);
-			for (uint32_t i = 0; rc == 0 && i < count; i++)
+			if (count == CLIENT_IDENTITIES_MAX)
+				return fail(err, err_size, "%s:%u: more than %u identities", path, line,
+					    CLIENT_IDENTITIES_MAX);
+			int rc = line_parse(&ids[count], first, stop, default_sessions, path, line, err,
+					    err_size);
+			if (rc != 0)
+				return rc;
+			for (uint32_t i = 0; i < count; i++)
 				if (ids[i].owner == ids[count].owner)
-					rc = fail(err, err_size, "%s:%u: identity named twice", path, line);
+					return fail(err, err_size, "%s:%u: identity named twice", path, line);
 			count++;
 		}
 		p = eol != NULL ? eol + 1 : end;
 	}
-	memset(text, 0, size);
-	hasp_free(text);
-	if (rc == 0) {
+	return (int)count;
+}
+
+int client_auth_load(struct client_auth *a, const char *path, uint32_t default_sessions, char *err,
+		     size_t err_size)
+{
+	size_t size = 0;
+	int rc = file_read(path, a->text, &size, err, err_size);
+
+	if (rc == 0)
+		rc = text_parse(a->text, size, a->next, default_sessions, path, err, err_size);
+	memset(a->text, 0, size);
+	if (rc >= 0) {
+		uint32_t count = (uint32_t)rc;
 		memset(a->ids, 0, CLIENT_IDENTITIES_MAX * sizeof(*a->ids));
-		memcpy(a->ids, ids, count * sizeof(*ids));
+		memcpy(a->ids, a->next, count * sizeof(*a->ids));
 		a->id_count = count;
 		/* Keys derived under the old file go: a removed identity's
 		 * sessions stop being served at once. */
 		memset(a->keys, 0, (size_t)a->slots * sizeof(*a->keys));
+		rc = 0;
 	}
-	if (ids != NULL) {
-		memset(ids, 0, CLIENT_IDENTITIES_MAX * sizeof(*ids));
-		hasp_free(ids);
-	}
+	memset(a->next, 0, CLIENT_IDENTITIES_MAX * sizeof(*a->next));
 	return rc;
 }
 

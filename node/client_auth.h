@@ -73,6 +73,11 @@ struct client_auth {
 	uint32_t id_count;
 	struct client_session_key *keys; /* by session slot, sessions_max of them */
 	uint32_t slots;
+	/* Preallocated for client_auth_load, so that a reload on the node's
+	 * lcore allocates nothing: the file's text and the identities being
+	 * read (both wiped after each load: they hold keys). */
+	char *text;
+	struct client_identity *next;
 };
 
 /* Allocates the tables for `sessions_max` session slots. 0 or -HASP_ENOMEM. */
@@ -81,9 +86,15 @@ int client_auth_init(struct client_auth *a, uint32_t sessions_max)
 void client_auth_deinit(struct client_auth *a);
 
 /* Reads the identities file (format above) into `a`, replacing what was
- * there only when the whole file is valid. `default_sessions` is the quota
- * of identities without sessions=. Returns 0 or -HASP_ECONFIG with a
- * message in err that names the file and line and never contains a key. */
+ * there only when the whole file is valid: a file with one bad line
+ * changes nothing. `default_sessions` is the quota of identities without
+ * sessions=. Returns 0 or -HASP_ECONFIG with a message in err that names
+ * the file and line and never contains a key. Allocates nothing (a live
+ * reload runs on the node's lcore: SIGHUP, `identities.reload`). After a
+ * load every cached session key is forgotten: the sessions of an identity
+ * that is gone, or whose key changed, are not served from then on (their
+ * next datagram is dropped as unknown or bad), the others derive theirs
+ * again on their next datagram. */
 int client_auth_load(struct client_auth *a, const char *path, uint32_t default_sessions, char *err,
 		     size_t err_size) __attribute__((warn_unused_result));
 

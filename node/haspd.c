@@ -48,6 +48,7 @@ static struct node_config haspd_cfg;
 static struct dp_lcore *haspd_lcore; /* the lcore in whose handler or hook we are */
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t dump_requested;
+static volatile sig_atomic_t reload_requested; /* SIGHUP: read the identities file again */
 static volatile sig_atomic_t dp_running; /* dp_init done: dp_stop may be called */
 
 static void on_stop(int sig)
@@ -64,6 +65,28 @@ static void on_usr1(int sig)
 {
 	(void)sig;
 	dump_requested = 1;
+}
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	reload_requested = 1;
+}
+
+/* SIGHUP on the lcore: the identities file again, all or nothing
+ * (node_admin_identities_reload); the outcome on stderr, without stdio
+ * buffers (docs/STYLE.md §6) and never a key. */
+static void identities_reload(void)
+{
+	char err[512], line[640];
+	int rc = node_admin_identities_reload(&haspd_admin, err, sizeof(err));
+	int n = rc >= 0 ? snprintf(line, sizeof(line), "haspd: SIGHUP: %d client identities loaded\n", rc)
+			: snprintf(line, sizeof(line),
+				   "haspd: SIGHUP: identities not reloaded, the old set stays: %s\n", err);
+	size_t len = n <= 0 ? 0 : (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+	if (write(STDERR_FILENO, line, len) < 0) {
+		/* stderr gone: the counters still say it */
+	}
 }
 
 static void net_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port,
@@ -141,6 +164,10 @@ static bool work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, vo
 		dump_requested = 0;
 		dump_stats(false);
 	}
+	if (reload_requested) {
+		reload_requested = 0;
+		identities_reload();
+	}
 	bool did = node_work(&haspd_node, now_ns, deadline_ns);
 	/* The control plane after the node's step: admin commands run here,
 	 * on the node's thread; status and metrics are published. The
@@ -166,6 +193,7 @@ int main(int argc, char **argv)
 	signal(SIGUSR1, on_usr1);
 	if (version_requested(argc, argv, "haspd"))
 		return 0;
+	signal(SIGHUP, on_hup);
 	int rc = node_config_load(&haspd_cfg, argc, argv, err, sizeof(err));
 
 	if (rc == 1) {

@@ -501,6 +501,42 @@ static bool cmd_locks_release_force(struct control_request *req, void *arg)
 	return false;
 }
 
+/* ---- client identities ---- */
+
+int node_admin_identities_reload(struct node_admin *na, char *err, size_t err_size)
+{
+	struct node *n = na->n;
+
+	if (!n->cfg.client_auth) {
+		snprintf(err, err_size, "client_auth = off: this node has no identities");
+		return -HASP_ENOTSUP;
+	}
+	int rc = client_auth_load(&n->client_auth, n->cfg.client_identities_file,
+				  n->cfg.identity_sessions_max, err, err_size);
+	if (rc != 0) {
+		n->stats.identities_reload_failed++;
+		return rc;
+	}
+	n->stats.identities_reloaded++;
+	return (int)n->client_auth.id_count;
+}
+
+static bool cmd_identities_reload(struct control_request *req, void *arg)
+{
+	char err[CONTROL_MESSAGE_SIZE];
+	int rc = node_admin_identities_reload(arg, err, sizeof(err));
+
+	if (rc < 0) {
+		control_request_fail(req, rc, "%s (the identities in use are unchanged)", err);
+		return true;
+	}
+	json_object_begin(&req->out);
+	json_key(&req->out, "identities");
+	json_u64(&req->out, (uint64_t)rc);
+	json_object_end(&req->out);
+	return true;
+}
+
 /* ---- leases and sessions ---- */
 
 /* Shared leases only: a lock's own TTL shows with its lock. */
@@ -840,9 +876,14 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	const struct node_member *self = node_config_self(&n->cfg);
 	snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s", unix_path);
 	snprintf(cfg.tcp_addr, sizeof(cfg.tcp_addr), "%s", tcp_addr);
+	if (n->cfg.admin_key_loaded) {
+		cfg.admin_key = n->cfg.admin_key;
+		cfg.admin_key_set = true;
+	}
 	snprintf(cfg.node_address, sizeof(cfg.node_address), "%u.%u.%u.%u:%u", self->ip >> 24,
 		 (self->ip >> 16) & 255, (self->ip >> 8) & 255, self->ip & 255, self->client_port);
 	int rc = control_init(&na->ctl, &cfg);
+	auth_key_wipe(&cfg.admin_key); /* control keeps its own copy */
 	if (rc != 0)
 		return rc;
 	rc = node_metrics_register(&na->nm, &na->ctl, 1);
@@ -869,6 +910,8 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 		  cmd_sessions_list, na },
 		{ "snapshot.save", "", "take a snapshot now and stream it", CONTROL_ON_LCORE,
 		  cmd_snapshot_save, na },
+		{ "identities.reload", "", "read client_identities_file again (all or nothing)",
+		  CONTROL_ON_LCORE, cmd_identities_reload, na },
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		rc = control_register(&na->ctl, &cmds[i]);
@@ -880,6 +923,17 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 		rc = -HASP_EFULL;
 	DP_STATS_TABLE(NODE_ADMIN_DP)
 #undef NODE_ADMIN_DP
+	static const struct metrics_label reload_ok[] = { { "result", "ok" } };
+	static const struct metrics_label reload_failed[] = { { "result", "failed" } };
+	static const char reload_help[] =
+		"Client identities file reloads (SIGHUP, identities.reload); failed: refused whole.";
+	if (rc == 0 && (metrics_counter_ref(control_metrics(&na->ctl), "hasp_identities_reloads_total",
+					    reload_help, reload_ok, 1,
+					    &n->stats.identities_reloaded) == NULL ||
+			metrics_counter_ref(control_metrics(&na->ctl), "hasp_identities_reloads_total",
+					    reload_help, reload_failed, 1,
+					    &n->stats.identities_reload_failed) == NULL))
+		rc = -HASP_EFULL;
 	for (uint32_t i = 0; rc == 0 && i < n->cfg.member_count; i++)
 		if (n->cfg.members[i].id != n->cfg.node_id &&
 		    node_metrics_peer(&na->nm, n->cfg.members[i].id) == NULL)

@@ -67,6 +67,15 @@ void node_admin_stop(struct node_admin *na);
 int node_admin_wake_fd(const struct node_admin *na);
 void node_admin_deinit(struct node_admin *na);
 
+/* Reads the client identities file again (on the node's lcore: haspd on
+ * SIGHUP; the `identities.reload` command). All or nothing: a bad file is
+ * refused whole (the old set stays, identities_reload_failed++, the reason
+ * in err); otherwise the new set serves the next datagram and
+ * identities_reloaded++. Returns the identity count or -HASP_ECONFIG,
+ * -HASP_ENOTSUP (client_auth = off). Allocates nothing. */
+int node_admin_identities_reload(struct node_admin *na, char *err, size_t err_size)
+	__attribute__((warn_unused_result));
+
 /* On the node's lcore, after node_work(): runs queued admin commands,
  * completes deferred ones, publishes status and metrics. `dps` is the sum
  * of the dataplane's counters (NULL: none). Returns true if it did work. */

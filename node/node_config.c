@@ -335,6 +335,8 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 	}
 	if (strcmp(k, "peer_key_file") == 0)
 		return set_path(k, value, cfg->peer_key_file, err, err_size);
+	if (strcmp(k, "admin_key_file") == 0)
+		return set_path(k, value, cfg->admin_key_file, err, err_size);
 	if (strcmp(k, "client_auth") == 0) {
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return fail(err, err_size, "client_auth: '%s' is not on or off", value);
@@ -464,7 +466,8 @@ static const char usage_text[] =
 	"       haspd --help | --version\n"
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
 	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
-	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, join, bootstrap,\n"
+	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, admin_key_file,\n"
+	"  join, bootstrap,\n"
 	"  peer_auth (on|off), peer_key_file, client_auth (on|off),\n"
 	"  client_identities_file, session_ttl_max_ms, identity_sessions_max,\n"
 	"  eal, idle (poll|hybrid|sleep),\n"
@@ -477,6 +480,26 @@ static const char usage_text[] =
 	"  keys_per_lease_max, locks_per_session_max, session_window.\n"
 	"  See docs/OPERATIONS.md. Exit: 0 stopped, 2 bad configuration,\n"
 	"  3 unusable data dir, 4 runtime failure (dataplane or disk).\n";
+
+/* Reads the key file named by config key `what` (owner-only, never
+ * logged); 0 or -HASP_ECONFIG with a message naming the key and the rule. */
+static int key_file_load(const char *what, const char *path, struct auth_key *key, char *err,
+			 size_t err_size)
+{
+	if (auth_init() != 0)
+		return fail(err, err_size, "%s: libsodium failed to initialise", what);
+	int rc = auth_key_load(path, key);
+	if (rc == -HASP_ECONFIG)
+		return fail(err, err_size,
+			    "%s: %s must be a regular file owned by this user, mode 0600 or 0400", what,
+			    path);
+	if (rc == -HASP_ESYS)
+		return fail(err, err_size, "%s: cannot read '%s': %s", what, path, strerror(errno));
+	if (rc != 0)
+		return fail(err, err_size, "%s: %s: %s (want 64 hex digits and a newline)", what, path,
+			    hasp_strerror(rc));
+	return 0;
+}
 
 int node_config_load(struct node_config *cfg, int argc, char **argv, char *err, size_t err_size)
 {
@@ -540,20 +563,16 @@ int node_config_load(struct node_config *cfg, int argc, char **argv, char *err, 
 		cfg->eal_argv[cfg->eal_argc] = NULL;
 	}
 	if (cfg->peer_auth && cfg->peer_key_file[0] != '\0') {
-		if ((rc = auth_init()) != 0)
-			return fail(err, err_size, "peer_key_file: libsodium failed to initialise");
-		rc = auth_key_load(cfg->peer_key_file, &cfg->peer_key);
-		if (rc == -HASP_ECONFIG)
-			return fail(err, err_size,
-				    "peer_key_file: %s must be a regular file owned by this user, mode 0600 or 0400",
-				    cfg->peer_key_file);
-		if (rc == -HASP_ESYS)
-			return fail(err, err_size, "peer_key_file: cannot read '%s': %s", cfg->peer_key_file,
-				    strerror(errno));
-		if (rc != 0)
-			return fail(err, err_size, "peer_key_file: %s: %s (want 64 hex digits and a newline)",
-				    cfg->peer_key_file, hasp_strerror(rc));
+		if ((rc = key_file_load("peer_key_file", cfg->peer_key_file, &cfg->peer_key, err,
+					err_size)) != 0)
+			return rc;
 		cfg->peer_key_loaded = true;
+	}
+	if (cfg->admin_key_file[0] != '\0') {
+		if ((rc = key_file_load("admin_key_file", cfg->admin_key_file, &cfg->admin_key, err,
+					err_size)) != 0)
+			return rc;
+		cfg->admin_key_loaded = true;
 	}
 	return node_config_check(cfg, err, err_size);
 }

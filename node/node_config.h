@@ -53,6 +53,12 @@ struct node_config {
 	 * <data_dir>/admin.sock) and an optional TCP management address. */
 	char admin_socket[NODE_PATH_SIZE];
 	char admin_addr[64];
+	/* The admin key (docs/SECURITY.md 4.8): with it, privileged admin
+	 * commands are served over admin_addr to requests sealed under it;
+	 * without, only on the Unix socket. Read by node_config_load(). */
+	char admin_key_file[NODE_PATH_SIZE];
+	struct auth_key admin_key;
+	bool admin_key_loaded;
 	/* Join an existing cluster: start with an empty configuration and
 	 * wait for the leader's `members add` (instead of bootstrapping every
 	 * member line as an initial voter). */

@@ -17,6 +17,8 @@
 	X(client_auth_unknown) \
 	X(client_auth_bad) \
 	X(client_forbidden) \
+	X(identities_reloaded) \
+	X(identities_reload_failed) \
 	X(client_no_session) \
 	X(client_not_leader) \
 	X(client_overloaded) \

@@ -41,7 +41,8 @@
 	X(ENOTSUP, 27, "not supported")                                       \
 	X(ESTATE, 28, "operation not allowed in this state")                  \
 	X(ENOTHOLDER, 29, "not the holder of the lock")                       \
-	X(ESTALE, 30, "fencing token is stale")
+	X(ESTALE, 30, "fencing token is stale")                               \
+	X(EPERM, 31, "not permitted without a valid credential")
 
 enum hasp_error {
 #define HASP_ERROR_ENUM(name, value, msg) HASP_##name = value,

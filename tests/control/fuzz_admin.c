@@ -147,7 +147,8 @@ static void fz_request(const char *s, size_t n)
 {
 	struct control_call call;
 	memset(&req, 0, sizeof(req));
-	bool done = control_call_start(&fz_admin.ctl, &call, s, n, &req, result, sizeof(result), 0);
+	bool done = control_call_start(&fz_admin.ctl, &call, s, n, &req, result, sizeof(result), 0,
+				       true);
 	/* The node completes every request it took within its admin timeout
 	 * (5 s of node time); 7 s of steps is a generous bound. */
 	for (int i = 0; !done && i < 7000; i++) {

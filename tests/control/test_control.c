@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "control/admin_auth.h"
 #include "control/admin_client.h"
 #include "control/control.h"
 #include "control/control_impl.h"
@@ -41,6 +42,7 @@ struct fixture {
 	uint32_t later_delay_ms;
 	uint64_t lcore_calls;
 	bool wrong_thread;
+	char tcp[64]; /* "127.0.0.1:PORT" of setup_tcp */
 };
 
 static struct fixture *fx;
@@ -727,8 +729,9 @@ static void test_admin_status_health_help_and_log_commands(void **state)
 	assert_int_equal(result_u64(r, "lag"), 3);
 	assert_int_equal(result_u64(r, "id"), 1);
 	assert_int_equal(call(a, "help", r), 0);
-	assert_non_null(strstr(r->text, "{\"name\":\"lc.add\",\"usage\":\"<a> <b>\",\"help\":\"add on the lcore\",\"runs_on\":\"lcore\"}"));
+	assert_non_null(strstr(r->text, "{\"name\":\"lc.add\",\"usage\":\"<a> <b>\",\"help\":\"add on the lcore\",\"runs_on\":\"lcore\",\"access\":\"privileged\"}"));
 	assert_non_null(strstr(r->text, "\"name\":\"health\""));
+	assert_non_null(strstr(r->text, "\"runs_on\":\"admin\",\"access\":\"open\""));
 	assert_int_equal(call(a, "log.level control debug", r), 0);
 	assert_true(reply_ok(r));
 	assert_int_equal(call(a, "log.list", r), 0);
@@ -748,6 +751,263 @@ static void test_admin_status_health_help_and_log_commands(void **state)
 
 /* A queued lcore request makes the wake fd readable (an idle lcore waits
  * on it); control_poll() drains it. */
+
+/* ---- TCP and the admin credential (docs/SECURITY.md 4.8) ---- */
+
+static struct auth_key admin_key(uint8_t fill)
+{
+	struct auth_key k;
+	memset(k.bytes, fill, sizeof(k.bytes));
+	return k;
+}
+
+/* A free loopback port is found by trying: bind fails on a used one. */
+static int setup_tcp_with(bool keyed)
+{
+	for (int attempt = 0; attempt < 50; attempt++) {
+		struct control_config cfg = { .timeout_ms = 1000, .reply_size_max = 64 * 1024 };
+		unsigned port = 20000u + (unsigned)((getpid() * 7 + attempt * 131) % 30000);
+		snprintf(cfg.tcp_addr, sizeof(cfg.tcp_addr), "127.0.0.1:%u", port);
+		if (keyed) {
+			cfg.admin_key = admin_key(0x5a);
+			cfg.admin_key_set = true;
+		}
+		if (setup_with(&cfg) == 0) {
+			snprintf(fx->tcp, sizeof(fx->tcp), "%s", cfg.tcp_addr);
+			return 0;
+		}
+		if (fx != NULL) {
+			control_deinit(&fx->c);
+			rmdir(fx->dir);
+			free(fx);
+			fx = NULL;
+		}
+	}
+	return -1;
+}
+
+static int setup_tcp(void **state)
+{
+	(void)state;
+	return setup_tcp_with(true);
+}
+
+static int setup_tcp_no_key(void **state)
+{
+	(void)state;
+	return setup_tcp_with(false);
+}
+
+static struct admin_client *open_tcp(void)
+{
+	struct admin_client *a = calloc(1, sizeof(*a));
+	assert_int_equal(admin_client_open(a, fx->tcp, 5000), 0);
+	return a;
+}
+
+static double refused(const char *reason)
+{
+	struct metric *m = strcmp(reason, "no_credential") == 0 ? fx->c.counters.refused_no_credential :
+			   strcmp(reason, "bad_credential") == 0 ? fx->c.counters.refused_bad_credential :
+								    fx->c.counters.refused_not_configured;
+	return metric_value(m);
+}
+
+static void test_tcp_serves_open_commands_and_http_without_a_credential(void **state)
+{
+	(void)state;
+	struct admin_client *a = open_tcp();
+	struct parsed_reply *r = calloc(1, sizeof(*r));
+	assert_int_equal(call(a, "status", r), 0);
+	assert_true(reply_ok(r));
+	assert_int_equal(call(a, "help", r), 0);
+	assert_true(reply_ok(r));
+	assert_int_equal(call(a, "metrics", r), 0);
+	assert_true(reply_ok(r));
+	char *body = calloc(1, 256 * 1024);
+	int status = 0;
+	assert_int_equal(admin_client_http_get(fx->tcp, "/metrics", 5000, &status, body, 256 * 1024), 0);
+	assert_int_equal(status, 200);
+	assert_non_null(strstr(body, "hasp_admin_refused_total{reason=\"no_credential\"} 0"));
+	assert_int_equal(admin_client_http_get(fx->tcp, "/status", 5000, &status, body, 256 * 1024), 0);
+	assert_int_equal(status, 200);
+	assert_true(refused("no_credential") == 0);
+	free(body);
+	free(r);
+	close_client(a);
+}
+
+static void test_tcp_refuses_privileged_commands_without_a_credential(void **state)
+{
+	(void)state;
+	struct admin_client *a = open_tcp();
+	struct parsed_reply *r = calloc(1, sizeof(*r));
+	char err[32];
+	/* An lcore command and an admin-thread one: neither runs. */
+	assert_int_equal(call(a, "lc.add 1 2", r), 0);
+	reply_error(r, err, sizeof(err));
+	assert_string_equal(err, "EPERM");
+	assert_non_null(strstr(r->text, "admin credential"));
+	assert_int_equal(call(a, "echo x", r), 0);
+	reply_error(r, err, sizeof(err));
+	assert_string_equal(err, "EPERM");
+	assert_int_equal(fx->lcore_calls, 0);
+	assert_true(refused("no_credential") == 2);
+	/* The connection stays usable for what is open. */
+	assert_int_equal(call(a, "status", r), 0);
+	assert_true(reply_ok(r));
+	/* The Unix socket runs them as before. */
+	struct admin_client *u = open_client();
+	assert_int_equal(call(u, "lc.add 1 2", r), 0);
+	assert_true(reply_ok(r));
+	assert_int_equal(fx->lcore_calls, 1);
+	close_client(u);
+	free(r);
+	close_client(a);
+}
+
+static void test_tcp_runs_privileged_commands_with_the_right_key(void **state)
+{
+	(void)state;
+	struct admin_client *a = open_tcp();
+	struct parsed_reply *r = calloc(1, sizeof(*r));
+	struct auth_key k = admin_key(0x5a);
+	admin_client_set_key(a, &k);
+	for (uint64_t i = 1; i <= 3; i++) {
+		assert_int_equal(call(a, "lc.add 40 2", r), 0);
+		assert_true(reply_ok(r));
+		assert_int_equal(result_u64(r, "sum"), 42);
+		assert_int_equal(fx->lcore_calls, i);
+	}
+	assert_int_equal(call(a, "echo x", r), 0);
+	assert_true(reply_ok(r));
+	assert_true(refused("no_credential") == 0 && refused("bad_credential") == 0);
+	free(r);
+	close_client(a);
+}
+
+/* A TCP client with the key filled with `fill` sends lc.add: refused
+ * EPERM with `says` in the message, and the command did not run. */
+static struct admin_client *keyed_call_refused(uint8_t fill, const char *says)
+{
+	struct admin_client *a = open_tcp();
+	struct parsed_reply *r = calloc(1, sizeof(*r));
+	struct auth_key k = admin_key(fill);
+	char err[32];
+	admin_client_set_key(a, &k);
+	assert_int_equal(call(a, "lc.add 1 2", r), 0);
+	reply_error(r, err, sizeof(err));
+	assert_string_equal(err, "EPERM");
+	assert_non_null(strstr(r->text, says));
+	assert_int_equal(fx->lcore_calls, 0);
+	free(r);
+	return a;
+}
+
+static void test_tcp_wrong_key_is_refused_and_the_connection_closed(void **state)
+{
+	(void)state;
+	struct admin_client *a = keyed_call_refused(0x5b, "bad admin credential");
+	assert_true(refused("bad_credential") == 1);
+	/* No second guess on this connection. */
+	const char *text;
+	size_t len;
+	assert_int_not_equal(admin_client_call(a, "status", &text, &len), 0);
+	close_client(a);
+}
+
+/* Asks the connection's nonce and seals "lc.add 1 2" as its first request. */
+static void seal_first(struct admin_client *a, struct parsed_reply *r, const struct auth_key *k,
+		       char *sealed)
+{
+	char hex[ADMIN_AUTH_NONCE_HEX_SIZE];
+	uint8_t nonce[ADMIN_AUTH_NONCE_SIZE];
+	assert_int_equal(call(a, "auth.nonce", r), 0);
+	assert_true(reply_ok(r));
+	assert_true(json_tok_str(r->text, r->t,
+				 json_get(r->text, r->t, json_get(r->text, r->t, 0, "result"), "nonce"), hex,
+				 sizeof(hex)));
+	assert_true(admin_auth_nonce_parse(hex, strlen(hex), nonce));
+	assert_true(admin_auth_seal(k, nonce, 1, "lc.add 1 2", sealed, CONTROL_SEALED_SIZE) > 0);
+}
+
+/* A captured sealed line is worth nothing: not again on its connection
+ * (the seq moved on), not on another (another nonce), not changed. */
+static void test_tcp_sealed_line_cannot_be_replayed_or_changed(void **state)
+{
+	(void)state;
+	struct admin_client *a = open_tcp();
+	struct parsed_reply *r = calloc(1, sizeof(*r));
+	struct auth_key k = admin_key(0x5a);
+	char err[32], sealed[CONTROL_SEALED_SIZE], changed[CONTROL_SEALED_SIZE];
+	seal_first(a, r, &k, sealed);
+	assert_int_equal(call(a, sealed, r), 0);
+	assert_true(reply_ok(r));
+	assert_int_equal(fx->lcore_calls, 1);
+	/* Replayed on the same connection. */
+	assert_int_equal(call(a, sealed, r), 0);
+	reply_error(r, err, sizeof(err));
+	assert_string_equal(err, "EPERM");
+	close_client(a);
+	/* Replayed on a new connection, and changed (same tag, other line). */
+	a = open_tcp();
+	assert_int_equal(call(a, sealed, r), 0);
+	reply_error(r, err, sizeof(err));
+	assert_string_equal(err, "EPERM");
+	close_client(a);
+	a = open_tcp();
+	seal_first(a, r, &k, sealed);
+	snprintf(changed, sizeof(changed), "%.*s9 9", (int)(strlen(sealed) - 3), sealed);
+	assert_int_equal(call(a, changed, r), 0);
+	reply_error(r, err, sizeof(err));
+	assert_string_equal(err, "EPERM");
+	assert_int_equal(fx->lcore_calls, 1);
+	assert_true(refused("bad_credential") == 3);
+	free(r);
+	close_client(a);
+}
+
+static void test_tcp_without_an_admin_key_refuses_sealed_lines(void **state)
+{
+	(void)state;
+	struct admin_client *a = keyed_call_refused(0x5a, "admin_key_file");
+	assert_true(refused("not_configured") == 1);
+	close_client(a);
+}
+
+static void test_admin_auth_open_checks_form_tag_and_seq(void **state)
+{
+	(void)state;
+	struct auth_key k = admin_key(7), other = admin_key(8);
+	uint8_t nonce[ADMIN_AUTH_NONCE_SIZE] = { 1 }, nonce2[ADMIN_AUTH_NONCE_SIZE] = { 2 };
+	char sealed[CONTROL_SEALED_SIZE];
+	const char *inner;
+	size_t inner_len;
+	assert_int_equal(auth_init(), 0);
+	size_t n = admin_auth_seal(&k, nonce, 5, "members.remove 3", sealed, sizeof(sealed));
+	assert_true(n > 0);
+	assert_int_equal(admin_auth_open(&k, nonce, 5, sealed, n, &inner, &inner_len), 0);
+	assert_int_equal(inner_len, 16);
+	assert_memory_equal(inner, "members.remove 3", 16);
+	assert_int_equal(admin_auth_open(&k, nonce, 6, sealed, n, &inner, &inner_len), -HASP_EPERM);
+	assert_int_equal(admin_auth_open(&other, nonce, 5, sealed, n, &inner, &inner_len), -HASP_EPERM);
+	assert_int_equal(admin_auth_open(&k, nonce2, 5, sealed, n, &inner, &inner_len), -HASP_EPERM);
+	/* Every byte of the line matters. */
+	for (size_t i = 0; i < n; i++) {
+		char copy[CONTROL_SEALED_SIZE];
+		memcpy(copy, sealed, n);
+		copy[i] ^= 1;
+		assert_true(admin_auth_open(&k, nonce, 5, copy, n, &inner, &inner_len) != 0);
+	}
+	static const char *const bad[] = { "auth", "auth ", "auth 5", "auth x 00 l", "auth 5 00 l",
+					   "authx 5 00112233445566778899aabbccddeeff l" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(admin_auth_open(&k, nonce, 5, bad[i], strlen(bad[i]), &inner, &inner_len),
+				 -HASP_EINVAL);
+	assert_false(admin_auth_is_sealed("authx", 5));
+	assert_true(admin_auth_is_sealed("auth 1", 6));
+}
+
 static void test_control_queued_request_wakes_the_lcore(void **state)
 {
 	(void)state;
@@ -761,7 +1021,7 @@ static void test_control_queued_request_wakes_the_lcore(void **state)
 	static struct control_request req;
 	static char result[4096];
 	struct control_call call;
-	assert_false(control_call_start(&c, &call, "lc.x a", 6, &req, result, sizeof(result), 0));
+	assert_false(control_call_start(&c, &call, "lc.x a", 6, &req, result, sizeof(result), 0, true));
 	assert_int_equal(poll(&p, 1, 0), 1);
 	assert_int_equal(control_poll(&c, 4), 1);
 	assert_int_equal(poll(&p, 1, 0), 0);
@@ -854,6 +1114,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_http_metrics_and_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_head_has_the_get_headers_and_no_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_admin_status_health_help_and_log_commands, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_serves_open_commands_and_http_without_a_credential, setup_tcp, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_refuses_privileged_commands_without_a_credential, setup_tcp, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_runs_privileged_commands_with_the_right_key, setup_tcp, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_wrong_key_is_refused_and_the_connection_closed, setup_tcp, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_sealed_line_cannot_be_replayed_or_changed, setup_tcp, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_without_an_admin_key_refuses_sealed_lines, setup_tcp_no_key, teardown),
+		cmocka_unit_test(test_admin_auth_open_checks_form_tag_and_seq),
 		cmocka_unit_test(test_control_queued_request_wakes_the_lcore),
 		cmocka_unit_test(test_control_register_refuses_duplicates_and_bad_names),
 		cmocka_unit_test(test_control_status_reader_never_sees_a_torn_status),

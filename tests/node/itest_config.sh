@@ -69,6 +69,10 @@ printf 'abcd\n' > "$tmp/short.key"
 chmod 0600 "$tmp/short.key"
 expect 2 peer_key_file "key too short" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/short.key"
 expect 2 peer_key_file "key file missing" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/none.key"
+# The admin key (docs/SECURITY.md 4.8): the same rules as the cluster key.
+expect 2 admin_key_file "admin key readable by others" -- --config "$tmp/ok.conf" --admin-key-file "$tmp/open.key"
+expect 2 admin_key_file "admin key too short" -- --config "$tmp/ok.conf" --admin-key-file "$tmp/short.key"
+expect 2 admin_key_file "admin key file missing" -- --config "$tmp/ok.conf" --admin-key-file "$tmp/none.key"
 if "$keygen" "$tmp/cluster.key" 2>/dev/null; then
 	echo "FAIL: hasp-keygen overwrote an existing key"
 	fails=$((fails + 1))

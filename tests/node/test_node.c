@@ -1238,6 +1238,35 @@ static uint64_t sim_open_v2(struct sim *s, int i, const char *identity, const st
 	return id;
 }
 
+/* A simulated cluster that reads the identities file `path`, and on its
+ * leader two sessions: alice's (key all 0x11) holding "job" with `token`,
+ * and bob's (key all 0x22). */
+struct two_clients {
+	struct sim *s;
+	int l;
+	uint64_t a, b, token;
+	struct auth_key alice, bob, as, bs;
+};
+
+static void two_clients_start(struct two_clients *t, uint64_t seed, const char *path)
+{
+	struct hasp_wire_msg reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+
+	memset(t->alice.bytes, 0x11, sizeof(t->alice.bytes));
+	memset(t->bob.bytes, 0x22, sizeof(t->bob.bytes));
+	sim_identities = path;
+	t->s = sim_create(seed);
+	t->l = sim_wait_leader(t->s);
+	t->a = sim_open_v2(t->s, t->l, "alice", &t->alice, 5, &t->as);
+	t->b = sim_open_v2(t->s, t->l, "bob", &t->bob, 6, &t->bs);
+	assert_true(t->a != 0 && t->b != 0);
+	assert_true(sim_call_v2(t->s, t->l, acquire_req(t->a, 1, "job", 60000, HASP_ACQUIRE_TRY), &t->as,
+				&t->as, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	t->token = reply.body.granted.token;
+}
+
 /* A node with client_auth = on acts only on datagrams whose tag verifies
  * under the session's key (the identity's for an open), answers them
  * tagged, and drops the rest unanswered before they touch anything:
@@ -1250,13 +1279,11 @@ static void test_node_client_auth_acts_only_on_verified_datagrams(void **state)
 	(void)state;
 	char dir[] = "/tmp/hasp-test-ids.XXXXXX";
 	char path[64];
-	struct auth_key alice, bob, as, bs;
 	struct hasp_wire_msg reply;
 	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct two_clients t;
 
 	assert_int_equal(auth_init(), 0);
-	memset(alice.bytes, 0x11, sizeof(alice.bytes));
-	memset(bob.bytes, 0x22, sizeof(bob.bytes));
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/identities", dir);
 	/* Keys as hex: all 0x11 bytes and all 0x22 bytes. */
@@ -1271,18 +1298,12 @@ static void test_node_client_auth_acts_only_on_verified_datagrams(void **state)
 	fputs(" allow=read: allow=acquire:bob/\n", f);
 	fclose(f);
 	assert_int_equal(chmod(path, 0600), 0);
-	sim_identities = path;
-	struct sim *s = sim_create(91);
-	int l = sim_wait_leader(s);
+	two_clients_start(&t, 91, path);
+	struct sim *s = t.s;
+	int l = t.l;
 	struct node *n = &s->nodes[l];
-
-	uint64_t a = sim_open_v2(s, l, "alice", &alice, 5, &as);
-	uint64_t b = sim_open_v2(s, l, "bob", &bob, 6, &bs);
-	assert_true(a != 0 && b != 0);
-	assert_true(sim_call_v2(s, l, acquire_req(a, 1, "job", 30000, HASP_ACQUIRE_TRY), &as, &as, &reply,
-				keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
-	uint64_t token = reply.body.granted.token;
+	uint64_t a = t.a, b = t.b, token = t.token;
+	struct auth_key alice = t.alice, bob = t.bob, as = t.as, bs = t.bs;
 
 	/* Untagged, v1, under bob's key with alice's id, an unknown identity,
 	 * an open under a wrong key: no reply, each counted. */
@@ -1319,6 +1340,95 @@ static void test_node_client_auth_acts_only_on_verified_datagrams(void **state)
 	assert_true(sim_call_v2(s, l, read_req(a, 2, "job"), &as, &as, &reply, keep));
 	assert_int_equal(reply.body.lock_info.holder_session_id, a);
 	assert_int_equal(reply.body.lock_info.token, token);
+	sim_destroy(s);
+	sim_identities = NULL;
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+/* Writes an identities file (0600, renamed over `path`): one identity per
+ * name, allowed everything, its key all `fills[i]` bytes; then `extra`. */
+static void ids_write(const char *path, const char *const *names, const uint8_t *fills, int count,
+		      const char *extra)
+{
+	char tmp[80];
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	FILE *f = fopen(tmp, "w");
+	assert_non_null(f);
+	for (int i = 0; i < count; i++) {
+		fprintf(f, "%s ", names[i]);
+		for (int k = 0; k < 32; k++)
+			fprintf(f, "%02x", fills[i]);
+		fputs(" allow=all:\n", f);
+	}
+	fputs(extra, f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(tmp, 0600), 0);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
+/* A live reload of the identities file (docs/SECURITY.md 4.10) is all or
+ * nothing, and after it the sessions of a rotated key or a removed
+ * identity are not served while the identity's locks survive for its
+ * new key. (The real-cluster test, with SIGHUP and identities.reload, is
+ * node_itest_admin_identities.) */
+static void test_node_identities_reload_is_atomic_and_rotates_keys(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/hasp-test-reload.XXXXXX";
+	char path[64], err[256];
+	static const char *const both[] = { "alice", "bob" };
+	struct auth_key alice2, as2, dummy;
+	struct hasp_wire_msg reply;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct two_clients t;
+
+	assert_int_equal(auth_init(), 0);
+	memset(alice2.bytes, 0x33, sizeof(alice2.bytes));
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/identities", dir);
+	ids_write(path, both, (const uint8_t[]){ 0x11, 0x22 }, 2, "");
+	two_clients_start(&t, test_util_seed(92), path);
+	struct sim *s = t.s;
+	int l = t.l;
+	struct node *n = &s->nodes[l];
+	uint64_t a = t.a, b = t.b, token = t.token;
+	struct auth_key alice = t.alice, bob = t.bob, as = t.as, bs = t.bs;
+
+	/* One bad line: refused whole on every node, nothing changes. */
+	ids_write(path, both, (const uint8_t[]){ 0x11, 0x22 }, 2, "broken zz allow=all:\n");
+	for (uint32_t i = 0; i < NODES; i++) {
+		assert_int_equal(client_auth_load(&s->nodes[i].client_auth, path, 64, err, sizeof(err)),
+				 -HASP_ECONFIG);
+		assert_non_null(strstr(err, "identities:3:"));
+		assert_int_equal(s->nodes[i].client_auth.id_count, 2);
+	}
+	assert_true(sim_call_v2(s, l, read_req(a, 2, "job"), &as, &as, &reply, keep));
+	assert_true(sim_call_v2(s, l, read_req(b, 1, "job"), &bs, &bs, &reply, keep));
+
+	/* Alice's key rotated, bob removed. */
+	ids_write(path, both, (const uint8_t[]){ 0x33 }, 1, "");
+	for (uint32_t i = 0; i < NODES; i++)
+		assert_int_equal(client_auth_load(&s->nodes[i].client_auth, path, 64, err, sizeof(err)), 0);
+	uint64_t bad = n->stats.client_auth_bad, unknown = n->stats.client_auth_unknown;
+	assert_false(sim_call_v2(s, l, read_req(a, 3, "job"), &as, &as, &reply, keep));
+	assert_int_equal(n->stats.client_auth_bad, bad + 1);
+	assert_false(sim_call_v2(s, l, read_req(b, 2, "job"), &bs, &bs, &reply, keep));
+	assert_int_equal(n->stats.client_auth_unknown, unknown + 1);
+	assert_int_equal(sim_open_v2(s, l, "alice", &alice, 7, &dummy), 0);
+	assert_int_equal(sim_open_v2(s, l, "bob", &bob, 8, &dummy), 0);
+
+	/* The new key opens; the lock is still the old session's, and the
+	 * identity releases it. */
+	uint64_t a2 = sim_open_v2(s, l, "alice", &alice2, 9, &as2);
+	assert_true(a2 != 0);
+	assert_true(sim_call_v2(s, l, read_req(a2, 1, "job"), &as2, &as2, &reply, keep));
+	assert_int_equal(reply.body.lock_info.holder_session_id, a);
+	assert_int_equal(reply.body.lock_info.token, token);
+	struct hasp_wire_msg rel = { .hdr = { .opcode = HASP_OP_RELEASE, .session_id = a2, .seq = 2 } };
+	rel.body.release = (struct hasp_wire_name_token){ { (const uint8_t *)"job", 3 }, token };
+	assert_true(sim_call_v2(s, l, rel, &as2, &as2, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
 	sim_destroy(s);
 	sim_identities = NULL;
 	assert_int_equal(unlink(path), 0);
@@ -1424,6 +1534,7 @@ int main(void)
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
 		cmocka_unit_test(test_node_client_auth_acts_only_on_verified_datagrams),
+		cmocka_unit_test(test_node_identities_reload_is_atomic_and_rotates_keys),
 		cmocka_unit_test(test_node_watches_survive_a_step_down_with_a_gap),
 		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
 		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),

@@ -210,7 +210,7 @@ static struct reply *admin(struct sim *s, int i, const char *line)
 	struct control_call call;
 	memset(&r.req, 0, sizeof(r.req));
 	bool done = control_call_start(&s->admin[i].ctl, &call, line, strlen(line), &r.req, r.result,
-				       sizeof(r.result), 0);
+				       sizeof(r.result), 0, true);
 	for (int t = 0; !done && t < 50000; t++) {
 		sim_step(s);
 		done = control_call_poll(&s->admin[i].ctl, &call, 0); /* now 0: never times out */
