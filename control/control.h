@@ -46,6 +46,7 @@
 
 #include "control/json.h"
 #include "control/metrics.h"
+#include "control/process_metrics.h"
 
 #define CONTROL_REQUEST_SIZE_MAX 4096u
 #define CONTROL_ARGS_MAX 16u
@@ -162,6 +163,7 @@ struct control {
 	uint32_t command_count;
 	struct metrics metrics;
 	struct control_admin_counters counters;
+	struct process_metrics process; /* process_*: refreshed before each scrape */
 
 	/* Seqlock-published status: odd while the lcore writes. */
 	uint64_t status_seq;

@@ -32,7 +32,7 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 	node_metrics_fsync(&nm, 300000);
 	node_metrics_batch(&nm, 17);
 	node_metrics_dropped_set(&nm, 1, NODE_DROP_BAD_CHECKSUM, 5);
-	metric_set(node_metrics_peer(&nm, 2), 125000);
+	metric_observe(node_metrics_peer(&nm, 2), 125000);
 	assert_ptr_equal(node_metrics_peer(&nm, 2), node_metrics_peer(&nm, 2));
 
 	static char buf[65536];
@@ -60,7 +60,9 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 	assert_true(find(p, "hasp_wal_fsync_duration_seconds_bucket", "", "0.0005")->value == 1);
 	assert_true(find(p, "hasp_wal_fsync_duration_seconds_bucket", "", "0.00025")->value == 0);
 	assert_true(find(p, "hasp_batch_size_bucket", "", "32")->value == 1);
-	assert_true(fabs(find(p, "hasp_peer_rtt_seconds", "peer=2", "")->value - 0.000125) < 1e-12);
+	assert_true(find(p, "hasp_peer_rtt_seconds_bucket", "peer=2", "0.00025")->value == 1);
+	assert_true(find(p, "hasp_peer_rtt_seconds_bucket", "peer=2", "0.0001")->value == 0);
+	assert_true(fabs(find(p, "hasp_peer_rtt_seconds_sum", "peer=2", "")->value - 0.000125) < 1e-12);
 	free(p);
 	control_deinit(&c);
 }
@@ -75,7 +77,7 @@ static void *late_register(void *arg)
 {
 	struct late *l = arg;
 	for (uint32_t id = 1; id <= CONTROL_MEMBERS_MAX; id++) {
-		metric_set(node_metrics_peer(l->nm, id), id * 1000);
+		metric_observe(node_metrics_peer(l->nm, id), id * 1000);
 		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
 	}
@@ -104,7 +106,7 @@ static void test_node_metrics_peers_register_while_scraped(void **state)
 	pthread_join(t, NULL);
 	assert_true(metrics_expose(control_metrics(&c), buf, sizeof(buf)) > 0);
 	expo_parse(buf, p);
-	assert_true(find(p, "hasp_peer_rtt_seconds", "peer=9", "") != NULL);
+	assert_true(find(p, "hasp_peer_rtt_seconds_count", "peer=9", "")->value == 1);
 	free(p);
 	control_deinit(&c);
 }
