@@ -3,6 +3,8 @@
  * are proc(5)'s: /proc/self/stat's fields after the command name (which
  * may hold spaces and parentheses, so parsing starts after the last ')'),
  * /proc/stat's btime, and getrlimit(RLIMIT_NOFILE) for the descriptor limit.
+ * Available bytes are what an unprivileged writer may still use (f_bavail),
+ * as node_exporter's node_filesystem_avail_bytes.
  */
 #include "control/process_metrics.h"
 
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "hasp/errors.h"
@@ -37,7 +40,7 @@ int process_metrics_register(struct process_metrics *pm, struct metrics *m)
 					    "Start time of the process since unix epoch in seconds.", NULL,
 					    0, 1e-3);
 	pm->read_errors = metrics_counter(m, "hasp_process_read_errors_total",
-					  "Reads of /proc/self that failed or did not parse (process_* kept).",
+					  "Reads of /proc/self or statvfs of the data directory that failed (values kept).",
 					  NULL, 0);
 	if (pm->cpu_ticks == NULL || pm->resident == NULL || pm->virtual_bytes == NULL ||
 	    pm->open_fds == NULL || pm->max_fds == NULL || pm->start_ms == NULL || pm->read_errors == NULL)
@@ -103,8 +106,33 @@ static bool count_fds(long long *count)
 	return true;
 }
 
+int process_metrics_watch_dir(struct process_metrics *pm, struct metrics *m, const char *dir)
+{
+	if (strlen(dir) >= sizeof(pm->dir))
+		return -HASP_EINVAL;
+	snprintf(pm->dir, sizeof(pm->dir), "%s", dir);
+	pm->disk_avail = metrics_gauge(m, "hasp_storage_available_bytes",
+				       "Bytes still available to the node on its data directory's file system.",
+				       NULL, 0);
+	pm->disk_size = metrics_gauge(m, "hasp_storage_capacity_bytes",
+				      "Size of the data directory's file system in bytes.", NULL, 0);
+	if (pm->disk_avail == NULL || pm->disk_size == NULL)
+		return -HASP_EFULL;
+	process_metrics_update(pm);
+	return 0;
+}
+
 void process_metrics_update(struct process_metrics *pm)
 {
+	struct statvfs fs;
+	if (pm->disk_avail != NULL) {
+		if (statvfs(pm->dir, &fs) == 0) {
+			metric_set(pm->disk_avail, (int64_t)((uint64_t)fs.f_bavail * fs.f_frsize));
+			metric_set(pm->disk_size, (int64_t)((uint64_t)fs.f_blocks * fs.f_frsize));
+		} else {
+			metric_inc(pm->read_errors);
+		}
+	}
 	unsigned long long ticks, start, vsize, btime;
 	long long rss, fds;
 	bool ok = read_stat(&ticks, &start, &vsize, &rss) && read_btime(&btime) && count_fds(&fds);

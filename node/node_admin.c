@@ -840,6 +840,8 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	rc = node_metrics_register(&na->nm, &na->ctl, 1);
 	if (rc == 0)
 		rc = node_metrics_register_node(&na->nm, n);
+	if (rc == 0 && n->cfg.data_dir[0] != '\0')
+		rc = process_metrics_watch_dir(&na->ctl.process, control_metrics(&na->ctl), n->cfg.data_dir);
 	const struct control_command cmds[] = {
 		{ "members.add", "<id> <ip> <peer_port> <client_port>", "add a learner (leader)",
 		  CONTROL_ON_LCORE, cmd_members_add, na },
