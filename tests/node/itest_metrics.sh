@@ -20,23 +20,9 @@ mkdir -p "$out"
 
 # scrape <n>: node n's /metrics into $out/n<n>.txt (HTTP 200 required).
 scrape() {
-	python3 - "$HASP_CLUSTER_DIR/n$1/data/admin.sock" "$out/n$1.txt" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(b"GET /metrics HTTP/1.1\r\nHost: node\r\n\r\n")
-data = b""
-while True:
-    chunk = s.recv(65536)
-    if not chunk:
-        break
-    data += chunk
-head, _, body = data.partition(b"\r\n\r\n")
-if not head.startswith(b"HTTP/1.1 200"):
-    sys.exit("scrape: " + head.decode(errors="replace").splitlines()[0])
-open(sys.argv[2], "wb").write(body)
-PY
+	python3 "$src/tests/control/admin_http.py" "$HASP_CLUSTER_DIR/n$1/data/admin.sock" /metrics > "$out/raw"
+	[ "$(head -1 "$out/raw")" = 200 ] || { echo "scrape of node $1: HTTP $(head -1 "$out/raw")"; return 1; }
+	tail -n +2 "$out/raw" > "$out/n$1.txt"
 }
 # value <n> <series, exactly as exposed>: its value in node n's last scrape.
 value() {
@@ -46,7 +32,7 @@ value() {
 at_least() {
 	local v
 	v=$(value "$1" "$2")
-	python3 -c "import sys; sys.exit(0 if sys.argv[1] != 'missing' and float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$v" "$3" ||
+	awk -v v="$v" -v m="$3" 'BEGIN { exit !(v != "missing" && v + 0 >= m + 0) }' ||
 		{ echo "FAIL: node $1: $2 = $v, want >= $3"; exit 1; }
 }
 # total_at_least <series> <min>: summed over the three nodes (which node
@@ -57,9 +43,9 @@ total_at_least() {
 	for n in 1 2 3; do
 		v=$(value $n "$1")
 		[ "$v" != missing ] || { echo "FAIL: node $n does not export $1"; exit 1; }
-		t=$(python3 -c "import sys; print(float(sys.argv[1]) + float(sys.argv[2]))" "$t" "$v")
+		t=$(awk -v a="$t" -v b="$v" 'BEGIN { print a + b }')
 	done
-	python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$t" "$2" ||
+	awk -v t="$t" -v m="$2" 'BEGIN { exit !(t + 0 >= m + 0) }' ||
 		{ echo "FAIL: $1 = $t over the nodes, want >= $2"; exit 1; }
 }
 
@@ -115,7 +101,7 @@ for n in 1 2 3; do
 	at_least $n 'hasp_storage_capacity_bytes' 1
 	at_least $n 'hasp_leader_changes_total' 1
 	start=$(value $n process_start_time_seconds)
-	python3 -c "import sys, time; s = float(sys.argv[1]); sys.exit(0 if time.time() - 86400 < s <= time.time() else 1)" "$start" ||
+	awk -v s="$start" -v now="$(date +%s)" 'BEGIN { exit !(s != "missing" && now - 86400 < s && s <= now + 1) }' ||
 		{ echo "FAIL: node $n: process_start_time_seconds $start is not a recent Unix time"; exit 1; }
 done
 commit=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
