@@ -121,9 +121,11 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 
 /* Writes "<count> <leader id>\n" to a temporary file and renames it over
  * the old one: a crash leaves the old or the new count, never a torn one.
- * No fsync: losing the last change to a power cut undercounts by one,
- * which is not worth a disk flush on the node's thread. Runs once per
- * leader change (elections are at least an election timeout apart). */
+ * No fsync: a power cut may lose the last changes (or, on a file system
+ * without rename ordering, leave the file empty: refused at the next start,
+ * counted, the count starts again from 0), which is not worth a disk flush
+ * on the node's thread. Runs once per leader change (elections are at
+ * least an election timeout apart). */
 static void leader_save(struct node_metrics *nm)
 {
 	if (nm->leader_file[0] == '\0')
