@@ -536,6 +536,7 @@ static bool cmd_metrics(struct control_request *req, void *arg)
 	struct control *c = arg;
 	if (!no_args(req))
 		return true;
+	process_metrics_update(&c->process);
 	metrics_json(&c->metrics, &req->out);
 	return true;
 }
@@ -684,7 +685,7 @@ static int register_builtins(struct control *c)
 	if (c->counters.requests == NULL || c->counters.errors == NULL ||
 	    c->counters.timeouts == NULL || c->counters.rejected == NULL || c->counters.http == NULL)
 		return -HASP_EFULL;
-	return 0;
+	return process_metrics_register(&c->process, m);
 }
 
 int control_init(struct control *c, const struct control_config *cfg)

@@ -53,6 +53,7 @@
 #include "common/auth.h"
 #include "control/json.h"
 #include "control/metrics.h"
+#include "control/process_metrics.h"
 
 #define CONTROL_REQUEST_SIZE_MAX 4096u
 #define CONTROL_ARGS_MAX 16u
@@ -188,6 +189,7 @@ struct control {
 	uint32_t command_count;
 	struct metrics metrics;
 	struct control_admin_counters counters;
+	struct process_metrics process; /* process_*: refreshed before each scrape */
 
 	/* Seqlock-published status: odd while the lcore writes. */
 	uint64_t status_seq;

@@ -160,9 +160,10 @@ struct metric *metrics_gauge_ref(struct metrics *m, const char *name, const char
 	return publish(m, s);
 }
 
-struct metric *metrics_histogram(struct metrics *m, const char *name, const char *help,
-				 const struct metrics_label *labels, uint32_t label_count,
-				 const uint64_t *bounds, uint32_t bound_count, double scale)
+/* A histogram series, checked and filled, not yet published. */
+static struct metric *hist_add(struct metrics *m, const char *name, const char *help,
+			       const struct metrics_label *labels, uint32_t label_count,
+			       const uint64_t *bounds, uint32_t bound_count, double scale)
 {
 	if (bound_count == 0 || bound_count > METRICS_BUCKETS_MAX)
 		return NULL;
@@ -175,6 +176,37 @@ struct metric *metrics_histogram(struct metrics *m, const char *name, const char
 	s->bucket_count = bound_count;
 	memcpy(s->bounds, bounds, bound_count * sizeof(bounds[0]));
 	s->scale = scale;
+	return s;
+}
+
+struct metric *metrics_histogram(struct metrics *m, const char *name, const char *help,
+				 const struct metrics_label *labels, uint32_t label_count,
+				 const uint64_t *bounds, uint32_t bound_count, double scale)
+{
+	return publish(m, hist_add(m, name, help, labels, label_count, bounds, bound_count, scale));
+}
+
+struct metric *metrics_histogram_ref(struct metrics *m, const char *name, const char *help,
+				     const struct metrics_label *labels, uint32_t label_count,
+				     const uint64_t *bounds, uint32_t bound_count, double scale,
+				     const uint64_t *counts, const uint64_t *sum)
+{
+	HASP_ASSERT(counts != NULL && sum != NULL);
+	struct metric *s = hist_add(m, name, help, labels, label_count, bounds, bound_count, scale);
+	if (s != NULL) {
+		s->counts_source = counts;
+		s->sum_source = sum;
+	}
+	return publish(m, s);
+}
+
+static struct metric *scaled(struct metrics *m, uint8_t type, const char *name, const char *help,
+			     const struct metrics_label *labels, uint32_t label_count, double scale)
+{
+	HASP_ASSERT(scale > 0);
+	struct metric *s = add(m, type, name, help, labels, label_count);
+	if (s != NULL)
+		s->scale = scale;
 	return publish(m, s);
 }
 
@@ -182,16 +214,19 @@ struct metric *metrics_gauge_scaled(struct metrics *m, const char *name, const c
 				    const struct metrics_label *labels, uint32_t label_count,
 				    double scale)
 {
-	HASP_ASSERT(scale > 0);
-	struct metric *s = add(m, METRICS_GAUGE, name, help, labels, label_count);
-	if (s != NULL)
-		s->scale = scale;
-	return publish(m, s);
+	return scaled(m, METRICS_GAUGE, name, help, labels, label_count, scale);
+}
+
+struct metric *metrics_counter_scaled(struct metrics *m, const char *name, const char *help,
+				      const struct metrics_label *labels, uint32_t label_count,
+				      double scale)
+{
+	return scaled(m, METRICS_COUNTER, name, help, labels, label_count, scale);
 }
 
 void metric_observe(struct metric *s, uint64_t raw)
 {
-	HASP_ASSERT(s->type == METRICS_HISTOGRAM);
+	HASP_ASSERT(s->type == METRICS_HISTOGRAM && s->counts_source == NULL);
 	uint32_t i = 0;
 	while (i < s->bucket_count && raw > s->bounds[i])
 		i++;
@@ -212,6 +247,18 @@ double metric_value(const struct metric *s)
 	uint64_t raw = raw_value(s);
 	double v = s->type == METRICS_GAUGE && s->source == NULL ? (double)(int64_t)raw : (double)raw;
 	return v * s->scale;
+}
+
+static uint64_t bucket_raw(const struct metric *s, uint32_t i)
+{
+	return __atomic_load_n(s->counts_source != NULL ? &s->counts_source[i] : &s->counts[i],
+			       __ATOMIC_RELAXED);
+}
+
+static double sum_scaled(const struct metric *s)
+{
+	return (double)__atomic_load_n(s->sum_source != NULL ? s->sum_source : &s->sum,
+				       __ATOMIC_RELAXED) * s->scale;
 }
 
 static uint32_t count_acquire(const struct metrics *m)
@@ -296,7 +343,7 @@ static void expose_series(struct out *o, const struct metric *s)
 	uint64_t cum = 0;
 	const char *sep = s->labels[0] ? "," : "";
 	for (uint32_t i = 0; i <= s->bucket_count; i++) {
-		cum += __atomic_load_n(&s->counts[i], __ATOMIC_RELAXED);
+		cum += bucket_raw(s, i);
 		if (i < s->bucket_count)
 			fmt_value(v, sizeof(v), (double)s->bounds[i] * s->scale);
 		else
@@ -304,7 +351,7 @@ static void expose_series(struct out *o, const struct metric *s)
 		outf(o, "%s_bucket{%s%sle=\"%s\"} %llu\n", s->name, s->labels, sep, v,
 		     (unsigned long long)cum);
 	}
-	fmt_value(v, sizeof(v), (double)__atomic_load_n(&s->sum, __ATOMIC_RELAXED) * s->scale);
+	fmt_value(v, sizeof(v), sum_scaled(s));
 	outf(o, "%s_sum%s%s%s %s\n", s->name, open, s->labels, close, v);
 	/* _count is the +Inf bucket, so the two always agree in one scrape. */
 	outf(o, "%s_count%s%s%s %llu\n", s->name, open, s->labels, close, (unsigned long long)cum);
@@ -388,7 +435,7 @@ void metrics_json(const struct metrics *m, struct json_writer *w)
 			json_key(w, "buckets");
 			json_array_begin(w);
 			for (uint32_t b = 0; b <= s->bucket_count; b++) {
-				cum += __atomic_load_n(&s->counts[b], __ATOMIC_RELAXED);
+				cum += bucket_raw(s, b);
 				json_array_begin(w);
 				if (b < s->bucket_count)
 					json_double(w, (double)s->bounds[b] * s->scale);
@@ -399,7 +446,7 @@ void metrics_json(const struct metrics *m, struct json_writer *w)
 			}
 			json_array_end(w);
 			json_kv_u64(w, "count", cum);
-			json_kv_double(w, "sum", (double)__atomic_load_n(&s->sum, __ATOMIC_RELAXED) * s->scale);
+			json_kv_double(w, "sum", sum_scaled(s));
 		}
 		json_object_end(w);
 	}

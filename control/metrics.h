@@ -62,6 +62,10 @@ struct metric {
 	uint64_t bounds[METRICS_BUCKETS_MAX];
 	uint64_t counts[METRICS_BUCKETS_MAX + 1];
 	uint64_t sum;
+	/* Histogram kept by its writer (metrics_histogram_ref): read these
+	 * instead of counts and sum. */
+	const uint64_t *counts_source;
+	const uint64_t *sum_source;
 };
 
 struct metrics {
@@ -88,6 +92,13 @@ struct metric *metrics_gauge(struct metrics *m, const char *name, const char *he
 struct metric *metrics_histogram(struct metrics *m, const char *name, const char *help,
 				 const struct metrics_label *labels, uint32_t label_count,
 				 const uint64_t *bounds, uint32_t bound_count, double scale);
+/* A histogram whose bucket counts (bound_count + 1 words, not cumulated,
+ * the last one +Inf) and raw sum its writer keeps in place (node_hist.h),
+ * so an observation costs the hot path nothing beyond its own adds. */
+struct metric *metrics_histogram_ref(struct metrics *m, const char *name, const char *help,
+				     const struct metrics_label *labels, uint32_t label_count,
+				     const uint64_t *bounds, uint32_t bound_count, double scale,
+				     const uint64_t *counts, const uint64_t *sum);
 /* A counter or gauge whose value is read from *source (owned by its writer,
  * aligned, must outlive the registry). */
 struct metric *metrics_counter_ref(struct metrics *m, const char *name, const char *help,
@@ -100,6 +111,10 @@ struct metric *metrics_gauge_ref(struct metrics *m, const char *name, const char
 struct metric *metrics_gauge_scaled(struct metrics *m, const char *name, const char *help,
 				    const struct metrics_label *labels, uint32_t label_count,
 				    double scale);
+/* A counter exported as raw * scale (CPU clock ticks as seconds). */
+struct metric *metrics_counter_scaled(struct metrics *m, const char *name, const char *help,
+				      const struct metrics_label *labels, uint32_t label_count,
+				      double scale);
 
 /* ---- updates: only from the series' one writer thread ---- */
 

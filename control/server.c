@@ -177,6 +177,7 @@ static void http_request(struct control *c, struct control_conn *k)
 	if (q != NULL)
 		*q = '\0';
 	if (strcmp(path, "/metrics") == 0) {
+		process_metrics_update(&c->process);
 		size_t n = metrics_expose(&c->metrics, k->result, c->cfg.reply_size_max);
 		if (n == 0) {
 			http_respond(k, 500, "text/plain", "metrics do not fit\n", 19, out_size(c), head);

@@ -31,6 +31,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/wire_auth.h"
+#include "node/node_latency.h"
 #include "node/notify.h"
 #include "hasp/errors.h"
 
@@ -78,11 +79,12 @@ static const struct auth_key *reply_key(const struct node *n, const struct auth_
 	return n->cfg.client_auth ? key : NULL;
 }
 
-/* Encodes and sends a reply. With client_auth = on every reply is wire v2
- * and sealed with `key` (NULL with auth on: nothing is sent, never an
- * unauthenticated answer); with it off, v1 and no tag. */
+/* Encodes and sends a reply to a request that arrived at arrival_ns. With
+ * client_auth = on every reply is wire v2 and sealed with `key` (NULL with
+ * auth on: nothing is sent, never an unauthenticated answer); with it off,
+ * v1 and no tag. A reply sent is counted by opcode and status and timed. */
 static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct hasp_wire_msg *msg,
-		       const struct auth_key *key)
+		       const struct auth_key *key, uint64_t arrival_ns)
 {
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 	struct hasp_wire_msg m = *msg;
@@ -103,16 +105,19 @@ static void send_reply(struct node *n, uint32_t ip, uint16_t port, const struct 
 			n->stats.client_unanswered++; /* e.g. a non-OK EVENT */
 			return;
 		}
+		m.hdr.status = HASP_STATUS_BAD_REQUEST;
 	}
 	if (key != NULL)
 		hasp_wire_seal(key, buf, (size_t)size);
 	n->loop.client_send(n, ip, port, buf, (size_t)size);
 	n->stats.client_replies++;
+	node_latency_reply(n, m.hdr.opcode, m.hdr.status, arrival_ns);
 }
 
-void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
-			   const struct hasp_wire_header *hdr, enum hasp_status status,
-			   const struct auth_key *key)
+/* dispatch_reply_status for a request that waited since arrival_ns. */
+static void reply_status_at(struct node *n, uint32_t ip, uint16_t port,
+			    const struct hasp_wire_header *hdr, enum hasp_status status,
+			    const struct auth_key *key, uint64_t arrival_ns)
 {
 	struct hasp_wire_msg reply;
 	hasp_wire_reply_init(&reply, hdr, status);
@@ -120,11 +125,19 @@ void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
 		reply.body.bad_version.version_min = HASP_WIRE_VERSION_MIN;
 		reply.body.bad_version.version_max = HASP_WIRE_VERSION;
 	}
-	send_reply(n, ip, port, &reply, reply_key(n, key));
+	send_reply(n, ip, port, &reply, reply_key(n, key), arrival_ns);
+}
+
+void dispatch_reply_status(struct node *n, uint32_t ip, uint16_t port,
+			   const struct hasp_wire_header *hdr, enum hasp_status status,
+			   const struct auth_key *key)
+{
+	reply_status_at(n, ip, port, hdr, status, key, n->now_ns);
 }
 
 static void reply_not_leader(struct node *n, uint32_t ip, uint16_t port,
-			     const struct hasp_wire_header *hdr, const struct auth_key *key)
+			     const struct hasp_wire_header *hdr, const struct auth_key *key,
+			     uint64_t arrival_ns)
 {
 	struct hasp_wire_msg reply;
 	const struct node_member *m = NULL;
@@ -142,7 +155,7 @@ static void reply_not_leader(struct node *n, uint32_t ip, uint16_t port,
 		reply.body.not_leader.known = 1;
 	}
 	n->stats.client_not_leader++;
-	send_reply(n, ip, port, &reply, reply_key(n, key));
+	send_reply(n, ip, port, &reply, reply_key(n, key), arrival_ns);
 }
 
 /* ---- batches ---- */
@@ -193,9 +206,10 @@ static void fail_batch(struct node *n, enum hasp_status status)
 		struct hasp_wire_header hdr = { .opcode = it->p.op, .session_id = it->p.session_id,
 						.seq = it->p.seq };
 		if (status == HASP_STATUS_NOT_LEADER)
-			reply_not_leader(n, it->p.ip, it->p.port, &hdr, &it->p.key);
+			reply_not_leader(n, it->p.ip, it->p.port, &hdr, &it->p.key, it->p.arrival_ns);
 		else
-			dispatch_reply_status(n, it->p.ip, it->p.port, &hdr, status, &it->p.key);
+			reply_status_at(n, it->p.ip, it->p.port, &hdr, status, &it->p.key,
+					it->p.arrival_ns);
 		if (status == HASP_STATUS_OVERLOADED)
 			n->stats.client_overloaded++;
 	}
@@ -224,10 +238,10 @@ static void flush_reads(struct node *n)
 			struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id,
 							.seq = r->seq };
 			if (n->up.reject == RAFT_NOT_LEADER)
-				reply_not_leader(n, r->ip, r->port, &hdr, &r->key);
+				reply_not_leader(n, r->ip, r->port, &hdr, &r->key, r->arrival_ns);
 			else {
-				dispatch_reply_status(n, r->ip, r->port, &hdr, HASP_STATUS_OVERLOADED,
-						      &r->key);
+				reply_status_at(n, r->ip, r->port, &hdr, HASP_STATUS_OVERLOADED, &r->key,
+						r->arrival_ns);
 				n->stats.client_overloaded++;
 			}
 			r->state = NODE_READ_FREE;
@@ -263,6 +277,7 @@ void dispatch_flush(struct node *n)
 					p->index = 0;
 				}
 			}
+			node_latency_proposed(n, n->up.propose_index + n->batch_count - 1);
 			n->stats.proposals += n->batch_count;
 			n->stats.batches++;
 			n->last_propose_ns = n->now_ns;
@@ -373,7 +388,7 @@ void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cm
 		notify_session_seen(n, res->reply.id, p->ip, p->port);
 	struct hasp_wire_msg msg;
 	build_reply(n, p, cmd, res, &msg);
-	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key));
+	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key), p->arrival_ns);
 }
 
 /* ---- reads ---- */
@@ -455,7 +470,7 @@ static void serve_read(struct node *n, const struct node_read *r)
 		HASP_UNREACHABLE();
 	}
 	n->stats.reads++;
-	send_reply(n, r->ip, r->port, &msg, reply_key(n, &r->key));
+	send_reply(n, r->ip, r->port, &msg, reply_key(n, &r->key), r->arrival_ns);
 }
 
 void dispatch_reads_ready(struct node *n, const struct raft_read *reads, uint32_t count)
@@ -503,14 +518,15 @@ void dispatch_step_down(struct node *n)
 			continue;
 		struct hasp_wire_header hdr = { .opcode = r->op, .session_id = r->session_id, .seq = r->seq };
 		if (st == HASP_STATUS_NOT_LEADER)
-			reply_not_leader(n, r->ip, r->port, &hdr, &r->key);
+			reply_not_leader(n, r->ip, r->port, &hdr, &r->key, r->arrival_ns);
 		else
-			dispatch_reply_status(n, r->ip, r->port, &hdr, st, &r->key);
+			reply_status_at(n, r->ip, r->port, &hdr, st, &r->key, r->arrival_ns);
 		r->state = NODE_READ_FREE;
 		n->stats.reads_dropped++;
 	}
 	n->reads_collected = 0;
 	n->reads_ready = 0;
+	node_latency_step_down(n);
 	HASP_ASSERT(n->batch_count == 0 && n->batch_used == 0);
 	/* Pending replies stay: if the entries commit under the next leader
 	 * the clients retry there and get the cached reply; if they are
@@ -540,6 +556,7 @@ static bool add_read(struct node *n, uint32_t ip, uint16_t port, const struct ha
 		return false;
 	memset(r, 0, sizeof(*r));
 	r->op = m->hdr.opcode;
+	r->arrival_ns = n->now_ns;
 	r->ip = ip;
 	r->port = port;
 	r->session_id = m->hdr.session_id;
@@ -732,7 +749,7 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		return;
 	}
 	if (!node_is_leader(n)) {
-		reply_not_leader(n, ip, port, &m.hdr, who.key);
+		reply_not_leader(n, ip, port, &m.hdr, who.key, n->now_ns);
 		return;
 	}
 	if (who.id != NULL && !client_auth_allows(who.id, &m)) {
@@ -792,7 +809,7 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		}
 		struct node_pending p = {
 			.session_id = m.hdr.session_id, .seq = m.hdr.seq, .ip = ip, .port = port,
-			.op = m.hdr.opcode,
+			.op = m.hdr.opcode, .arrival_ns = n->now_ns,
 			.lease_id = m.hdr.opcode == HASP_OP_ACQUIRE ? m.body.acquire.lease_id : 0,
 		};
 		if (who.key != NULL)

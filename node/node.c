@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "node/dispatch.h"
+#include "node/node_latency.h"
 #include "node/notify.h"
 #include "hasp/errors.h"
 #include "locks/snapshot.h"
@@ -313,8 +314,12 @@ static void node_update(struct node *n)
 	send_msgs(n, up->msgs, up->msg_count);
 
 	/* 3. apply (replies to clients whose commands applied go out here) */
-	if (up->apply_count > 0)
+	node_latency_committed(n);
+	if (up->apply_count > 0) {
+		uint64_t t0 = clock_monotonic_ns();
 		apply_entries(n, up->apply, up->apply_count);
+		node_latency_applied(n, clock_monotonic_ns() - t0);
+	}
 	if (up->snapshot_wanted)
 		n->snapshot_wanted = true;
 
@@ -752,6 +757,7 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	}
 	if (m.type == RAFT_MSG_APPEND_RESP && n->peer_probe_ns[k] != 0) {
 		n->peer_rtt_ns[k] = now_ns - n->peer_probe_ns[k];
+		n->peer_rtt_samples[k]++;
 		n->peer_probe_ns[k] = 0;
 	}
 	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };

@@ -28,6 +28,7 @@
 #include "common/prng.h"
 #include "node/node_config.h"
 #include "node/client_auth.h"
+#include "node/node_hist.h"
 #include "node/peer_auth.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
@@ -41,6 +42,10 @@ struct node_net {
 		     const void *payload, size_t size);
 	void *ctx;
 };
+
+/* Opcodes index replies_by and request_latency directly (enum hasp_op is
+ * below 64 and sparse; 0 collects the opcodes the protocol does not know). */
+#define NODE_OPS (HASP_OP_KV_RANGE + 1)
 
 /* Counters (docs/STYLE.md §8): everything dropped, refused or throttled. */
 struct node_stats {
@@ -95,6 +100,18 @@ struct node_stats {
 	uint64_t wal_full_waits;       /* appends that had to wait for a free write slot */
 	uint64_t hardstate_saves;
 	uint64_t storage_failures;     /* the disk failed: the node stopped acknowledging */
+	/* Replies by opcode (0: an opcode outside the protocol's) and status,
+	 * and the time from a request's arrival to its reply by opcode
+	 * (hasp_client_replies_total, hasp_request_duration_seconds). */
+	uint64_t replies_by[NODE_OPS][HASP_STATUS_COUNT];
+	struct node_hist request_latency[NODE_OPS];
+	/* Leader: a proposed batch to its commit; every node: one run of
+	 * committed entries through the state machine
+	 * (hasp_raft_commit_duration_seconds, hasp_apply_duration_seconds;
+	 * node_latency.c). */
+	struct node_hist commit_latency;
+	struct node_hist apply_latency;
+	uint64_t latency_ring_full;    /* batches not timed: the ring was full */
 };
 
 /* One client request waiting for its command to commit (by log index). */
@@ -106,6 +123,7 @@ struct node_pending {
 	uint32_t ip;
 	uint16_t port;
 	uint8_t op;
+	uint64_t arrival_ns; /* the request's arrival (request latency) */
 	/* client_auth = on: the key that seals the reply (the session key, or
 	 * for SESSION_OPEN the identity key), kept here because the command
 	 * itself may end the session (SESSION_CLOSE). */
@@ -138,6 +156,7 @@ struct node_read {
 	uint64_t index;
 	uint64_t session_id, seq, token;
 	uint64_t owner;                    /* the reader's identity (LOCK_READ holder) */
+	uint64_t arrival_ns;               /* the request's arrival (request latency) */
 	struct auth_key key;               /* seals the reply (client_auth = on) */
 	uint8_t name[HASP_NAME_SIZE_MAX];  /* name, key or prefix */
 	uint8_t start[HASP_NAME_SIZE_MAX]; /* KV_RANGE start-after */
@@ -193,6 +212,7 @@ struct node_loop {
 
 #define NODE_EXPIRE_IDS_MAX 256u
 #define NODE_RANGE_MAX 128u
+#define NODE_LATENCY_RING 64u
 
 struct node {
 	struct node_config cfg;
@@ -295,6 +315,15 @@ struct node {
 	 * round trip. */
 	uint64_t peer_probe_ns[NODE_MEMBERS_MAX];
 	uint64_t peer_rtt_ns[NODE_MEMBERS_MAX];
+	uint64_t peer_rtt_samples[NODE_MEMBERS_MAX]; /* probes ended (each one a histogram sample) */
+
+	/* Proposed batches waiting for their commit (leader; node_latency.c):
+	 * a ring of (last index, proposal time); a full ring skips a sample,
+	 * never blocks. */
+	struct node_timed {
+		uint64_t index, ns;
+	} commit_wait[NODE_LATENCY_RING];
+	uint32_t commit_wait_head, commit_wait_count;
 
 	struct node_stats stats;
 };

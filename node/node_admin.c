@@ -757,9 +757,6 @@ static void publish(struct node_admin *na)
 			m->client_port = nm->client_port;
 			if (n->role == RAFT_LEADER && m->id != n->cfg.node_id) {
 				m->rtt_ns = n->peer_rtt_ns[nm - n->cfg.members];
-				struct metric *rtt = node_metrics_peer(&na->nm, (uint32_t)m->id);
-				if (rtt != NULL)
-					metric_set(rtt, (int64_t)m->rtt_ns);
 			}
 		}
 		if (n->role == RAFT_LEADER) {
@@ -787,6 +784,7 @@ static void publish(struct node_admin *na)
 		.watchers = n->watch_count, .sessions = lc.sessions,
 	};
 	node_metrics_sync(&na->nm, &ns, n->leader_id);
+	node_metrics_replies(&na->nm, n);
 
 	struct node_metrics *m = &na->nm;
 	const struct node_stats *s = &n->stats;
@@ -844,6 +842,22 @@ static void sample(struct node_admin *na)
 		na->probe_index = last;
 		na->probe_start_ns = n->now_ns;
 	}
+
+	/* Peer round trips: one probe per peer is out at a time and this
+	 * runs every work round, so each new sample is seen here. */
+	for (uint32_t i = 0; i < n->cfg.member_count; i++) {
+		uint64_t id = n->cfg.members[i].id;
+		if (na->seen_rtt_member[i] != id) {
+			na->seen_rtt_member[i] = id;
+			na->seen_rtt_samples[i] = n->peer_rtt_samples[i];
+		}
+		if (n->peer_rtt_samples[i] == na->seen_rtt_samples[i] || id == n->cfg.node_id)
+			continue;
+		na->seen_rtt_samples[i] = n->peer_rtt_samples[i];
+		struct metric *rtt = node_metrics_peer(&na->nm, (uint32_t)id);
+		if (rtt != NULL)
+			metric_observe(rtt, n->peer_rtt_ns[i]);
+	}
 }
 
 bool node_admin_work(struct node_admin *na, uint64_t now_ns, const struct dp_stats *dps,
@@ -868,11 +882,26 @@ bool node_admin_work(struct node_admin *na, uint64_t now_ns, const struct dp_sta
 
 /* ---- life cycle ---- */
 
+/* hasp_dp_<field>_total; promtool reads "_us" as an abbreviated unit
+ * (microseconds), so the two "not_for_us" counters are exported as
+ * "other_mac" and "other_ip" (docs/CONTROL.md). */
+static const char *dp_metric_name(char *name, size_t size, const char *field)
+{
+	if (strcmp(field, "rx_not_for_us") == 0)
+		field = "rx_other_mac";
+	else if (strcmp(field, "rx_ip_not_for_us") == 0)
+		field = "rx_other_ip";
+	snprintf(name, size, "hasp_dp_%s_total", field);
+	return name;
+}
+
 int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path, const char *tcp_addr)
 {
 	memset(na, 0, sizeof(*na));
 	na->n = n;
-	struct control_config cfg = { .node_id = n->cfg.node_id };
+	/* Series: ~100 dataplane counters, ~20 latency histograms, the
+	 * replies by opcode and status as they appear, peers. */
+	struct control_config cfg = { .node_id = n->cfg.node_id, .metrics_max = 1024 };
 	const struct node_member *self = node_config_self(&n->cfg);
 	snprintf(cfg.unix_path, sizeof(cfg.unix_path), "%s", unix_path);
 	snprintf(cfg.tcp_addr, sizeof(cfg.tcp_addr), "%s", tcp_addr);
@@ -887,6 +916,10 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	if (rc != 0)
 		return rc;
 	rc = node_metrics_register(&na->nm, &na->ctl, 1);
+	if (rc == 0)
+		rc = node_metrics_register_node(&na->nm, n);
+	if (rc == 0 && n->cfg.data_dir[0] != '\0')
+		rc = process_metrics_watch_dir(&na->ctl.process, control_metrics(&na->ctl), n->cfg.data_dir);
 	const struct control_command cmds[] = {
 		{ "members.add", "<id> <ip> <peer_port> <client_port>", "add a learner (leader)",
 		  CONTROL_ON_LCORE, cmd_members_add, na },
@@ -916,10 +949,13 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	for (size_t i = 0; rc == 0 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		rc = control_register(&na->ctl, &cmds[i]);
 	/* Every dataplane counter too (the sum over lcores, refreshed every
-	 * 10 ms), under its docs/DATAPLANE.md name: hasp_dp_<name>_total. */
-#define NODE_ADMIN_DP(field, outcome, help)                                               \
-	if (rc == 0 && metrics_counter_ref(control_metrics(&na->ctl), "hasp_dp_" #field "_total", \
-					   "Dataplane: " help ".", NULL, 0, &na->dp.field) == NULL) \
+	 * 10 ms), under its docs/DATAPLANE.md name: hasp_dp_<name>_total
+	 * (dp_metric_name: two names renamed for Prometheus' unit check). */
+	char dp_name[METRICS_NAME_SIZE];
+#define NODE_ADMIN_DP(field, outcome, help)                                                   \
+	if (rc == 0 && metrics_counter_ref(control_metrics(&na->ctl),                        \
+					   dp_metric_name(dp_name, sizeof(dp_name), #field),          \
+					   "Dataplane: " help ".", NULL, 0, &na->dp.field) == NULL)  \
 		rc = -HASP_EFULL;
 	DP_STATS_TABLE(NODE_ADMIN_DP)
 #undef NODE_ADMIN_DP

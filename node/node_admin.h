@@ -50,6 +50,10 @@ struct node_admin {
 	/* Metric sampling. */
 	uint64_t seen_batches, seen_proposals;
 	uint64_t probe_index, probe_start_ns; /* WAL durability probe */
+	/* Peer round trips taken into the histograms, by cfg.members slot
+	 * (and the member that slot held then). */
+	uint64_t seen_rtt_samples[NODE_MEMBERS_MAX];
+	uint64_t seen_rtt_member[NODE_MEMBERS_MAX];
 	struct dp_stats dp;                   /* summed by the caller, or zero */
 	struct node_admin_deferred deferred[NODE_ADMIN_DEFERRED_MAX];
 };

@@ -1,17 +1,43 @@
 /*
- * The standard metric set of a node (see node_metrics.h). Bucket bounds
- * are chosen for what this machine measures (docs/ENVIRONMENT.md): a
- * durable group commit takes 0.1-1 ms on NVMe and a few ms on virtio, so
- * the fsync buckets run from 50 us to 1 s; batches run from 1 to 1024
- * commands in powers of two.
+ * The standard metric set of a node (see node_metrics.h).
+ * Every latency uses one bucket layout (node_hist.h: 10 us to 1 s), so a
+ * request, a commit, an apply, a WAL fsync and a peer round trip read on
+ * one scale; batches run from 1 to 1024 commands in powers of two.
  */
 #include "node/node_metrics.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/assert.h"
+#include "common/log.h"
 #include "hasp/errors.h"
+#include "node/build_info.h"
+
+LOG_TOPIC_DECLARE(node);
+
+#define LEADER_FILE "leader_changes"
+
+static const char *const op_names[NODE_OPS] = {
+	[HASP_OP_SESSION_OPEN] = "SESSION_OPEN",       [HASP_OP_SESSION_KEEPALIVE] = "SESSION_KEEPALIVE",
+	[HASP_OP_SESSION_CLOSE] = "SESSION_CLOSE",     [HASP_OP_LEASE_GRANT] = "LEASE_GRANT",
+	[HASP_OP_LEASE_KEEPALIVE] = "LEASE_KEEPALIVE", [HASP_OP_LEASE_REVOKE] = "LEASE_REVOKE",
+	[HASP_OP_ACQUIRE] = "ACQUIRE",                 [HASP_OP_RELEASE] = "RELEASE",
+	[HASP_OP_RENEW] = "RENEW",                     [HASP_OP_CHECK] = "CHECK",
+	[HASP_OP_LOCK_READ] = "LOCK_READ",             [HASP_OP_CANCEL] = "CANCEL",
+	[HASP_OP_WATCH] = "WATCH",                     [HASP_OP_UNWATCH] = "UNWATCH",
+	[HASP_OP_KV_PUT] = "KV_PUT",                   [HASP_OP_KV_GET] = "KV_GET",
+	[HASP_OP_KV_DELETE] = "KV_DELETE",             [HASP_OP_KV_CAS] = "KV_CAS",
+	[HASP_OP_KV_RANGE] = "KV_RANGE",
+};
+
+const char *node_metrics_op_name(uint32_t op)
+{
+	return op < NODE_OPS && op_names[op] != NULL ? op_names[op] : "unknown";
+}
 
 static const char *const drop_names[NODE_DROP_COUNT] = {
 #define NODE_DROP_NAME(name, text) text,
@@ -50,7 +76,8 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 	G(waiters, "hasp_waiters", "Sessions queued for a lock.");
 	G(watchers, "hasp_watchers", "Active watches on this node.");
 	G(sessions, "hasp_sessions", "Open client sessions.");
-	C(leader_changes, "hasp_leader_changes_total", "Times the known leader changed to another node.");
+	C(leader_changes_metric, "hasp_leader_changes_total",
+	  "Times the known leader changed to another node (kept across restarts).");
 	C(proposals_committed, "hasp_proposals_committed_total", "Commands proposed here and committed.");
 	C(proposals_failed, "hasp_proposals_failed_total",
 	  "Commands refused or lost before commit (full, not leader, step-down).");
@@ -64,13 +91,10 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 	G(snapshot_last_error, "hasp_snapshot_last_error",
 	  "hasp error code of the last failed snapshot save while failing (4 ENOSPC, 3 EIO), else 0.");
 
-	static const uint64_t fsync_ns[] = { 50000,    100000,   250000,    500000,    1000000,
-					     2500000,  5000000,  10000000,  25000000,  50000000,
-					     100000000, 250000000, 1000000000 };
 	static const uint64_t batch[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
 	nm->wal_fsync = metrics_histogram(m, "hasp_wal_fsync_duration_seconds",
 					  "Time from WAL write submission to durable (fdatasync done).",
-					  NULL, 0, fsync_ns, sizeof(fsync_ns) / sizeof(fsync_ns[0]), 1e-9);
+					  NULL, 0, node_hist_bounds_ns, NODE_HIST_BOUNDS, 1e-9);
 	nm->batch_size = metrics_histogram(m, "hasp_batch_size", "Commands per proposed Raft batch.",
 					   NULL, 0, batch, sizeof(batch) / sizeof(batch[0]), 1.0);
 	ok &= nm->wal_fsync != NULL && nm->batch_size != NULL;
@@ -95,6 +119,127 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 #undef G
 #undef C
 
+/* Writes "<count> <leader id>\n" to a temporary file and renames it over
+ * the old one: a crash leaves the old or the new count, never a torn one.
+ * No fsync: a power cut may lose the last changes (or, on a file system
+ * without rename ordering, leave the file empty: refused at the next start,
+ * counted, the count starts again from 0), which is not worth a disk flush
+ * on the node's thread. Runs once per leader change (elections are at
+ * least an election timeout apart). */
+static void leader_save(struct node_metrics *nm)
+{
+	if (nm->leader_file[0] == '\0')
+		return;
+	char tmp[sizeof(nm->leader_file) + 4], text[48];
+	snprintf(tmp, sizeof(tmp), "%s.new", nm->leader_file);
+	int len = snprintf(text, sizeof(text), "%llu %llu\n", (unsigned long long)nm->leader_changes,
+			   (unsigned long long)nm->last_leader);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	bool ok = fd >= 0 && write(fd, text, (size_t)len) == len;
+	if (fd >= 0 && close(fd) != 0)
+		ok = false;
+	if (ok && rename(tmp, nm->leader_file) != 0)
+		ok = false;
+	if (!ok) {
+		metric_inc(nm->leader_file_errors);
+		LOG_WARN(node, "cannot save %s: %s (hasp_leader_changes_total restarts from the saved "
+			 "count)", nm->leader_file, strerror(errno));
+	}
+}
+
+/* Reads the kept count. A missing file is a node that never saw a leader;
+ * anything but two decimal numbers and a newline is refused whole (logged,
+ * counted, counting starts from 0). */
+static void leader_load(struct node_metrics *nm)
+{
+	FILE *f = fopen(nm->leader_file, "re");
+	if (f == NULL) {
+		if (errno != ENOENT) {
+			metric_inc(nm->leader_file_errors);
+			LOG_WARN(node, "cannot read %s: %s", nm->leader_file, strerror(errno));
+		}
+		return;
+	}
+	char text[64] = "";
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	unsigned long long count, leader;
+	char end = 0;
+	int got = sscanf(text, "%llu %llu%c", &count, &leader, &end);
+	if (n == sizeof(text) - 1 || got != 3 || end != '\n' || text[0] < '0' || text[0] > '9' ||
+	    leader > UINT32_MAX || count > INT64_MAX) {
+		metric_inc(nm->leader_file_errors);
+		LOG_WARN(node, "%s is not \"<count> <leader id>\": ignored, counting from 0",
+			 nm->leader_file);
+		return;
+	}
+	nm->leader_changes = count;
+	nm->last_leader = leader;
+	metric_set(nm->leader_changes_metric, (int64_t)count);
+}
+
+int node_metrics_register_node(struct node_metrics *nm, const struct node *n)
+{
+	struct metrics *m = nm->m;
+	const struct node_stats *st = &n->stats;
+	bool ok = true;
+	for (uint32_t op = 0; op < NODE_OPS && ok; op++) {
+		if (op != 0 && (op_names[op] == NULL || op == HASP_OP_EVENT))
+			continue;
+		struct metrics_label l[] = { { "opcode", node_metrics_op_name(op) } };
+		ok = metrics_histogram_ref(m, "hasp_request_duration_seconds",
+					   "Client request arrival to reply, by opcode.", l, 1,
+					   node_hist_bounds_ns, NODE_HIST_BOUNDS, 1e-9,
+					   st->request_latency[op].counts,
+					   &st->request_latency[op].sum_ns) != NULL;
+	}
+	ok &= metrics_histogram_ref(m, "hasp_raft_commit_duration_seconds",
+				    "Leader: a proposed batch to its commit (quorum durable).", NULL, 0,
+				    node_hist_bounds_ns, NODE_HIST_BOUNDS, 1e-9, st->commit_latency.counts,
+				    &st->commit_latency.sum_ns) != NULL;
+	ok &= metrics_histogram_ref(m, "hasp_apply_duration_seconds",
+				    "One run of committed entries applied to the state machine.", NULL, 0,
+				    node_hist_bounds_ns, NODE_HIST_BOUNDS, 1e-9, st->apply_latency.counts,
+				    &st->apply_latency.sum_ns) != NULL;
+	ok &= metrics_counter_ref(m, "hasp_latency_samples_skipped_total",
+				  "Proposed batches not timed for commit latency (timing ring full).", NULL,
+				  0, &st->latency_ring_full) != NULL;
+	struct metrics_label bl[] = { { "version", HASP_BUILD_VERSION }, { "commit", HASP_BUILD_COMMIT } };
+	ok &= (nm->build_info = metrics_gauge(m, "hasp_build_info",
+					      "Always 1; the labels name the build (version, git commit).",
+					      bl, 2)) != NULL;
+	ok &= (nm->leader_file_errors = metrics_counter(
+		       m, "hasp_leader_changes_file_errors_total",
+		       "Reads or writes of the data directory's leader_changes file that failed.", NULL,
+		       0)) != NULL;
+	if (!ok)
+		return -HASP_EFULL;
+	metric_set(nm->build_info, 1);
+	if (n->cfg.data_dir[0] != '\0') {
+		snprintf(nm->leader_file, sizeof(nm->leader_file), "%s/%s", n->cfg.data_dir, LEADER_FILE);
+		leader_load(nm);
+	}
+	return 0;
+}
+
+void node_metrics_replies(struct node_metrics *nm, const struct node *n)
+{
+	for (uint32_t op = 0; op < NODE_OPS; op++)
+		for (uint32_t st = 0; st < HASP_STATUS_COUNT; st++) {
+			const uint64_t *v = &n->stats.replies_by[op][st];
+			if (*v == 0 || nm->replies[op][st] != NULL)
+				continue;
+			struct metrics_label l[] = { { "opcode", node_metrics_op_name(op) },
+						     { "status", hasp_status_name(st) } };
+			nm->replies[op][st] = metrics_counter_ref(nm->m, "hasp_client_replies_total",
+								  "Replies sent to clients, by opcode and status.",
+								  l, 2, v);
+			if (nm->replies[op][st] == NULL)
+				return; /* registry full: tried again next time */
+		}
+}
+
 void node_metrics_sync(struct node_metrics *nm, const struct control_node_state *st,
 			       uint64_t leader_id)
 {
@@ -110,13 +255,17 @@ void node_metrics_sync(struct node_metrics *nm, const struct control_node_state 
 	metric_set(nm->waiters, (int64_t)st->waiters);
 	metric_set(nm->watchers, (int64_t)st->watchers);
 	metric_set(nm->sessions, (int64_t)st->sessions);
-	/* A change is a new non-zero leader, the first one this process sees
-	 * included (as etcd's leader_changes_seen counts it), so a restarted
-	 * node that finds a leader counts it; losing the leader (0) is not a
-	 * change, has_leader shows that. */
+	/* A change is a new non-zero leader, the first one a node ever sees
+	 * included (as etcd's leader_changes_seen counts it); losing the
+	 * leader (0) is not a change, has_leader shows that. The count and
+	 * the last leader are kept in the data directory, so a restarted node
+	 * goes on from its count and does not count the leader it had before
+	 * as a change. */
 	if (leader_id != 0 && leader_id != nm->last_leader) {
-		metric_inc(nm->leader_changes);
+		nm->leader_changes++;
+		metric_set(nm->leader_changes_metric, (int64_t)nm->leader_changes);
 		nm->last_leader = leader_id;
+		leader_save(nm);
 	}
 }
 
@@ -131,9 +280,9 @@ struct metric *node_metrics_peer(struct node_metrics *nm, uint32_t peer_id)
 	char id[12];
 	snprintf(id, sizeof(id), "%u", peer_id);
 	struct metrics_label l[] = { { "peer", id } };
-	struct metric *s = metrics_gauge_scaled(nm->m, "hasp_peer_rtt_seconds",
-						"Last heartbeat round trip to a peer (leader only).", l, 1,
-						1e-9);
+	struct metric *s = metrics_histogram(nm->m, "hasp_peer_rtt_seconds",
+					     "Heartbeat round trips to a peer (measured by the leader).", l, 1,
+					     node_hist_bounds_ns, NODE_HIST_BOUNDS, 1e-9);
 	if (s == NULL)
 		return NULL;
 	nm->peer_ids[nm->peer_count] = peer_id;

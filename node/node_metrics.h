@@ -18,6 +18,7 @@
 
 #include "control/control.h"
 #include "control/metrics.h"
+#include "node/node.h"
 
 #define NODE_METRICS_LCORES_MAX 8u
 
@@ -62,13 +63,18 @@ struct node_metrics {
 	struct metrics *m;
 	uint32_t lcore_count;
 	uint64_t last_leader;  /* for leader_changes_total */
+	/* leader_changes_total survives restarts: kept in this file of the
+	 * data directory (empty: not kept), rewritten on every change. */
+	char leader_file[NODE_PATH_SIZE + 32];
+	uint64_t leader_changes;
 	/* gauges */
 	struct metric *has_leader, *is_leader, *storage_failed, *term, *commit_index, *applied_index;
 	struct metric *proposals_pending, *locks_held, *leases, *waiters, *watchers, *sessions;
 	/* counters */
-	struct metric *leader_changes, *proposals_committed, *proposals_failed, *expirations;
+	struct metric *leader_changes_metric, *proposals_committed, *proposals_failed, *expirations;
 	struct metric *notifications_sent, *notifications_rate_limited, *snapshots;
 	struct metric *snapshot_failures, *snapshot_failing, *snapshot_last_error;
+	struct metric *leader_file_errors, *build_info;
 	/* histograms */
 	struct metric *wal_fsync, *batch_size;
 	/* per lcore */
@@ -78,6 +84,8 @@ struct node_metrics {
 	uint32_t peer_ids[CONTROL_MEMBERS_MAX];
 	struct metric *peer_rtt[CONTROL_MEMBERS_MAX];
 	uint32_t peer_count;
+	/* per opcode and status, registered when first non-zero */
+	struct metric *replies[NODE_OPS][HASP_STATUS_COUNT];
 };
 
 /* Registers the whole set into c's registry. Returns 0 or -HASP_EFULL
@@ -85,13 +93,29 @@ struct node_metrics {
 int node_metrics_register(struct node_metrics *nm, struct control *c,
 				  uint32_t lcore_count) __attribute__((warn_unused_result));
 
+/* Registers the series the node core keeps in place (struct node_stats):
+ * request latency per opcode, commit and apply latency; the build info;
+ * and loads the leader-change count kept in data_dir (a missing file is
+ * 0; a damaged one is logged, counted and starts from 0). 0 or
+ * -HASP_EFULL. */
+int node_metrics_register_node(struct node_metrics *nm, const struct node *n)
+	__attribute__((warn_unused_result));
+
+/* Registers hasp_client_replies_total{opcode,status} for every pair that
+ * has replies and no series yet (the lcore, at publish time). */
+void node_metrics_replies(struct node_metrics *nm, const struct node *n);
+
+/* The name of an opcode ("ACQUIRE"), "unknown" outside the protocol. */
+const char *node_metrics_op_name(uint32_t op);
+
 /* Mirrors the state into the gauges; counts a leader change whenever the
  * known leader id changes to another non-zero id. */
 void node_metrics_sync(struct node_metrics *nm, const struct control_node_state *st,
 			       uint64_t leader_id);
 
-/* The RTT gauge of a peer (hasp_peer_rtt_seconds{peer="id"}, nanoseconds
- * in, seconds out), registered on first use; NULL when the table is full. */
+/* The round-trip histogram of a peer (hasp_peer_rtt_seconds{peer="id"},
+ * nanoseconds in, seconds out), registered on first use; NULL when the
+ * table is full. */
 struct metric *node_metrics_peer(struct node_metrics *nm, uint32_t peer_id);
 
 /* Observations: WAL fsync duration (ns), commands per proposed batch. */

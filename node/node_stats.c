@@ -7,7 +7,13 @@
 #include <stdio.h>
 
 #include "node/node.h"
+#include "node/node_hist.h"
 #include "hasp/errors.h"
+
+const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
+	10000,    25000,    50000,     100000,    250000,    500000,    1000000,   2500000,
+	5000000,  10000000, 25000000,  50000000,  100000000, 250000000, 500000000, 1000000000,
+};
 
 #define NODE_STATS_FIELDS(X) \
 	X(client_rx) \

@@ -10,8 +10,8 @@
 
 #include <stdbool.h>
 
-#define FAM_MAX 64
-#define SAMPLES_MAX 512
+#define FAM_MAX 128
+#define SAMPLES_MAX 1024
 
 struct sample {
 	char family[64];

@@ -44,24 +44,7 @@ field() {
 		python3 -c "import json,sys; print(json.load(sys.stdin)['result'][sys.argv[1]])" "$2"
 }
 # http <socket> <path>: status line and body of one GET on the admin socket.
-http() {
-	python3 - "$1" "$2" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(5)
-s.connect(sys.argv[1])
-s.sendall(("GET %s HTTP/1.1\r\nHost: hasp\r\n\r\n" % sys.argv[2]).encode())
-data = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    data += b
-head, _, body = data.partition(b"\r\n\r\n")
-print(head.split(b"\r\n")[0].split(b" ")[1].decode())
-sys.stdout.write(body.decode())
-PY
-}
+http() { python3 "$src/tests/control/admin_http.py" "$1" "$2"; }
 
 line=$("$cluster" up -n 3 | tail -1)
 export "${line?}"

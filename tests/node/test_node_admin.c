@@ -444,7 +444,7 @@ static void test_node_admin_transfer_moves_leadership(void **state)
 		if (st.members[k].id != s->nodes[t].cfg.node_id)
 			assert_true(st.members[k].rtt_ns >= STEP_NS && st.members[k].rtt_ns < 100 * STEP_NS);
 	assert_true(metric_value(s->admin[t].nm.is_leader) == 1);
-	assert_true(metric_value(s->admin[l].nm.leader_changes) >= 1);
+	assert_true(metric_value(s->admin[l].nm.leader_changes_metric) >= 1);
 	assert_true(metric_value(s->admin[l].nm.has_leader) == 1);
 	/* The dataplane's counters are series too (zero here: no dataplane). */
 	assert_non_null(metrics_find(control_metrics(&s->admin[t].ctl), "hasp_dp_rx_frames_total", ""));

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "control/control.h"
 #include "control/metrics.h"
@@ -32,7 +33,7 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 	node_metrics_fsync(&nm, 300000);
 	node_metrics_batch(&nm, 17);
 	node_metrics_dropped_set(&nm, 1, NODE_DROP_BAD_CHECKSUM, 5);
-	metric_set(node_metrics_peer(&nm, 2), 125000);
+	metric_observe(node_metrics_peer(&nm, 2), 125000);
 	assert_ptr_equal(node_metrics_peer(&nm, 2), node_metrics_peer(&nm, 2));
 
 	static char buf[65536];
@@ -60,7 +61,9 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 	assert_true(find(p, "hasp_wal_fsync_duration_seconds_bucket", "", "0.0005")->value == 1);
 	assert_true(find(p, "hasp_wal_fsync_duration_seconds_bucket", "", "0.00025")->value == 0);
 	assert_true(find(p, "hasp_batch_size_bucket", "", "32")->value == 1);
-	assert_true(fabs(find(p, "hasp_peer_rtt_seconds", "peer=2", "")->value - 0.000125) < 1e-12);
+	assert_true(find(p, "hasp_peer_rtt_seconds_bucket", "peer=2", "0.00025")->value == 1);
+	assert_true(find(p, "hasp_peer_rtt_seconds_bucket", "peer=2", "0.0001")->value == 0);
+	assert_true(fabs(find(p, "hasp_peer_rtt_seconds_sum", "peer=2", "")->value - 0.000125) < 1e-12);
 	free(p);
 	control_deinit(&c);
 }
@@ -75,7 +78,7 @@ static void *late_register(void *arg)
 {
 	struct late *l = arg;
 	for (uint32_t id = 1; id <= CONTROL_MEMBERS_MAX; id++) {
-		metric_set(node_metrics_peer(l->nm, id), id * 1000);
+		metric_observe(node_metrics_peer(l->nm, id), id * 1000);
 		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
 	}
@@ -104,9 +107,137 @@ static void test_node_metrics_peers_register_while_scraped(void **state)
 	pthread_join(t, NULL);
 	assert_true(metrics_expose(control_metrics(&c), buf, sizeof(buf)) > 0);
 	expo_parse(buf, p);
-	assert_true(find(p, "hasp_peer_rtt_seconds", "peer=9", "") != NULL);
+	assert_true(find(p, "hasp_peer_rtt_seconds_count", "peer=9", "")->value == 1);
 	free(p);
 	control_deinit(&c);
+}
+
+/* One node's registry over `dir`, as a start of haspd builds it. */
+struct booted {
+	struct control c;
+	struct node_metrics nm;
+};
+
+static void boot(struct booted *b, struct node *n)
+{
+	struct control_config cfg = { 0 };
+	assert_int_equal(control_init(&b->c, &cfg), 0);
+	assert_int_equal(node_metrics_register(&b->nm, &b->c, 1), 0);
+	assert_int_equal(node_metrics_register_node(&b->nm, n), 0);
+}
+
+static double value(struct booted *b, const char *name)
+{
+	const struct metric *s = metrics_find(control_metrics(&b->c), name, "");
+	assert_non_null(s);
+	return metric_value(s);
+}
+
+static void sync_leader(struct booted *b, uint64_t leader)
+{
+	struct control_node_state st = { .has_leader = leader != 0 };
+	node_metrics_sync(&b->nm, &st, leader);
+}
+
+/* Regression: hasp_leader_changes_total started from 0 at every start, so
+ * a restarted node showed fewer changes than it had seen and counted the
+ * leader it had before the restart as a new one. */
+static void test_node_metrics_leader_changes_survive_restart(void **state)
+{
+	(void)state;
+	struct node *n = calloc(1, sizeof(*n));
+	char dir[] = "/tmp/hasp-test-leader-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	snprintf(n->cfg.data_dir, sizeof(n->cfg.data_dir), "%s", dir);
+	struct booted *b = calloc(1, sizeof(*b));
+
+	boot(b, n);
+	assert_true(value(b, "hasp_leader_changes_total") == 0);
+	sync_leader(b, 1);
+	sync_leader(b, 0);
+	sync_leader(b, 2);
+	assert_true(value(b, "hasp_leader_changes_total") == 2);
+	control_deinit(&b->c);
+
+	/* Restarted: the count goes on, and leader 2 again is no change. */
+	boot(b, n);
+	assert_true(value(b, "hasp_leader_changes_total") == 2);
+	sync_leader(b, 2);
+	assert_true(value(b, "hasp_leader_changes_total") == 2);
+	sync_leader(b, 3);
+	assert_true(value(b, "hasp_leader_changes_total") == 3);
+	assert_true(value(b, "hasp_leader_changes_file_errors_total") == 0);
+	control_deinit(&b->c);
+
+	/* A damaged file is refused whole: counted, logged, from 0. */
+	char path[sizeof(n->cfg.data_dir) + 32];
+	snprintf(path, sizeof(path), "%s/leader_changes", dir);
+	static const char *const bad[] = { "", "7\n", "-1 2\n", "5 2", "5 2 9\n", "99999999999999999999 1\n",
+					   "5 4294967296\n", "x5 2\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(bad[i], f);
+		assert_int_equal(fclose(f), 0);
+		boot(b, n);
+		if (value(b, "hasp_leader_changes_total") != 0 ||
+		    value(b, "hasp_leader_changes_file_errors_total") != 1)
+			fail_msg("leader_changes file \"%s\" was not refused", bad[i]);
+		sync_leader(b, 2);
+		assert_true(value(b, "hasp_leader_changes_total") == 1);
+		control_deinit(&b->c);
+	}
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+	free(b);
+	free(n);
+}
+
+/* The node keeps its histograms in place (node_hist.h); the registry
+ * exposes them cumulated, on the 10 us .. 1 s bounds. */
+static void test_node_metrics_latency_histograms_exposed(void **state)
+{
+	(void)state;
+	struct node *n = calloc(1, sizeof(*n));
+	struct booted *b = calloc(1, sizeof(*b));
+	boot(b, n);
+	node_hist_observe(&n->stats.request_latency[HASP_OP_ACQUIRE], 10000);   /* on a bound */
+	node_hist_observe(&n->stats.request_latency[HASP_OP_ACQUIRE], 10001);
+	node_hist_observe(&n->stats.request_latency[HASP_OP_ACQUIRE], 2000000000); /* +Inf */
+	node_hist_observe(&n->stats.request_latency[0], 0);
+	node_hist_observe(&n->stats.commit_latency, 3000000);
+	n->stats.replies_by[HASP_OP_ACQUIRE][HASP_STATUS_BUSY] = 4;
+	n->stats.replies_by[99 % NODE_OPS][HASP_STATUS_OK] = 0; /* nothing: no series */
+	node_metrics_replies(&b->nm, n);
+	node_metrics_replies(&b->nm, n); /* registered once */
+
+	static char buf[262144];
+	assert_true(metrics_expose(control_metrics(&b->c), buf, sizeof(buf)) > 0);
+	struct parsed *p = calloc(1, sizeof(*p));
+	expo_parse(buf, p);
+	expo_check_histograms(p);
+	const char *h = "hasp_request_duration_seconds_bucket";
+	assert_true(find(p, h, "opcode=ACQUIRE", "1e-05")->value == 1);
+	assert_true(find(p, h, "opcode=ACQUIRE", "2.5e-05")->value == 2);
+	assert_true(find(p, h, "opcode=ACQUIRE", "1")->value == 2);
+	assert_true(find(p, h, "opcode=ACQUIRE", "+Inf")->value == 3);
+	assert_true(find(p, h, "opcode=unknown", "1e-05")->value == 1);
+	assert_true(find(p, h, "opcode=KV_PUT", "+Inf")->value == 0);
+	assert_null(find(p, h, "opcode=EVENT", "+Inf"));
+	assert_true(fabs(find(p, "hasp_request_duration_seconds_sum", "opcode=ACQUIRE", "")->value -
+			 2.000020001) < 1e-9);
+	assert_true(find(p, "hasp_raft_commit_duration_seconds_bucket", "", "0.0025")->value == 0);
+	assert_true(find(p, "hasp_raft_commit_duration_seconds_bucket", "", "0.005")->value == 1);
+	assert_true(find(p, "hasp_apply_duration_seconds_count", "", "")->value == 0);
+	assert_true(find(p, "hasp_client_replies_total", "opcode=ACQUIRE;status=BUSY", "")->value == 4);
+	n->stats.replies_by[HASP_OP_ACQUIRE][HASP_STATUS_BUSY] = 5; /* read in place */
+	assert_true(metrics_expose(control_metrics(&b->c), buf, sizeof(buf)) > 0);
+	expo_parse(buf, p);
+	assert_true(find(p, "hasp_client_replies_total", "opcode=ACQUIRE;status=BUSY", "")->value == 5);
+	free(p);
+	control_deinit(&b->c);
+	free(b);
+	free(n);
 }
 
 int main(void)
@@ -115,6 +246,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_node_metric_set_exposes_every_named_metric),
 		cmocka_unit_test(test_node_metrics_peers_register_while_scraped),
+		cmocka_unit_test(test_node_metrics_leader_changes_survive_restart),
+		cmocka_unit_test(test_node_metrics_latency_histograms_exposed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
