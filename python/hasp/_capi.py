@@ -104,6 +104,17 @@ class KvEntry(ctypes.Structure):
 RANGE_FN = ctypes.CFUNCTYPE(c_int, ctypes.POINTER(KvEntry), c_void_p)
 
 
+STATS_FIELDS = (  # struct hasp_client_stats, in order
+    "tx_requests", "tx_retransmits", "rx_replies", "rx_duplicates", "rx_late", "rx_stray",
+    "rx_malformed", "rx_auth_bad", "rx_unknown_source", "redirects", "timeouts",
+    "session_opens", "events", "events_dropped", "events_gaps", "wait_rechecks",
+    "wait_cancels", "wait_grants_released")
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [(n, u64) for n in STATS_FIELDS]
+
+
 class Fence(ctypes.Structure):
     _fields_ = [("highest_token", u64)]
 
@@ -141,6 +152,7 @@ _protos = {
     "hasp_client_set_deadline": (c_int, [c_void_p, u32]),
     "hasp_client_connect": (c_int, [c_void_p]),
     "hasp_client_session_id": (u64, [c_void_p]),
+    "hasp_client_stats_get": (None, [c_void_p, c_void_p]),
     "hasp_client_acquire": (c_int, [c_void_p, c_char_p, c_void_p, c_void_p]),
     "hasp_client_release": (c_int, [c_void_p, c_char_p, u64]),
     "hasp_client_renew": (c_int, [c_void_p, c_char_p, u64, u32, c_void_p]),

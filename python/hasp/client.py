@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from . import _capi
-from .errors import ClosedError, ConfigError, InvalidArgument, LockBusy, NotFound, \
-    NotHolder, HaspError, Timeout, check, error_for
+from .errors import ClosedError, ConfigError, HaspError, InvalidArgument, LockBusy, NotHolder, \
+    Timeout, check
 
 _byref = ctypes.byref
 
@@ -113,6 +113,11 @@ class Client:
         self._wake = threading.Condition(self._mu)
         self._pump = threading.Lock()  # one thread reads events for all watches
         self._watches = []
+        # Threads of one process share the client's session, and the cluster
+        # grants a lock to a session (a second ACQUIRE by the holder session
+        # is a re-grant): so threads take a local mutex per name first, as
+        # Curator's InterProcessMutex does across a JVM's threads.
+        self._local = {}  # name -> [threading.Lock, users, holder Lock or None]
         if keepalive:
             try:
                 check(_capi.call("client_keepalive_start", self._h))
@@ -134,6 +139,12 @@ class Client:
     @property
     def session_id(self) -> int:
         return _capi.call("client_session_id", self._handle())
+
+    def stats(self) -> dict:
+        """libhasp's counters of this client (struct hasp_client_stats)."""
+        out = _capi.new(_capi.Stats)
+        _capi.call("client_stats_get", self._handle(), _byref(out))
+        return {n: getattr(out, n) for n in _capi.STATS_FIELDS}
 
     def close(self):
         """Releases the locks taken through this client that are still held
@@ -184,6 +195,50 @@ class Client:
         refused; lock.safe() is False from then on.
         """
         h = self._handle()
+        key = _bytes(name, "name")
+        start = time.monotonic()
+        local = self._local_enter(key, blocking, timeout)
+        if timeout is not None:
+            timeout = max(0.001, timeout - (time.monotonic() - start))
+        try:
+            lock = self._acquire(h, key, ttl, blocking, timeout, renew, lease_id,
+                                 lost_margin, on_lost)
+        except BaseException:
+            self._local_exit(key)
+            raise
+        with self._mu:
+            local[2] = lock
+        return lock
+
+    def _local_enter(self, key, blocking, timeout):
+        with self._mu:
+            local = self._local.setdefault(key, [threading.Lock(), 0, None])
+            local[1] += 1
+        ok = local[0].acquire(blocking, -1 if timeout is None or not blocking else timeout)
+        if not ok:
+            holder = local[2]
+            self._local_exit(key, locked=False)
+            if not blocking:
+                raise LockBusy(_capi.EBUSY, holder_token=holder.token if holder else 0)
+            raise Timeout(_capi.ETIMEDOUT, "held by another thread of this client")
+        return local
+
+    def _local_exit(self, key, holder=None, locked=True):
+        """Drops one user of the name's local mutex (and releases the mutex
+        when `locked`); with `holder`, only if that Lock still owns it."""
+        with self._mu:
+            local = self._local[key]
+            if holder is not None:
+                if local[2] is not holder:
+                    return
+                local[2] = None
+            local[1] -= 1
+            if local[1] == 0:
+                del self._local[key]
+        if locked:
+            local[0].release()
+
+    def _acquire(self, h, key, ttl, blocking, timeout, renew, lease_id, lost_margin, on_lost):
         opts = _capi.new(_capi.AcquireOpts)
         if lease_id:
             opts.lease_id = int(lease_id)
@@ -197,7 +252,7 @@ class Client:
         elif not blocking and timeout is not None:
             raise InvalidArgument(_capi.EINVAL, "timeout needs blocking=True")
         raw = _capi.new(_capi.Lock)
-        rc = _capi.call("client_acquire", h, _bytes(name, "name"), _byref(opts), _byref(raw))
+        rc = _capi.call("client_acquire", h, key, _byref(opts), _byref(raw))
         if rc == -_capi.EBUSY:
             raise LockBusy(rc, holder_token=raw.token)
         check(rc)
@@ -245,6 +300,7 @@ class Client:
     def _forget(self, lock):
         with self._mu:
             self._locks.discard(lock)
+        self._local_exit(lock.name.encode(), lock)
 
     def _watchdog(self):
         """Marks locks lost when their validity comes within their margin of
@@ -456,13 +512,16 @@ class Lock:
         self._stop.set()
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join()
-        self._client._forget(self)
-        if self._lost:
-            return
-        rc = _capi.call("client_release", self._client._handle(), self.name.encode(),
-                        self.token)
-        if rc != -_capi.ENOTHOLDER:
-            check(rc)
+        try:
+            if not self._lost:
+                # On the cluster first: another thread of this client must not
+                # reach the cluster while our session still holds the lock.
+                rc = _capi.call("client_release", self._client._handle(),
+                                self.name.encode(), self.token)
+                if rc != -_capi.ENOTHOLDER:
+                    check(rc)
+        finally:
+            self._client._forget(self)
 
     def __enter__(self):
         return self

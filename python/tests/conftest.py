@@ -12,6 +12,10 @@ import pytest
 
 import hasp
 
+# Each request's deadline: generous, the test machine is loaded (a liveness
+# bound, never a timing assertion).
+DEADLINE = 30.0
+
 
 @pytest.fixture(scope="session")
 def cluster():
@@ -24,14 +28,14 @@ def cluster():
 
 @pytest.fixture
 def client(cluster):
-    c = hasp.Client(cluster)
+    c = hasp.Client(cluster, deadline=DEADLINE)
     yield c
     c.close()
 
 
 @pytest.fixture
 def other(cluster):
-    c = hasp.Client(cluster)
+    c = hasp.Client(cluster, deadline=DEADLINE)
     yield c
     c.close()
 

@@ -4,7 +4,7 @@ import asyncio
 import pytest
 
 import hasp
-from conftest import eventually
+from conftest import DEADLINE, eventually
 
 
 def test_kv_put_get_cas_delete(client, other, name):
@@ -54,7 +54,8 @@ def test_watch_reports_kv_and_lock_events(client, other, name):
 
 def test_asyncio_lock_handoff_and_cancel(cluster, name):
     async def main():
-        async with hasp.AsyncClient(cluster) as a, hasp.AsyncClient(cluster) as b:
+        async with hasp.AsyncClient(cluster, deadline=DEADLINE) as a, \
+                hasp.AsyncClient(cluster, deadline=DEADLINE) as b:
             order = []
             async with a.lock(name, ttl=30.0) as first:
                 order.append(("a", first.token))

@@ -45,11 +45,17 @@ def test_mutual_exclusion_between_two_clients(client, other, name):
     inside = []
     overlaps = []
     tokens = []
+    errors = []
     guard = threading.Lock()
 
     def worker(c):
         for _ in range(10):
-            with c.lock(name, ttl=30.0, timeout=120) as lk:
+            try:
+                lk = c.lock(name, ttl=30.0, timeout=120)
+            except hasp.HaspError as e:
+                errors.append((e, c.stats()))
+                return
+            with lk:
                 with guard:
                     if inside:
                         overlaps.append((inside[:], lk.token))
@@ -64,6 +70,7 @@ def test_mutual_exclusion_between_two_clients(client, other, name):
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     assert overlaps == []
     assert len(tokens) == 40 and tokens == sorted(tokens) and len(set(tokens)) == 40
 
@@ -120,3 +127,18 @@ def test_local_refusals_send_nothing(client):
         client.lock("py/ttl", ttl=0.001)
     with pytest.raises(hasp.InvalidArgument):
         client.put("py/big", b"x" * 1025)
+
+
+def test_threads_of_one_client_exclude_each_other(client, name):
+    """The cluster grants a lock to a session; the package adds the local
+    mutex so that two threads sharing a client do not both get it."""
+    held = client.lock(name, ttl=30.0)
+    with pytest.raises(hasp.LockBusy) as busy:
+        client.lock(name, ttl=30.0, blocking=False)
+    assert busy.value.holder_token == held.token
+    with pytest.raises(hasp.Timeout):
+        client.lock(name, ttl=30.0, timeout=0.2)
+    held.release()
+    again = client.lock(name, ttl=30.0, blocking=False)
+    assert again.token > held.token
+    again.release()
