@@ -247,7 +247,7 @@ int hasp_client_connect(struct hasp_client *c)
 	pthread_mutex_lock(&c->mu);
 	rc = client_session_ensure_locked(c, client_deadline(c));
 	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return client_result(rc);
 }
 
 uint64_t hasp_client_session_id(struct hasp_client *c)
@@ -346,7 +346,8 @@ int hasp_client_keepalive(struct hasp_client *c)
 	}
 	for (uint32_t i = 0; i < due_count; i++) {
 		int rc = hasp_client_lease_keepalive(c, due_ids[i], NULL);
-		if (rc < 0 && first_err == 0)
+		/* An expired lease is forgotten: not an error of this call. */
+		if (rc < 0 && rc != -HASP_ELEASE && rc != -HASP_ENOENT && first_err == 0)
 			first_err = rc;
 	}
 	return first_err;

@@ -164,6 +164,13 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns);
 int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	__attribute__((warn_unused_result));
 
+/* The public return convention (client.h): a reply status or -HASP_E*
+ * from client_call becomes 0 or -HASP_E*. */
+static inline int client_result(int rc)
+{
+	return rc < 0 ? rc : hasp_status_error((uint32_t)rc);
+}
+
 /* The absolute deadline for a call starting now. */
 uint64_t client_deadline(const struct hasp_client *c);
 

@@ -58,7 +58,7 @@ int hasp_client_lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct hasp_
 	rc = client_call(c, &call);
 	if (rc == HASP_STATUS_OK)
 		lease_fill(c, &call, lease);
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_lease_keepalive(struct hasp_client *c, uint64_t lease_id, struct hasp_lease *lease)
@@ -76,7 +76,7 @@ int hasp_client_lease_keepalive(struct hasp_client *c, uint64_t lease_id, struct
 		lease_fill(c, &call, lease);
 	else if (rc == HASP_STATUS_LEASE_EXPIRED || rc == HASP_STATUS_NOT_FOUND)
 		lease_forget(c, lease_id); /* its locks and keys are gone */
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_lease_revoke(struct hasp_client *c, uint64_t lease_id)
@@ -91,7 +91,7 @@ int hasp_client_lease_revoke(struct hasp_client *c, uint64_t lease_id)
 	memset(&call, 0, sizeof(call));
 	call.req.hdr.opcode = HASP_OP_LEASE_REVOKE;
 	call.req.body.lease_revoke.lease_id = lease_id;
-	return client_call(c, &call);
+	return client_result(client_call(c, &call));
 }
 
 /* ---- watches and events ---- */
@@ -158,7 +158,7 @@ int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 	else
 		w->used = false;
 	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
@@ -176,7 +176,7 @@ int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 	if (w != NULL)
 		w->used = false;
 	pthread_mutex_unlock(&c->mu);
-	return watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id);
+	return client_result(watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id));
 }
 
 void client_watches_resend(struct hasp_client *c)
@@ -257,22 +257,26 @@ int hasp_client_next_event(struct hasp_client *c, struct hasp_event *ev, uint32_
 	return -HASP_ETIMEDOUT;
 }
 
-int hasp_client_poll(struct hasp_client *c, uint32_t timeout_ms)
+int hasp_client_poll(struct hasp_client *c, uint32_t timeout_ms, uint32_t *delivered)
 {
 	struct hasp_event ev;
-	int delivered = 0;
+	uint32_t n = 0;
 	uint32_t wait_ms = timeout_ms;
 
+	if (delivered != NULL)
+		*delivered = 0;
 	if (c == NULL || c->cfg.event_fn == NULL)
 		return -HASP_EINVAL;
 	/* Wait for the first event only; then drain what is buffered. The
 	 * callback runs without the client's mutex held. */
-	while (delivered < (int)HASP_CLIENT_EVENTS_MAX && hasp_client_next_event(c, &ev, wait_ms) == 0) {
+	while (n < HASP_CLIENT_EVENTS_MAX && hasp_client_next_event(c, &ev, wait_ms) == 0) {
 		c->cfg.event_fn(&ev, c->cfg.event_arg);
-		delivered++;
+		n++;
 		wait_ms = 0;
 	}
-	return delivered;
+	if (delivered != NULL)
+		*delivered = n;
+	return 0;
 }
 
 /* ---- KV ---- */
@@ -297,7 +301,7 @@ int hasp_client_kv_put(struct hasp_client *c, const char *key, const void *value
 	rc = client_call(c, &call);
 	if (rc == HASP_STATUS_OK && revision != NULL)
 		*revision = call.reply.body.kv_revision.revision;
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_kv_get(struct hasp_client *c, const char *key, struct hasp_kv_value *out)
@@ -322,7 +326,7 @@ int hasp_client_kv_get(struct hasp_client *c, const char *key, struct hasp_kv_va
 		if (v->value.size > 0)
 			memcpy(out->value, v->value.data, v->value.size);
 	}
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_kv_delete(struct hasp_client *c, const char *key, uint64_t *revision)
@@ -339,7 +343,7 @@ int hasp_client_kv_delete(struct hasp_client *c, const char *key, uint64_t *revi
 	rc = client_call(c, &call);
 	if (rc == HASP_STATUS_OK && revision != NULL)
 		*revision = call.reply.body.kv_revision.revision;
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_kv_cas(struct hasp_client *c, const char *key, const struct hasp_kv_cas *cas,
@@ -371,7 +375,7 @@ int hasp_client_kv_cas(struct hasp_client *c, const char *key, const struct hasp
 	/* COMPARE_FAILED carries the key's current mod revision (0: absent). */
 	if ((rc == HASP_STATUS_OK || rc == HASP_STATUS_COMPARE_FAILED) && revision != NULL)
 		*revision = call.reply.body.kv_revision.revision;
-	return rc;
+	return client_result(rc);
 }
 
 /* True when `key` sorts bytewise after `after` ("" sorts first). */
@@ -416,7 +420,7 @@ int hasp_client_kv_range(struct hasp_client *c, const char *prefix, uint32_t lim
 		call.deadline_ns = deadline_ns;
 		rc = client_call(c, &call);
 		if (rc != HASP_STATUS_OK)
-			return rc;
+			return client_result(rc);
 		const struct hasp_wire_kv_entries *es = &call.reply.body.kv_entries;
 		hasp_wire_kv_iter_init(&it, es);
 		while (hasp_wire_kv_iter_next(&it, &e)) {
@@ -435,12 +439,12 @@ int hasp_client_kv_range(struct hasp_client *c, const char *prefix, uint32_t lim
 			memcpy(after, key, e.key.size + 1);
 			delivered++;
 			if (fn(&out, arg) != 0)
-				return HASP_STATUS_OK;
+				return 0;
 			if (limit != 0 && delivered >= limit)
-				return HASP_STATUS_OK;
+				return 0;
 		}
 		if (!(es->flags & HASP_WIRE_RANGE_MORE))
-			return HASP_STATUS_OK;
+			return 0;
 		if (es->entry_count == 0)
 			return -HASP_ECORRUPT; /* MORE with nothing: no progress */
 	}

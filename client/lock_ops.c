@@ -268,7 +268,7 @@ int hasp_client_acquire(struct hasp_client *c, const char *name,
 	}
 	if (rc == HASP_STATUS_GRANTED)
 		HASP_ASSERT(lock->token != 0 || lock->valid_until_ns != 0);
-	return rc;
+	return client_result(rc);
 }
 
 static int name_token_call(struct hasp_client *c, uint8_t opcode, const char *name,
@@ -287,7 +287,7 @@ static int name_token_call(struct hasp_client *c, uint8_t opcode, const char *na
 	HASP_ASSERT(call.req.body.release.name.size > 0);
 	call.req.hdr.opcode = opcode;
 	call.req.body.release.token = token;
-	return client_call(c, &call);
+	return client_result(client_call(c, &call));
 }
 
 int hasp_client_release(struct hasp_client *c, const char *name, uint64_t token)
@@ -325,7 +325,7 @@ int hasp_client_renew(struct hasp_client *c, const char *name, uint64_t token, u
 		HASP_ASSERT(call.first_send_ns != 0);
 		HASP_ASSERT(lock->valid_until_ns >= call.first_send_ns);
 	}
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_lock_read(struct hasp_client *c, const char *name, struct hasp_lock_info *info)
@@ -349,7 +349,7 @@ int hasp_client_lock_read(struct hasp_client *c, const char *name, struct hasp_l
 		info->waiter_count = li->waiter_count;
 		info->ours = li->holder_session_id == call.session_id;
 	}
-	return rc;
+	return client_result(rc);
 }
 
 uint64_t hasp_client_lock_valid_until(struct hasp_client *c, const struct hasp_lock *lock)
