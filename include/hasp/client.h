@@ -180,6 +180,26 @@ struct hasp_kv_entry {
 /* Returns 0 to continue, anything else to stop the range early. */
 typedef int hasp_client_range_fn(const struct hasp_kv_entry *entry, void *arg);
 
+/* The outcome of an asynchronous call (hasp_client_*_async), handed to its
+ * completion callback and valid during the call only. rc is exactly what
+ * the blocking call returns; the member its op fills is named. */
+struct hasp_result {
+	uint64_t id; /* as the starting call returned it */
+	uint8_t op;  /* enum hasp_op of the call: ACQUIRE, RELEASE, ... */
+	int rc;      /* 0 or -HASP_E* */
+	struct hasp_lock lock;      /* ACQUIRE (-HASP_EBUSY: token is the holder's), RENEW */
+	struct hasp_lock_info info; /* LOCK_READ */
+	struct hasp_lease lease;    /* LEASE_GRANT, LEASE_KEEPALIVE */
+	uint64_t revision;          /* KV_PUT, KV_DELETE, KV_CAS */
+	struct hasp_kv_value value; /* KV_GET */
+};
+
+/* A completion callback: runs on the thread in hasp_client_process(),
+ * without the client's lock; it may start more calls (async or blocking)
+ * but must not close the client. */
+typedef void hasp_client_done_fn(struct hasp_client *client, const struct hasp_result *res,
+				 void *arg);
+
 /* Counters: nothing is logged per datagram. */
 struct hasp_client_stats {
 	uint64_t tx_requests;       /* first transmissions */
@@ -235,7 +255,9 @@ void hasp_client_stats_get(struct hasp_client *client, struct hasp_client_stats 
  * the grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ)
  * or -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
  * cluster (CANCEL; a grant that arrived meanwhile is released) before the
- * call returns, within one more deadline (docs/CLIENT.md). */
+ * call returns, within one more deadline (docs/CLIENT.md). A WAIT cancelled
+ * from another thread (hasp_client_cancel_wait) returns -HASP_ECANCELED the
+ * same way. */
 int hasp_client_acquire(struct hasp_client *client, const char *name,
 			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
 	__attribute__((warn_unused_result));
@@ -307,6 +329,98 @@ int hasp_client_next_event(struct hasp_client *client, struct hasp_event *ev,
  * was configured. */
 int hasp_client_poll(struct hasp_client *client, uint32_t timeout_ms, uint32_t *delivered)
 	__attribute__((warn_unused_result));
+
+/* ---- the asynchronous core ----
+ *
+ * Each *_async call checks its arguments (the same -HASP_E* as the
+ * blocking call, nothing started then), starts the operation and returns
+ * 0 at once with its id in *id (may be NULL). The operation completes
+ * through `fn`, called from hasp_client_process() with a struct
+ * hasp_result whose rc is what the blocking call would have returned. The
+ * application's loop drives everything:
+ *
+ *     int fd = hasp_client_fd(c);          // poll it for POLLIN
+ *     for (;;) {
+ *         poll(&(struct pollfd){ fd, POLLIN }, 1, hasp_client_timeout_ms(c));
+ *         hasp_client_process(c, NULL);    // sends, retransmits, completes
+ *     }
+ *
+ * One client holds up to 32 requests in flight at once (the session's
+ * window; more wait for a slot); one thread may drive any number of
+ * clients, each with its own session. Blocking calls may be made on the
+ * same client from other threads meanwhile. The loop also runs the
+ * keepalives (hasp_client_keepalive) when hasp_client_keepalive_start was
+ * not called. */
+
+/* The file descriptor to wait on for POLLIN (an epoll set of the socket
+ * and a wake-up eventfd; the client owns and closes it). >= 0, or
+ * -HASP_ESYS. Thread-safe. */
+int hasp_client_fd(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Milliseconds until hasp_client_process must run even without POLLIN
+ * (a retransmission, a recheck, a deadline): 0 now, -1 when nothing
+ * asynchronous is in progress (wait on the fd alone). Thread-safe. */
+int hasp_client_timeout_ms(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Reads what arrived, moves every asynchronous operation on, and calls the
+ * callbacks of those that ended (*completed, may be NULL, counts them).
+ * Never waits for the network. Returns 0 or -HASP_EINVAL. Call it from one
+ * thread at a time per client. */
+int hasp_client_process(struct hasp_client *client, uint32_t *completed)
+	__attribute__((warn_unused_result));
+/* Stops the asynchronous operation `id`: it completes with -HASP_ECANCELED
+ * through its callback at the next hasp_client_process. A WAIT acquire
+ * first removes its queue entry on the cluster (CANCEL; a grant that came
+ * meanwhile is released); one whose grant arrived before the cancel
+ * completes with 0 and the lock is the caller's. Any other request stops at
+ * once, its outcome unknown (as after -HASP_ETIMEDOUT). Returns 0, or
+ * -HASP_ENOENT (no such operation in progress). Thread-safe. */
+int hasp_client_cancel(struct hasp_client *client, uint64_t id)
+	__attribute__((warn_unused_result));
+/* Cancels every WAIT acquire of `name` in progress on this client,
+ * blocking (the hasp_client_acquire call returns -HASP_ECANCELED) or
+ * asynchronous, as hasp_client_cancel does. Call it from any thread.
+ * Returns 0 or -HASP_ENOENT (none waits). */
+int hasp_client_cancel_wait(struct hasp_client *client, const char *name)
+	__attribute__((warn_unused_result));
+
+int hasp_client_acquire_async(struct hasp_client *client, const char *name,
+			      const struct hasp_acquire_opts *opts, hasp_client_done_fn *fn,
+			      void *arg, uint64_t *id) __attribute__((warn_unused_result));
+int hasp_client_release_async(struct hasp_client *client, const char *name, uint64_t token,
+			      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* res->lock carries the new ttl_ms and valid_until_ns (name and token too). */
+int hasp_client_renew_async(struct hasp_client *client, const char *name, uint64_t token,
+			    uint32_t ttl_ms, hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_check_async(struct hasp_client *client, const char *name, uint64_t token,
+			    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lock_read_async(struct hasp_client *client, const char *name,
+				hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_grant_async(struct hasp_client *client, uint32_t ttl_ms,
+				  hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_keepalive_async(struct hasp_client *client, uint64_t lease_id,
+				      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id,
+				   hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* The value and expected value are copied: the caller's buffers may go at
+ * once. */
+int hasp_client_kv_put_async(struct hasp_client *client, const char *key, const void *value,
+			     size_t value_size, uint64_t lease_id, hasp_client_done_fn *fn,
+			     void *arg, uint64_t *id) __attribute__((warn_unused_result));
+int hasp_client_kv_get_async(struct hasp_client *client, const char *key,
+			     hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_kv_delete_async(struct hasp_client *client, const char *key,
+				hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
+			     const struct hasp_kv_cas *cas, hasp_client_done_fn *fn, void *arg,
+			     uint64_t *id) __attribute__((warn_unused_result));
 
 /* ---- KV ---- */
 
