@@ -13,21 +13,36 @@
  * last node that answered is remembered. docs/CLIENT.md explains each
  * behaviour ("Leader discovery", "Failover contract") and the CLI built on it.
  *
- * Returns: calls that exchange a request return the reply's status (an enum
- * hasp_status, >= 0) when a node answered, or a negative -HASP_E* code when
- * none did or the call was refused locally:
- *   -HASP_EINVAL     a NULL or inconsistent argument
- *   -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
- *   -HASP_ERANGE     a TTL outside 10 ms .. 1 day
- *   -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
- *   -HASP_ETIMEDOUT  no answer before the deadline (every node tried), or a
- *                    wait that did not end in a grant in time
- *   -HASP_ESYS       a socket call failed
- *   -HASP_ECORRUPT   a node broke the protocol (e.g. MORE with no entries)
- * A refusal by the cluster (BUSY, NOT_HOLDER, NOT_FOUND, ...) is a status,
- * not an error. NOT_LEADER, UNAVAILABLE and OVERLOADED are handled inside
- * (redirect, retry after a backoff) and reach the caller only as
- * -HASP_ETIMEDOUT when the deadline passes.
+ * Return convention (every int-returning function of this header): 0 on
+ * success, with the outcome in the out-parameters, or a negative -HASP_E*
+ * code (include/hasp/errors.h; hasp_strerror() gives its message). A call
+ * never returns a positive value. Errors come from three places:
+ *   refused locally (nothing was sent):
+ *     -HASP_EINVAL     a NULL or inconsistent argument
+ *     -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
+ *     -HASP_ERANGE     a TTL outside 10 ms .. 1 day
+ *     -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
+ *     -HASP_EFULL      a client table is full (watches)
+ *   refused by the cluster (a node answered; hasp_status_error() in
+ *   types.h is the whole map, hasp_error_status() its reverse):
+ *     -HASP_EBUSY      the lock is held (TRY mode; lock->token is the holder's)
+ *     -HASP_ENOTHOLDER the token is not the current holder's
+ *     -HASP_ENOENT     no such lock, key, lease or watch
+ *     -HASP_ECOMPARE   a compare-and-set found another value or revision
+ *     -HASP_ESESSION   the session expired (the next call opens a new one)
+ *     -HASP_ELEASE     the lease expired, was revoked, or is unknown
+ *     -HASP_EFORBIDDEN the identity may not do this on this name
+ *     -HASP_EFULL      a capacity of the cluster is exhausted
+ *     -HASP_EREFUSED   the cluster found the request malformed
+ *   no usable answer:
+ *     -HASP_ETIMEDOUT  no answer before the deadline (every node tried), or a
+ *                      wait that did not end in a grant in time; the outcome
+ *                      of a mutation is then unknown
+ *     -HASP_ESYS       a socket call failed
+ *     -HASP_ECORRUPT   a node broke the protocol (e.g. MORE with no entries)
+ * NOT_LEADER, UNAVAILABLE and OVERLOADED are handled inside (redirect,
+ * retry after a backoff) and reach the caller only as -HASP_ETIMEDOUT when
+ * the deadline passes.
  *
  * Threads: every function may be called from several threads at once on
  * one client. A mutex guards the client's state and is never held across a
@@ -165,6 +180,26 @@ struct hasp_kv_entry {
 /* Returns 0 to continue, anything else to stop the range early. */
 typedef int hasp_client_range_fn(const struct hasp_kv_entry *entry, void *arg);
 
+/* The outcome of an asynchronous call (hasp_client_*_async), handed to its
+ * completion callback and valid during the call only. rc is exactly what
+ * the blocking call returns; the member its op fills is named. */
+struct hasp_result {
+	uint64_t id; /* as the starting call returned it */
+	uint8_t op;  /* enum hasp_op of the call: ACQUIRE, RELEASE, ... */
+	int rc;      /* 0 or -HASP_E* */
+	struct hasp_lock lock;      /* ACQUIRE (-HASP_EBUSY: token is the holder's), RENEW */
+	struct hasp_lock_info info; /* LOCK_READ */
+	struct hasp_lease lease;    /* LEASE_GRANT, LEASE_KEEPALIVE */
+	uint64_t revision;          /* KV_PUT, KV_DELETE, KV_CAS */
+	struct hasp_kv_value value; /* KV_GET */
+};
+
+/* A completion callback: runs on the thread in hasp_client_process(),
+ * without the client's lock; it may start more calls (async or blocking)
+ * but must not close the client. */
+typedef void hasp_client_done_fn(struct hasp_client *client, const struct hasp_result *res,
+				 void *arg);
+
 /* Counters: nothing is logged per datagram. */
 struct hasp_client_stats {
 	uint64_t tx_requests;       /* first transmissions */
@@ -207,8 +242,7 @@ void hasp_client_close(struct hasp_client *client);
 int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms)
 	__attribute__((warn_unused_result));
 
-/* Opens the session now (otherwise the first request does). Returns the
- * status (OK) or -HASP_E*. */
+/* Opens the session now (otherwise the first request does). 0 or -HASP_E*. */
 int hasp_client_connect(struct hasp_client *client) __attribute__((warn_unused_result));
 /* The current session id, 0 when none is open. */
 uint64_t hasp_client_session_id(struct hasp_client *client);
@@ -216,27 +250,29 @@ void hasp_client_stats_get(struct hasp_client *client, struct hasp_client_stats 
 
 /* ---- locks ---- */
 
-/* Returns GRANTED (lock filled), BUSY (TRY mode; lock->token is the holder's
- * token), or another status; in WAIT mode the call returns GRANTED when the
- * grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ) or
- * -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
+/* 0: granted, `lock` filled. -HASP_EBUSY (TRY mode): held by another,
+ * lock->token is the holder's token. In WAIT mode the call returns 0 when
+ * the grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ)
+ * or -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
  * cluster (CANCEL; a grant that arrived meanwhile is released) before the
- * call returns, within one more deadline (docs/CLIENT.md). */
+ * call returns, within one more deadline (docs/CLIENT.md). A WAIT cancelled
+ * from another thread (hasp_client_cancel_wait) returns -HASP_ECANCELED the
+ * same way. */
 int hasp_client_acquire(struct hasp_client *client, const char *name,
 			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
 	__attribute__((warn_unused_result));
-/* OK or NOT_HOLDER. */
+/* 0: released; -HASP_ENOTHOLDER: `token` does not hold it (any more). */
 int hasp_client_release(struct hasp_client *client, const char *name, uint64_t token)
 	__attribute__((warn_unused_result));
-/* GRANTED or NOT_HOLDER. `ttl_ms` 0 keeps the lock's current TTL. When
+/* 0 (renewed) or -HASP_ENOTHOLDER. `ttl_ms` 0 keeps the lock's current TTL. When
  * `lock` is not NULL its TTL and validity deadline are refreshed from
  * this renew's send time and the TTL the node answered. */
 int hasp_client_renew(struct hasp_client *client, const char *name, uint64_t token,
 		      uint32_t ttl_ms, struct hasp_lock *lock) __attribute__((warn_unused_result));
-/* OK when `token` is the current holder's, else NOT_HOLDER. */
+/* 0 when `token` is the current holder's, else -HASP_ENOTHOLDER. */
 int hasp_client_check(struct hasp_client *client, const char *name, uint64_t token)
 	__attribute__((warn_unused_result));
-/* OK (info filled) or NOT_FOUND (free). */
+/* 0 (info filled) or -HASP_ENOENT (the lock is free). */
 int hasp_client_lock_read(struct hasp_client *client, const char *name,
 			  struct hasp_lock_info *info) __attribute__((warn_unused_result));
 
@@ -252,14 +288,14 @@ bool hasp_client_lock_safe(struct hasp_client *client, const struct hasp_lock *l
 
 /* ---- leases ---- */
 
-/* OK (lease filled and kept alive by hasp_client_keepalive) or a status. */
+/* 0: `lease` filled (may be NULL) and kept alive by hasp_client_keepalive. */
 int hasp_client_lease_grant(struct hasp_client *client, uint32_t ttl_ms,
 			    struct hasp_lease *lease) __attribute__((warn_unused_result));
-/* OK (lease may be NULL) or LEASE_EXPIRED / NOT_FOUND. Also works on a lease
- * this client did not grant. */
+/* 0 (lease may be NULL) or -HASP_ELEASE / -HASP_ENOENT (gone: forgotten).
+ * Also works on a lease this client did not grant. */
 int hasp_client_lease_keepalive(struct hasp_client *client, uint64_t lease_id,
 				struct hasp_lease *lease) __attribute__((warn_unused_result));
-/* OK or a status; the lease is forgotten either way. */
+/* 0 or -HASP_E*; the lease is forgotten either way. */
 int hasp_client_lease_revoke(struct hasp_client *client, uint64_t lease_id)
 	__attribute__((warn_unused_result));
 
@@ -277,10 +313,10 @@ void hasp_client_keepalive_stop(struct hasp_client *client);
 
 /* ---- watches and events ---- */
 
-/* OK or a status. Watches are re-sent when a new session opens. */
+/* 0 or -HASP_E*. Watches are re-sent when a new session opens. */
 int hasp_client_watch(struct hasp_client *client, const char *name, bool prefix)
 	__attribute__((warn_unused_result));
-/* OK or NOT_FOUND. */
+/* 0 or -HASP_ENOENT. */
 int hasp_client_unwatch(struct hasp_client *client, const char *name, bool prefix)
 	__attribute__((warn_unused_result));
 /* Takes the next pushed event, waiting up to timeout_ms (0: do not wait).
@@ -288,31 +324,125 @@ int hasp_client_unwatch(struct hasp_client *client, const char *name, bool prefi
 int hasp_client_next_event(struct hasp_client *client, struct hasp_event *ev,
 			   uint32_t timeout_ms) __attribute__((warn_unused_result));
 /* Waits up to timeout_ms for events and passes each buffered one to
- * cfg->event_fn on this thread. Returns the count delivered or -HASP_E*
- * (-HASP_EINVAL when no event_fn was configured). */
-int hasp_client_poll(struct hasp_client *client, uint32_t timeout_ms)
+ * cfg->event_fn on this thread; *delivered (may be NULL) is their count,
+ * 0 when none came in time. Returns 0, or -HASP_EINVAL when no event_fn
+ * was configured. */
+int hasp_client_poll(struct hasp_client *client, uint32_t timeout_ms, uint32_t *delivered)
 	__attribute__((warn_unused_result));
+
+/* ---- the asynchronous core ----
+ *
+ * Each *_async call checks its arguments (the same -HASP_E* as the
+ * blocking call, nothing started then), starts the operation and returns
+ * 0 at once with its id in *id (may be NULL). The operation completes
+ * through `fn`, called from hasp_client_process() with a struct
+ * hasp_result whose rc is what the blocking call would have returned. The
+ * application's loop drives everything:
+ *
+ *     int fd = hasp_client_fd(c);          // poll it for POLLIN
+ *     for (;;) {
+ *         poll(&(struct pollfd){ fd, POLLIN }, 1, hasp_client_timeout_ms(c));
+ *         hasp_client_process(c, NULL);    // sends, retransmits, completes
+ *     }
+ *
+ * One client holds up to 32 requests in flight at once (the session's
+ * window; more wait for a slot); one thread may drive any number of
+ * clients, each with its own session. Blocking calls may be made on the
+ * same client from other threads meanwhile. The loop also runs the
+ * keepalives (hasp_client_keepalive) when hasp_client_keepalive_start was
+ * not called. */
+
+/* The file descriptor to wait on for POLLIN (an epoll set of the socket
+ * and a wake-up eventfd; the client owns and closes it). >= 0, or
+ * -HASP_ESYS. Thread-safe. */
+int hasp_client_fd(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Milliseconds until hasp_client_process must run even without POLLIN
+ * (a retransmission, a recheck, a deadline): 0 now, -1 when nothing
+ * asynchronous is in progress (wait on the fd alone). Thread-safe. */
+int hasp_client_timeout_ms(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Reads what arrived, moves every asynchronous operation on, and calls the
+ * callbacks of those that ended (*completed, may be NULL, counts them).
+ * Never waits for the network. Returns 0 or -HASP_EINVAL. Call it from one
+ * thread at a time per client. */
+int hasp_client_process(struct hasp_client *client, uint32_t *completed)
+	__attribute__((warn_unused_result));
+/* Stops the asynchronous operation `id`: it completes with -HASP_ECANCELED
+ * through its callback at the next hasp_client_process. A WAIT acquire
+ * first removes its queue entry on the cluster (CANCEL; a grant that came
+ * meanwhile is released); one whose grant arrived before the cancel
+ * completes with 0 and the lock is the caller's. Any other request stops at
+ * once, its outcome unknown (as after -HASP_ETIMEDOUT). Returns 0, or
+ * -HASP_ENOENT (no such operation in progress). Thread-safe. */
+int hasp_client_cancel(struct hasp_client *client, uint64_t id)
+	__attribute__((warn_unused_result));
+/* Cancels every WAIT acquire of `name` in progress on this client,
+ * blocking (the hasp_client_acquire call returns -HASP_ECANCELED) or
+ * asynchronous, as hasp_client_cancel does. Call it from any thread.
+ * Returns 0 or -HASP_ENOENT (none waits). */
+int hasp_client_cancel_wait(struct hasp_client *client, const char *name)
+	__attribute__((warn_unused_result));
+
+int hasp_client_acquire_async(struct hasp_client *client, const char *name,
+			      const struct hasp_acquire_opts *opts, hasp_client_done_fn *fn,
+			      void *arg, uint64_t *id) __attribute__((warn_unused_result));
+int hasp_client_release_async(struct hasp_client *client, const char *name, uint64_t token,
+			      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* res->lock carries the new ttl_ms and valid_until_ns (name and token too). */
+int hasp_client_renew_async(struct hasp_client *client, const char *name, uint64_t token,
+			    uint32_t ttl_ms, hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_check_async(struct hasp_client *client, const char *name, uint64_t token,
+			    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lock_read_async(struct hasp_client *client, const char *name,
+				hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_grant_async(struct hasp_client *client, uint32_t ttl_ms,
+				  hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_keepalive_async(struct hasp_client *client, uint64_t lease_id,
+				      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id,
+				   hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* The value and expected value are copied: the caller's buffers may go at
+ * once. */
+int hasp_client_kv_put_async(struct hasp_client *client, const char *key, const void *value,
+			     size_t value_size, uint64_t lease_id, hasp_client_done_fn *fn,
+			     void *arg, uint64_t *id) __attribute__((warn_unused_result));
+int hasp_client_kv_get_async(struct hasp_client *client, const char *key,
+			     hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_kv_delete_async(struct hasp_client *client, const char *key,
+				hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
+			     const struct hasp_kv_cas *cas, hasp_client_done_fn *fn, void *arg,
+			     uint64_t *id) __attribute__((warn_unused_result));
 
 /* ---- KV ---- */
 
-/* OK (*revision set when not NULL) or a status. */
+/* 0 (*revision set when not NULL) or -HASP_E*. */
 int hasp_client_kv_put(struct hasp_client *client, const char *key, const void *value,
 		       size_t value_size, uint64_t lease_id, uint64_t *revision)
 	__attribute__((warn_unused_result));
-/* OK (out filled) or NOT_FOUND. */
+/* 0 (out filled) or -HASP_ENOENT. */
 int hasp_client_kv_get(struct hasp_client *client, const char *key, struct hasp_kv_value *out)
 	__attribute__((warn_unused_result));
-/* OK or NOT_FOUND. */
+/* 0 or -HASP_ENOENT. */
 int hasp_client_kv_delete(struct hasp_client *client, const char *key, uint64_t *revision)
 	__attribute__((warn_unused_result));
-/* OK or COMPARE_FAILED. */
+/* 0 or -HASP_ECOMPARE; either way *revision (when not NULL) is the key's
+ * revision after the call (0: absent). */
 int hasp_client_kv_cas(struct hasp_client *client, const char *key,
 		       const struct hasp_kv_cas *cas, uint64_t *revision)
 	__attribute__((warn_unused_result));
 /* Calls fn for each key with `prefix` ("" or NULL: every key) in key order,
  * at most `limit` of them (0: all), following the MORE flag across
- * datagrams with start-after = the last key received. Returns OK when done
- * (or stopped by fn), another status, or -HASP_E*. */
+ * datagrams with start-after = the last key received. Returns 0 when done
+ * (or stopped by fn) or -HASP_E*. */
 int hasp_client_kv_range(struct hasp_client *client, const char *prefix, uint32_t limit,
 			 hasp_client_range_fn *fn, void *arg) __attribute__((warn_unused_result));
 

@@ -41,7 +41,14 @@
 	X(ENOTSUP, 27, "not supported")                                       \
 	X(ESTATE, 28, "operation not allowed in this state")                  \
 	X(ENOTHOLDER, 29, "not the holder of the lock")                       \
-	X(ESTALE, 30, "fencing token is stale")
+	X(ESTALE, 30, "fencing token is stale")                               \
+	X(ECOMPARE, 31, "compare failed: the key is not as expected")         \
+	X(ESESSION, 32, "session expired")                                    \
+	X(ELEASE, 33, "lease expired or unknown")                             \
+	X(EFORBIDDEN, 34, "forbidden for this identity")                      \
+	X(EREFUSED, 35, "request refused by the cluster as malformed")        \
+	X(ECANCELED, 36, "canceled")                                          \
+	X(ELOST, 37, "lock lost: its validity can no longer be guaranteed")
 
 enum hasp_error {
 #define HASP_ERROR_ENUM(name, value, msg) HASP_##name = value,
