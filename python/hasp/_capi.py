@@ -119,6 +119,14 @@ class Fence(ctypes.Structure):
     _fields_ = [("highest_token", u64)]
 
 
+class Result(ctypes.Structure):  # struct hasp_result (libhasp.so.1's asynchronous core)
+    _fields_ = [("id", u64), ("op", u8), ("rc", c_int), ("lock", Lock), ("info", LockInfo),
+                ("lease", LeaseOut), ("revision", u64), ("value", KvValue)]
+
+
+DONE_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(Result), c_void_p)
+
+
 def new(cls):
     """A zeroed `cls` with spare room after it (see the module comment)."""
     buf = (u8 * (ctypes.sizeof(cls) + _SPARE))()
@@ -177,13 +185,27 @@ _protos = {
     "hasp_strerror_name": (c_char_p, [c_int]),
     "hasp_fence_admit": (c_bool, [c_void_p, u64]),
 }
+# The asynchronous core (libhasp.so.1): one pollable fd, a next deadline,
+# completions through a callback (docs/CLIENT.md "Python and asyncio").
+HAS_ASYNC = hasattr(lib, "hasp_client_acquire_async")
+if HAS_ASYNC:
+    _protos.update({
+        "hasp_client_fd": (c_int, [c_void_p]),
+        "hasp_client_timeout_ms": (c_int, [c_void_p]),
+        "hasp_client_process": (c_int, [c_void_p, _P(u32)]),
+        "hasp_client_cancel": (c_int, [c_void_p, u64]),
+        "hasp_client_cancel_wait": (c_int, [c_void_p, c_char_p]),
+        "hasp_client_acquire_async": (c_int, [c_void_p, c_char_p, c_void_p, DONE_FN, c_void_p,
+                                              _P(u64)]),
+    })
 for _name, (_res, _args) in _protos.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
 
 # The calls whose int result follows the return convention (module comment).
 _CONVENTION = {n for n, (r, _) in _protos.items()
-               if r is c_int and n.startswith("hasp_client_")}
+               if r is c_int and n.startswith("hasp_client_")} - {
+                   "hasp_client_fd", "hasp_client_timeout_ms"}
 
 
 def _rc(rc):

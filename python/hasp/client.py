@@ -196,19 +196,22 @@ class Client:
         """
         h = self._handle()
         key = _bytes(name, "name")
+        opts, renew = self._acquire_opts(ttl, blocking, timeout, lease_id, renew)
         start = time.monotonic()
         local = self._local_enter(key, blocking, timeout)
-        if timeout is not None:
-            timeout = max(0.001, timeout - (time.monotonic() - start))
+        if blocking and timeout is not None:
+            left = max(0.001, timeout - (time.monotonic() - start))
+            opts.wait_timeout_ms = max(1, _ms(left, "timeout"))
+        raw = _capi.new(_capi.Lock)
         try:
-            lock = self._acquire(h, key, ttl, blocking, timeout, renew, lease_id,
-                                 lost_margin, on_lost)
+            rc = _capi.call("client_acquire", h, key, _byref(opts), _byref(raw))
+            if rc == -_capi.EBUSY:
+                raise LockBusy(rc, holder_token=raw.token)
+            check(rc)
         except BaseException:
             self._local_exit(key)
             raise
-        with self._mu:
-            local[2] = lock
-        return lock
+        return self._register(raw, renew, lost_margin, on_lost, local)
 
     def _local_enter(self, key, blocking, timeout):
         with self._mu:
@@ -238,7 +241,8 @@ class Client:
         if locked:
             local[0].release()
 
-    def _acquire(self, h, key, ttl, blocking, timeout, renew, lease_id, lost_margin, on_lost):
+    @staticmethod
+    def _acquire_opts(ttl, blocking, timeout, lease_id, renew):
         opts = _capi.new(_capi.AcquireOpts)
         if lease_id:
             opts.lease_id = int(lease_id)
@@ -251,16 +255,17 @@ class Client:
             opts.wait_timeout_ms = max(1, _ms(timeout, "timeout"))
         elif not blocking and timeout is not None:
             raise InvalidArgument(_capi.EINVAL, "timeout needs blocking=True")
-        raw = _capi.new(_capi.Lock)
-        rc = _capi.call("client_acquire", h, key, _byref(opts), _byref(raw))
-        if rc == -_capi.EBUSY:
-            raise LockBusy(rc, holder_token=raw.token)
-        check(rc)
+        return opts, renew
+
+    def _register(self, raw, renew, lost_margin, on_lost, local):
+        """A granted lock: owns the name's local mutex `local`, watched by
+        the monitor, renewed by its own thread when `renew`."""
         ttl_s = raw.ttl_ms / 1000.0
         lock = Lock(self, raw, renew=renew,
                     lost_margin=ttl_s / 10 if lost_margin is None else float(lost_margin),
                     on_lost=on_lost or self.on_lock_lost)
         with self._mu:
+            local[2] = lock
             self._locks.add(lock)
             if self._monitor is None:
                 self._monitor = threading.Thread(target=self._watchdog, name="hasp-monitor",
