@@ -203,7 +203,8 @@ static void test_one_thread_drives_many_requests(void **state)
 	assert_true(st.tx_retransmits >= 1);       /* seq 7 was lost: the loop's timer resent it */
 	assert_int_equal(st.rx_replies, N + 1);
 	assert_int_equal(st.timeouts, 0);
-	assert_int_equal(hasp_client_timeout_ms(c), -1); /* nothing left */
+	/* Nothing left but the session's next keepalive, which the loop sends. */
+	assert_true(hasp_client_timeout_ms(c) > 0);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
