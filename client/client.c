@@ -38,6 +38,7 @@ void hasp_client_config_default(struct hasp_client_config *cfg)
 	cfg->drift_margin_ms = 5;
 	cfg->drift_ppm = 10000;
 	cfg->wait_recheck_ms = 500;
+	cfg->lock_lost_margin_ms = 100;
 }
 
 int client_nodes_parse(const char *list, struct sockaddr_in *nodes, uint32_t nodes_max,
@@ -247,6 +248,7 @@ void hasp_client_close(struct hasp_client *c)
 	pthread_mutex_destroy(&c->mu);
 	auth_key_wipe(&c->identity_key);
 	auth_key_wipe(&c->session_key);
+	hasp_free(c->kept);
 	hasp_free(c->events);
 	hasp_free(c);
 }
@@ -372,6 +374,8 @@ int hasp_client_keepalive(struct hasp_client *c)
 		if (rc < 0 && rc != -HASP_ELEASE && rc != -HASP_ENOENT && first_err == 0)
 			first_err = rc;
 	}
+	/* Watched locks: renewals, checks, lock_lost_fn (watchdog.c). */
+	client_watchdog(c, false);
 	return first_err;
 }
 
@@ -385,7 +389,17 @@ static uint64_t keepalive_tick_ns(struct hasp_client *c)
 		if (c->leases[i].used && c->leases[i].ttl_ms < ttl_ms)
 			ttl_ms = c->leases[i].ttl_ms;
 	}
+	if (c->kept != NULL) {
+		for (uint32_t i = 0; i < HASP_CLIENT_KEPT_MAX; i++) {
+			if (c->kept[i].used && c->kept[i].ttl_ms < ttl_ms)
+				ttl_ms = c->kept[i].ttl_ms;
+		}
+	}
 	ttl_ms /= 6;
+	/* A watched lock's loss is told lock_lost_margin_ms early: look at
+	 * least twice within that margin. */
+	if (c->kept_count > 0 && c->cfg.lock_lost_margin_ms / 2 < ttl_ms)
+		ttl_ms = c->cfg.lock_lost_margin_ms / 2;
 	if (ttl_ms < 5)
 		ttl_ms = 5;
 	if (ttl_ms > 1000)

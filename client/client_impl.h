@@ -154,12 +154,53 @@ int client_op_start(struct hasp_client *c, struct client_op *op, hasp_client_don
 		    void *arg, uint64_t *id) __attribute__((warn_unused_result));
 struct client_op *client_op_new(void);
 
+/* ---- the watchdog of held locks (watchdog.c) ---- */
+
+/* An acquire granted `lock`: watch it (auto_renew: renew it too). */
+void client_kept_add_locked(struct hasp_client *c, const struct hasp_lock *lock, bool renew);
+/* A RELEASE of name/token answered (0 or NOT_HOLDER): stop watching. */
+void client_kept_forget_locked(struct hasp_client *c, const char *name, uint64_t token);
+/* A RENEW of name/token ended with rc (public convention); on 0 the new
+ * TTL and validity. A refusal is a loss. */
+void client_kept_renewed_locked(struct hasp_client *c, const char *name, uint64_t token, int rc,
+				uint32_t ttl_ms, uint64_t valid_until_ns);
+/* A CHECK of name/token ended with rc: -HASP_ENOTHOLDER is a loss. */
+void client_kept_checked_locked(struct hasp_client *c, const char *name, uint64_t token, int rc);
+/* Events may have been lost or the session expired: check every watched
+ * lock with the cluster. */
+void client_kept_verify_locked(struct hasp_client *c);
+/* Does what is due: renews, checks, and lock_lost_fn calls; blocking
+ * (keepalive) or as async ops (`async`: hasp_client_process). Takes mu. */
+void client_watchdog(struct hasp_client *c, bool async);
+/* The instant the watchdog next has something to do (UINT64_MAX: none). */
+uint64_t client_watchdog_next_locked(const struct hasp_client *c);
+/* The loop's keepalives (no helper thread): session and lease keepalives
+ * as async ops when due. Takes mu. */
+void client_keepalive_async(struct hasp_client *c);
+/* When the loop's keepalives are next due (UINT64_MAX: none). */
+uint64_t client_keepalive_next_locked(const struct hasp_client *c);
+
 struct lease_entry {
 	bool used;
 	uint64_t lease_id;
 	uint32_t ttl_ms;
 	uint64_t valid_until_ns;
 	uint64_t last_ok_send_ns; /* first send of the last answered grant/keepalive */
+	bool busy;                /* the loop's LEASE_KEEPALIVE is in flight */
+};
+
+/* A held lock watched for loss and maybe renewed (watchdog.c). */
+struct kept_lock {
+	bool used;
+	bool renew;          /* auto_renew: RENEW at a third of the TTL */
+	bool busy;           /* a RENEW or CHECK of it is in flight */
+	bool verify;         /* CHECK it: a gap or a session expiry happened */
+	uint64_t token;
+	uint64_t lease_id;
+	uint32_t ttl_ms;
+	uint64_t valid_until_ns;
+	uint64_t renewed_send_ns; /* validity counts from this send */
+	char name[HASP_CLIENT_NAME_BUF];
 };
 
 struct watch_entry {
@@ -236,6 +277,9 @@ struct hasp_client {
 	struct waiter *waiters;
 
 	struct lease_entry leases[HASP_CLIENT_LEASES_MAX];
+	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
+	uint32_t kept_count;
+	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
 	struct watch_entry watches[HASP_CLIENT_WATCHES_MAX];
 
 	struct hasp_client_stats stats;

@@ -187,6 +187,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 		c->stats.events_gaps++;
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next)
 			w->recheck = true;
+		/* A forced release of a held lock may be among them. */
+		client_kept_verify_locked(c);
 		client_event_resync_locked(c);
 	}
 	c->event_last_index = m->hdr.seq;
@@ -626,8 +628,10 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 					/* Every lock and watch of the session is
 					 * gone on the cluster; the next call opens
 					 * a new one. */
-					if (c->session_id == r->session_id)
+					if (c->session_id == r->session_id) {
 						c->session_state = SESSION_NONE;
+						client_kept_verify_locked(c);
+					}
 				} else if (r->first_send_ns > c->session_last_ok_send_ns &&
 					   c->session_id == r->session_id) {
 					c->session_last_ok_send_ns = r->first_send_ns;

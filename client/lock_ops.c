@@ -198,6 +198,15 @@ uint64_t hasp_client_lock_valid_until(struct hasp_client *c, const struct hasp_l
 	HASP_ASSERT(c != NULL);
 	HASP_ASSERT(lock != NULL);
 	until = lock->valid_until_ns;
+	pthread_mutex_lock(&c->mu);
+	/* Renewed by the watchdog (auto_renew): its deadline is fresher. */
+	for (uint32_t i = 0; c->kept != NULL && i < HASP_CLIENT_KEPT_MAX; i++) {
+		const struct kept_lock *k = &c->kept[i];
+		if (k->used && k->token == lock->token && k->valid_until_ns > until &&
+		    strcmp(k->name, lock->name) == 0)
+			until = k->valid_until_ns;
+	}
+	pthread_mutex_unlock(&c->mu);
 	if (lock->lease_id != 0) {
 		/* A lease lock lives as long as its lease, which keepalives
 		 * extend; follow the lease when this client keeps it. */

@@ -70,6 +70,10 @@ static void op_finish_locked(struct hasp_client *c, struct client_op *op, int rc
 {
 	op->res.rc = rc;
 	op->phase = PH_DONE;
+	/* A granted lock is watched for loss (and renewed) from now on. */
+	if (op->kind == OP_ACQUIRE && rc == 0 &&
+	    (op->opts.auto_renew || c->cfg.lock_lost_fn != NULL))
+		client_kept_add_locked(c, &op->res.lock, op->opts.auto_renew);
 	if (op->w_linked) {
 		waiter_unlink_locked(c, &op->w);
 		op->w_linked = false;
@@ -165,6 +169,31 @@ static void lease_forget_locked(struct hasp_client *c, uint64_t lease_id)
 		l->used = false;
 }
 
+/* The watchdog follows every RENEW, CHECK and RELEASE of a watched lock,
+ * whoever sent it (watchdog.c). */
+static void kept_note_locked(struct hasp_client *c, const struct client_op *op)
+{
+	const struct hasp_lock *l = &op->res.lock;
+
+	if (c->kept_count == 0)
+		return;
+	switch (op->res.op) {
+	case HASP_OP_RENEW:
+		client_kept_renewed_locked(c, l->name, l->token, op->res.rc, l->ttl_ms,
+					   l->valid_until_ns);
+		break;
+	case HASP_OP_CHECK:
+		client_kept_checked_locked(c, l->name, l->token, op->res.rc);
+		break;
+	case HASP_OP_RELEASE:
+		if (op->res.rc == 0 || op->res.rc == -HASP_ENOTHOLDER)
+			client_kept_forget_locked(c, l->name, l->token);
+		break;
+	default:
+		break;
+	}
+}
+
 /* A one-request op ended: its outcome into op->res. */
 static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 {
@@ -173,6 +202,7 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 
 	if (status < 0) {
 		op_finish_locked(c, op, status);
+		kept_note_locked(c, op);
 		return;
 	}
 	int drc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
@@ -233,6 +263,7 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 		break;
 	}
 	op_finish_locked(c, op, client_result(status));
+	kept_note_locked(c, op);
 }
 
 /* The WAIT machine reacts to the request that just ended (or, in PH_WAIT,
@@ -580,6 +611,13 @@ int hasp_client_timeout_ms(struct hasp_client *c)
 		if (op->async && op->wake_ns < wake)
 			wake = op->wake_ns;
 	}
+	if (!c->ka_running && c->epoll_fd >= 0) {
+		/* The loop keeps the session and the watched locks. */
+		uint64_t ka = client_keepalive_next_locked(c);
+		uint64_t wd = client_watchdog_next_locked(c);
+		wake = ka < wake ? ka : wake;
+		wake = wd < wake ? wd : wake;
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (wake == UINT64_MAX)
 		return -1;
@@ -599,6 +637,15 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 		*completed = 0;
 	if (c == NULL)
 		return -HASP_EINVAL;
+	pthread_mutex_lock(&c->mu);
+	bool keepalive = !c->ka_running;
+	pthread_mutex_unlock(&c->mu);
+	if (keepalive) {
+		/* No helper thread: the loop keeps the session, the leases
+		 * and the watched locks (as async ops, sent below). */
+		client_keepalive_async(c);
+		client_watchdog(c, true);
+	}
 	pthread_mutex_lock(&c->mu);
 	c->processing = true;
 	if (c->wake_fd >= 0) {

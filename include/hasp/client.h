@@ -75,6 +75,7 @@
 #define HASP_CLIENT_EVENTS_MAX 64u  /* pushed events buffered until polled */
 #define HASP_CLIENT_NAME_BUF 129u   /* a name of up to 128 bytes and its NUL */
 #define HASP_CLIENT_VALUE_MAX 1024u /* the protocol's value limit */
+#define HASP_CLIENT_KEPT_MAX 256u   /* locks watched for loss / renewed at once */
 
 struct hasp_client; /* opaque */
 
@@ -89,6 +90,31 @@ struct hasp_event {
 };
 
 typedef void hasp_client_event_fn(const struct hasp_event *ev, void *arg);
+
+struct hasp_client;
+
+/* A held lock whose validity can no longer be guaranteed (docs/CLIENT.md
+ * "Lock loss"). Stop acting on the resource it guards; fencing with its
+ * token still refuses a late write. */
+struct hasp_lock_loss {
+	char name[HASP_CLIENT_NAME_BUF];
+	uint64_t token;
+	uint64_t lease_id;
+	uint64_t valid_until_ns; /* the last validity the client could vouch for */
+	/* -HASP_ETIMEDOUT: no renew succeeded and the validity ends within
+	 *                  lock_lost_margin_ms (or ended);
+	 * -HASP_ENOTHOLDER: the cluster says the token no longer holds it
+	 *                  (a renew refused, or a check after a session
+	 *                  expiry or a gap in the event chain);
+	 * -HASP_ELEASE:    its lease is gone. */
+	int reason;
+};
+
+/* Called once per lost lock, on the thread that runs the keepalive
+ * (hasp_client_keepalive, its helper thread, or hasp_client_process),
+ * without the client's lock held; it must not close the client. */
+typedef void hasp_client_lock_lost_fn(struct hasp_client *client,
+				      const struct hasp_lock_loss *loss, void *arg);
 
 struct hasp_client_config {
 	/* "ip:port,ip:port,...", IPv4, any node of the cluster first. Required. */
@@ -115,6 +141,14 @@ struct hasp_client_config {
 	 * without authentication, for clusters run with client_auth = off. */
 	const char *identity;
 	const char *key_file;
+	/* Lock loss (docs/CLIENT.md "Lock loss"): when set, every lock this
+	 * client acquires is watched until it is released through it, and
+	 * lock_lost_fn is called once when its validity can no longer be
+	 * guaranteed, lock_lost_margin_ms before that validity ends (default
+	 * 100). Up to HASP_CLIENT_KEPT_MAX locks are watched at once. */
+	hasp_client_lock_lost_fn *lock_lost_fn;
+	void *lock_lost_arg;
+	uint32_t lock_lost_margin_ms;
 };
 
 /* A held lock, filled by hasp_client_acquire; the caller owns it. */
@@ -135,6 +169,12 @@ struct hasp_acquire_opts {
 	uint64_t lease_id; /* non-zero: put the lock on this lease (ttl_ms must be 0) */
 	bool wait;         /* join the FIFO queue instead of answering BUSY */
 	uint32_t wait_timeout_ms; /* wait mode only: 0 waits without limit */
+	/* Renew the lock's own TTL while it is held (Redisson's watchdog):
+	 * RENEW at every third of the TTL, by whoever runs the keepalive (its
+	 * helper thread, hasp_client_keepalive, or the hasp_client_process
+	 * loop), until it is released through this client or lost. A lease
+	 * lock follows its lease instead. */
+	bool auto_renew;
 };
 
 struct hasp_lock_info { /* LOCK_READ */
@@ -220,6 +260,10 @@ struct hasp_client_stats {
 	uint64_t wait_rechecks;     /* LOCK_READs sent while queued */
 	uint64_t wait_cancels;      /* CANCELs sent for WAITs given up */
 	uint64_t wait_grants_released; /* grants that came as a WAIT was given up, released */
+	uint64_t lock_renews;       /* automatic RENEWs sent (auto_renew) */
+	uint64_t lock_checks;       /* CHECKs of watched locks after a gap or session expiry */
+	uint64_t locks_lost;        /* lock_lost_fn calls */
+	uint64_t locks_unwatched;   /* acquired while the watch table was full: not watched */
 };
 
 /* Fills `cfg` with the defaults above and no cluster. */
@@ -277,7 +321,8 @@ int hasp_client_lock_read(struct hasp_client *client, const char *name,
 			  struct hasp_lock_info *info) __attribute__((warn_unused_result));
 
 /* The conservative monotonic deadline (ns) until which `lock` is ours: its
- * own valid_until_ns, or for a lease lock the lease's current deadline as
+ * own valid_until_ns (or the later one its automatic renewals reached), or
+ * for a lease lock the lease's current deadline as
  * kept by this client (0 when this client does not know the lease). */
 uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock)
 	__attribute__((warn_unused_result));
