@@ -64,7 +64,11 @@ class Config(ctypes.Structure):
                 ("backoff_max_ms", u32), ("deadline_ms", u32), ("session_ttl_ms", u32),
                 ("drift_margin_ms", u32), ("drift_ppm", u32), ("wait_recheck_ms", u32),
                 ("event_fn", c_void_p), ("event_arg", c_void_p), ("nonce_seed", u64),
-                ("identity", c_char_p), ("key_file", c_char_p)]
+                ("identity", c_char_p), ("key_file", c_char_p),
+                # Since libhasp.so.1's lock loss (read as 0 from an older one:
+                # hasp_client_config_default leaves them in our spare room).
+                ("lock_lost_fn", c_void_p), ("lock_lost_arg", c_void_p),
+                ("lock_lost_margin_ms", u32)]
 
 
 class Lock(ctypes.Structure):
@@ -73,7 +77,8 @@ class Lock(ctypes.Structure):
 
 
 class AcquireOpts(ctypes.Structure):
-    _fields_ = [("ttl_ms", u32), ("lease_id", u64), ("wait", c_bool), ("wait_timeout_ms", u32)]
+    _fields_ = [("ttl_ms", u32), ("lease_id", u64), ("wait", c_bool), ("wait_timeout_ms", u32),
+                ("auto_renew", c_bool)]  # ignored by a libhasp without lock loss
 
 
 class LockInfo(ctypes.Structure):
@@ -108,11 +113,20 @@ STATS_FIELDS = (  # struct hasp_client_stats, in order
     "tx_requests", "tx_retransmits", "rx_replies", "rx_duplicates", "rx_late", "rx_stray",
     "rx_malformed", "rx_auth_bad", "rx_unknown_source", "redirects", "timeouts",
     "session_opens", "events", "events_dropped", "events_gaps", "wait_rechecks",
-    "wait_cancels", "wait_grants_released")
+    "wait_cancels", "wait_grants_released",
+    "lock_renews", "lock_checks", "locks_lost", "locks_unwatched")  # 0 before lock loss
 
 
 class Stats(ctypes.Structure):
     _fields_ = [(n, u64) for n in STATS_FIELDS]
+
+
+class LockLoss(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * NAME_BUF), ("token", u64), ("lease_id", u64),
+                ("valid_until_ns", u64), ("reason", c_int)]
+
+
+LOST_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(LockLoss), c_void_p)
 
 
 class Fence(ctypes.Structure):

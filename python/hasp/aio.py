@@ -96,11 +96,12 @@ class AsyncClient:
             delay = min(0.05, delay * 2)
 
     async def _acquire(self, name, ttl, blocking=True, timeout=None, renew=True, lease_id=0,
-                       lost_margin=None, on_lost=None) -> Lock:
+                       on_lost=None) -> Lock:
         sync = self.sync
         h = sync._handle()
         key = _bytes(name, "name")
         opts, renew = sync._acquire_opts(ttl, blocking, timeout, lease_id, renew)
+        opts.auto_renew = renew and sync._lib_loss
         loop = self._driver()
         start = time.monotonic()
         local = await self._local_enter(key, blocking, timeout)
@@ -133,7 +134,7 @@ class AsyncClient:
             def finish(f):
                 rc, raw = f.result()
                 if rc == 0:
-                    lock = sync._register(raw, False, None, None, local)
+                    lock = sync._register(raw, False, None, local)
                     loop.run_in_executor(None, lock.release)
                 else:
                     sync._local_exit(key)
@@ -144,7 +145,7 @@ class AsyncClient:
             if rc == -_capi.EBUSY:
                 raise LockBusy(rc, holder_token=raw.token)
             check(rc)
-        return sync._register(raw, renew, lost_margin, on_lost, local)
+        return sync._register(raw, renew, on_lost, local)
 
     async def __aenter__(self):
         return self

@@ -83,7 +83,8 @@ class Client:
                  key_file: Optional[str] = None, *, deadline: float = 5.0,
                  session_ttl: float = 10.0, drift_margin: Optional[float] = None,
                  drift_ppm: Optional[int] = None, keepalive: bool = True,
-                 on_lock_lost: Optional[Callable[["Lock"], None]] = None):
+                 on_lock_lost: Optional[Callable[["Lock"], None]] = None,
+                 lost_margin: float = 0.1):
         cluster = cluster or os.environ.get("HASP_CLUSTER")
         if not cluster:
             raise ConfigError(message="no cluster: pass cluster= or set HASP_CLUSTER")
@@ -103,6 +104,15 @@ class Client:
             self._cfg.drift_margin_ms = _ms(drift_margin, "drift_margin")
         if drift_ppm is not None:
             self._cfg.drift_ppm = int(drift_ppm)
+        # libhasp with lock loss (its default margin is not 0) watches and
+        # renews held locks itself; an older one leaves it to _watchdog and
+        # the renewer threads below.
+        self._lib_loss = self._cfg.lock_lost_margin_ms != 0
+        self.lost_margin = float(lost_margin)
+        if self._lib_loss:
+            self._lost_fn = _capi.LOST_FN(self._on_lib_lost)
+            self._cfg.lock_lost_fn = ctypes.cast(self._lost_fn, ctypes.c_void_p)
+            self._cfg.lock_lost_margin_ms = _ms(lost_margin, "lost_margin")
         self._h = ctypes.c_void_p()
         check(_capi.call("client_open", _byref(self._h), _byref(self._cfg)))
         self.on_lock_lost = on_lock_lost
@@ -178,7 +188,7 @@ class Client:
 
     def lock(self, name: str, ttl: float = 10.0, *, blocking: bool = True,
              timeout: Optional[float] = None, renew: bool = True,
-             lease_id: int = 0, lost_margin: Optional[float] = None,
+             lease_id: int = 0,
              on_lost: Optional[Callable[["Lock"], None]] = None) -> "Lock":
         """Acquires `name` and returns the held Lock (a context manager that
         releases it on exit).
@@ -186,17 +196,20 @@ class Client:
         blocking=False: TRY mode, raises LockBusy (holder_token set) when
         held. blocking=True: joins the FIFO queue; `timeout` (seconds, None:
         no limit) bounds the wait, then Timeout is raised and the queue entry
-        is cancelled. ttl: the lock's own TTL; with renew=True a thread
-        renews it every ttl/3 while it is held (Redisson's watchdog), else it
+        is cancelled. ttl: the lock's own TTL; with renew=True it is renewed
+        every ttl/3 while it is held (Redisson's watchdog: libhasp's
+        auto_renew, or a thread of this package on an older libhasp), else it
         expires after ttl. lease_id: put the lock on a lease instead (no ttl,
-        no renewer). on_lost(lock) (default: the client's on_lock_lost) is
-        called once, on the client's monitor thread, when the lock's validity
-        comes within lost_margin (default ttl/10) of its end or a renew is
-        refused; lock.safe() is False from then on.
+        no renewal). on_lost(lock) (default: the client's on_lock_lost) is
+        called once when the lock's validity comes within the client's
+        lost_margin of its end or the cluster says it is no longer held
+        (libhasp's lock-loss callback, on its keepalive thread);
+        lock.safe() is False from then on.
         """
         h = self._handle()
         key = _bytes(name, "name")
         opts, renew = self._acquire_opts(ttl, blocking, timeout, lease_id, renew)
+        opts.auto_renew = renew and self._lib_loss
         start = time.monotonic()
         local = self._local_enter(key, blocking, timeout)
         if blocking and timeout is not None:
@@ -211,7 +224,7 @@ class Client:
         except BaseException:
             self._local_exit(key)
             raise
-        return self._register(raw, renew, lost_margin, on_lost, local)
+        return self._register(raw, renew, on_lost, local)
 
     def _local_enter(self, key, blocking, timeout):
         with self._mu:
@@ -257,24 +270,30 @@ class Client:
             raise InvalidArgument(_capi.EINVAL, "timeout needs blocking=True")
         return opts, renew
 
-    def _register(self, raw, renew, lost_margin, on_lost, local):
-        """A granted lock: owns the name's local mutex `local`, watched by
-        the monitor, renewed by its own thread when `renew`."""
-        ttl_s = raw.ttl_ms / 1000.0
-        lock = Lock(self, raw, renew=renew,
-                    lost_margin=ttl_s / 10 if lost_margin is None else float(lost_margin),
-                    on_lost=on_lost or self.on_lock_lost)
+    def _register(self, raw, renew, on_lost, local):
+        """A granted lock: owns the name's local mutex `local`; without
+        libhasp's lock loss, watched by the monitor and renewed by its own
+        thread when `renew`."""
+        lock = Lock(self, raw, on_lost=on_lost or self.on_lock_lost)
         with self._mu:
             local[2] = lock
             self._locks.add(lock)
-            if self._monitor is None:
+            if self._monitor is None and not self._lib_loss:
                 self._monitor = threading.Thread(target=self._watchdog, name="hasp-monitor",
                                                  daemon=True)
                 self._monitor.start()
             self._wake.notify_all()
-        if renew:
+        if renew and not self._lib_loss:
             lock._start_renewer()
         return lock
+
+    def _on_lib_lost(self, _client, loss, _arg):
+        """libhasp's lock_lost_fn, on its keepalive thread."""
+        lo = loss.contents
+        with self._mu:
+            hit = [l for l in self._locks if l.token == lo.token and l.name.encode() == lo.name]
+        for lock in hit:
+            lock._mark_lost(_capi.strerror_name(lo.reason))
 
     def try_lock(self, name: str, ttl: float = 10.0, **kw) -> Optional["Lock"]:
         """lock(blocking=False), None instead of LockBusy."""
@@ -315,10 +334,10 @@ class Client:
                 if self._closed:
                     return
                 locks = list(self._locks)
-                tick = min([max(0.002, l.lost_margin / 4) for l in locks] + [0.05])
+                tick = min(0.05, max(0.002, self.lost_margin / 4))
             for lock in locks:
-                if not lock._lost and not lock._safe_raw(lock.lost_margin):
-                    lock._mark_lost()
+                if not lock._lost and not lock._safe_raw(self.lost_margin):
+                    lock._mark_lost("ETIMEDOUT")
             with self._mu:
                 if not self._closed:
                     self._wake.wait(tick)
@@ -437,20 +456,19 @@ class Lock:
     """A held lock: `token` is its fencing token, to pass to every resource
     it guards. Use it as a context manager to release it on exit."""
 
-    def __init__(self, client, raw, renew, lost_margin, on_lost):
+    def __init__(self, client, raw, on_lost):
         self._client = client
         self._raw = raw
         self._mu = threading.Lock()
         self.name = raw.name.decode()
         self.token = raw.token
         self.lease_id = raw.lease_id
-        self.lost_margin = lost_margin
         self._on_lost = on_lost
         self._lost = False
+        self.lost_reason = None
         self._released = False
         self._stop = threading.Event()
         self._renewer = None
-        self.renew_thread = renew
 
     def __repr__(self):
         return "<hasp.Lock %s token=%d%s>" % (self.name, self.token,
@@ -462,7 +480,10 @@ class Lock:
 
     @property
     def lost(self) -> bool:
-        """True once the lock-lost callback fired (or would have)."""
+        """True once the lock-lost callback fired (or would have);
+        lost_reason says why: ETIMEDOUT (validity ran out without a renew),
+        ENOTHOLDER (the cluster says another holds it), ELEASE (its lease
+        ended)."""
         return self._lost
 
     def valid_until_ns(self) -> int:
@@ -499,7 +520,7 @@ class Lock:
         rc = _capi.call("client_renew", self._client._handle(), self.name.encode(),
                         self.token, _ms(ttl, "ttl"), _byref(tmp))
         if rc == -_capi.ENOTHOLDER:
-            self._mark_lost()
+            self._mark_lost("ENOTHOLDER")
         check(rc)
         with self._mu:
             ctypes.memmove(_byref(self._raw), _byref(tmp), ctypes.sizeof(_capi.Lock))
@@ -538,11 +559,12 @@ class Lock:
             if exc_type is None:
                 raise
 
-    def _mark_lost(self):
+    def _mark_lost(self, reason):
         with self._mu:
             if self._lost or self._released:
                 return
             self._lost = True
+            self.lost_reason = reason
         self._stop.set()
         if self._on_lost is not None:
             self._on_lost(self)
