@@ -2,9 +2,10 @@
 
 A thin layer over libhasp through hasp._capi: the protocol, retries, leader
 finding and the lease-validity arithmetic are libhasp's (one implementation);
-this module adds Python's shapes (context managers, iterators, exceptions)
-and, for locks with their own TTL, a renewer thread and the lock-lost
-callback (docs/CLIENT.md "Python").
+this module adds Python's shapes (context managers, iterators, exceptions),
+a per-name mutex between the threads of one client, and, only on a libhasp
+without lock loss (libhasp.so.0), a renewer thread per lock and a monitor
+of the validity deadlines (docs/CLIENT.md "The lock-loss contract").
 """
 import ctypes
 import os
@@ -103,6 +104,8 @@ class Client:
         if drift_margin is not None:
             self._cfg.drift_margin_ms = _ms(drift_margin, "drift_margin")
         if drift_ppm is not None:
+            if not 0 <= int(drift_ppm) <= 1_000_000:
+                raise InvalidArgument(_capi.ERANGE, "drift_ppm out of range: %r" % drift_ppm)
             self._cfg.drift_ppm = int(drift_ppm)
         # libhasp with lock loss (its default margin is not 0) watches and
         # renews held locks itself; an older one leaves it to _watchdog and
