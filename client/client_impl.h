@@ -148,10 +148,12 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 			      const struct hasp_acquire_opts *opts) __attribute__((warn_unused_result));
 /* Runs a prepared op to its end on this thread; returns op->res.rc. */
 int client_op_run(struct hasp_client *c, struct client_op *op);
-/* Hands a prepared heap op (client_op_new) to the asynchronous loop; on
- * error it is freed. */
-int client_op_start(struct hasp_client *c, struct client_op *op, hasp_client_done_fn *fn,
-		    void *arg, uint64_t *id) __attribute__((warn_unused_result));
+/* Hands a heap op (client_op_new, NULL: -HASP_ENOMEM) to the asynchronous
+ * loop once `prepared`, its prepare's result, is 0; on any error the op is
+ * freed and the error returned. */
+int client_op_start(struct hasp_client *c, struct client_op *op, int prepared,
+		    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
 struct client_op *client_op_new(void);
 
 /* ---- the watchdog of held locks (watchdog.c) ---- */

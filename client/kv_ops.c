@@ -29,24 +29,19 @@ static void lease_forget(struct hasp_client *c, uint64_t lease_id)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Runs op on this thread, or hands it to the loop when fn is set (then op
- * is a heap op, freed on error). */
-static int run_or_start(struct hasp_client *c, struct client_op *op, hasp_client_done_fn *fn,
-			void *arg, uint64_t *id)
+/* Runs a prepared op on this thread, or hands it to the loop when fn is
+ * set (then op is a heap op, freed on error). */
+static int run_or_start(struct hasp_client *c, struct client_op *op, int prepared,
+			hasp_client_done_fn *fn, void *arg, uint64_t *id)
 {
-	if (fn == NULL)
-		return client_op_run(c, op);
-	return client_op_start(c, op, fn, arg, id);
+	if (fn != NULL)
+		return client_op_start(c, op, prepared, fn, arg, id);
+	return prepared != 0 ? prepared : client_op_run(c, op);
 }
 
 /* The op of a blocking call lives on the caller's stack; an async one on
  * the heap. */
 #define OP_FOR(fn, stack_op) ((fn) == NULL ? (stack_op) : client_op_new())
-#define OP_DROP(fn, op)             \
-	do {                        \
-		if ((fn) != NULL)   \
-			hasp_free(op); \
-	} while (0)
 
 static int lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct client_op *op)
 {
@@ -94,16 +89,12 @@ static int lease_call(struct hasp_client *c, uint8_t opcode, uint64_t arg64,
 		rc = lease_grant(c, (uint32_t)arg64, op);
 	else
 		rc = lease_id_op(c, opcode, arg64, op);
-	if (rc != 0) {
-		OP_DROP(fn, op);
-		return rc;
-	}
-	if (opcode == HASP_OP_LEASE_REVOKE) {
+	if (rc == 0 && opcode == HASP_OP_LEASE_REVOKE) {
 		/* Stop keeping it alive first: a keepalive racing the revoke
 		 * must not find it. */
 		lease_forget(c, arg64);
 	}
-	rc = run_or_start(c, op, fn, arg, id);
+	rc = run_or_start(c, op, rc, fn, arg, id);
 	if (fn == NULL && rc == 0 && lease != NULL)
 		*lease = op->res.lease;
 	return rc;
@@ -403,11 +394,8 @@ static int kv_call(struct hasp_client *c, uint8_t opcode, const char *key, const
 		return -HASP_EINVAL;
 	if ((op = OP_FOR(fn, &stack_op)) == NULL)
 		return -HASP_ENOMEM;
-	if ((rc = kv_prepare(c, op, opcode, key, value, value_size, lease_id, cas)) != 0) {
-		OP_DROP(fn, op);
-		return rc;
-	}
-	rc = run_or_start(c, op, fn, arg, id);
+	rc = run_or_start(c, op, kv_prepare(c, op, opcode, key, value, value_size, lease_id, cas), fn,
+			  arg, id);
 	if (fn != NULL)
 		return rc;
 	/* COMPARE_FAILED carries the key's current revision too. */

@@ -49,17 +49,12 @@ int hasp_client_acquire_async(struct hasp_client *c, const char *name,
 			      void *arg, uint64_t *id)
 {
 	struct client_op *op;
-	int rc;
 
 	if (c == NULL || fn == NULL)
 		return -HASP_EINVAL;
-	if ((op = client_op_new()) == NULL)
-		return -HASP_ENOMEM;
-	if ((rc = client_op_prepare_acquire(c, op, name, opts)) != 0) {
-		hasp_free(op);
-		return rc;
-	}
-	return client_op_start(c, op, fn, arg, id);
+	op = client_op_new();
+	return client_op_start(c, op, op ? client_op_prepare_acquire(c, op, name, opts) : 0, fn,
+			       arg, id);
 }
 
 /* RELEASE and CHECK share a body layout (struct hasp_wire_name_token);
@@ -113,17 +108,12 @@ static int start_name_token(struct hasp_client *c, uint8_t opcode, const char *n
 			    uint64_t *id)
 {
 	struct client_op *op;
-	int rc;
 
 	if (c == NULL || fn == NULL)
 		return -HASP_EINVAL;
-	if ((op = client_op_new()) == NULL)
-		return -HASP_ENOMEM;
-	if ((rc = prepare_name_token(c, op, opcode, name, token, ttl_ms)) != 0) {
-		hasp_free(op);
-		return rc;
-	}
-	return client_op_start(c, op, fn, arg, id);
+	op = client_op_new();
+	return client_op_start(c, op, op ? prepare_name_token(c, op, opcode, name, token, ttl_ms) : 0,
+			       fn, arg, id);
 }
 
 int hasp_client_release(struct hasp_client *c, const char *name, uint64_t token)

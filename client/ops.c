@@ -42,28 +42,26 @@ static void op_link_locked(struct hasp_client *c, struct client_op *op)
 	c->ops = op;
 }
 
+/* Removes `node` from the singly linked list at `head` (linked through
+ * ->next); it must be there. */
+#define LIST_UNLINK(head, node)                                              \
+	do {                                                                 \
+		__typeof__(node) *pp_ = (head);                              \
+		while (*pp_ != NULL && *pp_ != (node))                       \
+			pp_ = &(*pp_)->next;                                 \
+		HASP_ASSERT(*pp_ == (node));                                 \
+		*pp_ = (node)->next;                                         \
+		(node)->next = NULL;                                         \
+	} while (0)
+
 static void op_unlink_locked(struct hasp_client *c, struct client_op *op)
 {
-	for (struct client_op **pp = &c->ops; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == op) {
-			*pp = op->next;
-			op->next = NULL;
-			return;
-		}
-	}
-	HASP_UNREACHABLE();
+	LIST_UNLINK(&c->ops, op);
 }
 
 static void waiter_unlink_locked(struct hasp_client *c, struct waiter *w)
 {
-	for (struct waiter **pp = &c->waiters; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == w) {
-			*pp = w->next;
-			w->next = NULL;
-			return;
-		}
-	}
-	HASP_UNREACHABLE();
+	LIST_UNLINK(&c->waiters, w);
 }
 
 static void op_finish_locked(struct hasp_client *c, struct client_op *op, int rc)
@@ -558,11 +556,17 @@ fail:
 	return -HASP_ESYS;
 }
 
-int client_op_start(struct hasp_client *c, struct client_op *op, hasp_client_done_fn *fn,
-		    void *arg, uint64_t *id)
+int client_op_start(struct hasp_client *c, struct client_op *op, int prepared,
+		    hasp_client_done_fn *fn, void *arg, uint64_t *id)
 {
 	int rc;
 
+	if (op == NULL)
+		return -HASP_ENOMEM;
+	if (prepared != 0) {
+		hasp_free(op);
+		return prepared;
+	}
 	pthread_mutex_lock(&c->mu);
 	rc = async_init_locked(c);
 	if (rc != 0) {
@@ -693,15 +697,19 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	return 0;
 }
 
-int hasp_client_cancel(struct hasp_client *c, uint64_t id)
+/* Marks the ops in progress that `name` (a WAIT acquire of it) or else
+ * `id` (an async op) names; the drivers finish them. */
+static int cancel_ops(struct hasp_client *c, uint64_t id, const struct hasp_wire_bytes *name)
 {
 	int rc = -HASP_ENOENT;
 
-	if (c == NULL || id == 0)
-		return -HASP_EINVAL;
 	pthread_mutex_lock(&c->mu);
 	for (struct client_op *op = c->ops; op != NULL; op = op->next) {
-		if (op->async && op->id == id && op->phase != PH_DONE) {
+		bool match = name != NULL ? op->kind == OP_ACQUIRE && op->opts.wait &&
+						    op->w.name_size == name->size &&
+						    memcmp(op->w.name, name->data, name->size) == 0
+					  : op->async && op->id == id;
+		if (match && op->phase != PH_DONE) {
 			op->cancel = true;
 			op->wake_ns = 0;
 			rc = 0;
@@ -713,6 +721,13 @@ int hasp_client_cancel(struct hasp_client *c, uint64_t id)
 	return rc;
 }
 
+int hasp_client_cancel(struct hasp_client *c, uint64_t id)
+{
+	if (c == NULL || id == 0)
+		return -HASP_EINVAL;
+	return cancel_ops(c, id, NULL);
+}
+
 int hasp_client_cancel_wait(struct hasp_client *c, const char *name)
 {
 	struct hasp_wire_bytes n;
@@ -722,18 +737,5 @@ int hasp_client_cancel_wait(struct hasp_client *c, const char *name)
 		return -HASP_EINVAL;
 	if ((rc = client_name(name, &n)) != 0)
 		return rc;
-	rc = -HASP_ENOENT;
-	pthread_mutex_lock(&c->mu);
-	for (struct client_op *op = c->ops; op != NULL; op = op->next) {
-		if (op->kind == OP_ACQUIRE && op->opts.wait && op->phase != PH_DONE &&
-		    op->w.name_size == n.size && memcmp(op->w.name, n.data, n.size) == 0) {
-			op->cancel = true;
-			op->wake_ns = 0;
-			rc = 0;
-		}
-	}
-	if (rc == 0)
-		client_interrupt_locked(c);
-	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return cancel_ops(c, 0, &n);
 }

@@ -346,14 +346,12 @@ void client_keepalive_async(struct hasp_client *c)
 	if (session) {
 		struct client_op *op = client_op_new();
 		struct hasp_wire_msg m;
-		int rc = -HASP_ENOMEM;
+		int rc;
 
 		memset(&m, 0, sizeof(m));
 		m.hdr.opcode = HASP_OP_SESSION_KEEPALIVE;
-		if (op != NULL && (rc = client_op_prepare(c, op, &m)) == 0)
-			rc = client_op_start(c, op, session_keepalive_done, NULL, NULL);
-		else
-			hasp_free(op);
+		rc = client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0,
+				     session_keepalive_done, NULL, NULL);
 		if (rc != 0) {
 			pthread_mutex_lock(&c->mu);
 			c->session_ka_busy = false;

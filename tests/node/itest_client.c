@@ -4,7 +4,9 @@
  *
  *   itest_client single <cluster>          acquire, check, renew, release,
  *                                          expiry, wait-queue handoff by a
- *                                          pushed LOCK_GRANTED event, KV
+ *                                          pushed LOCK_GRANTED event, KV,
+ *                                          the async loop, a WAIT cancelled
+ *                                          from another thread
  *   itest_client malformed <ip> <port>     sends a corpus of malformed
  *                                          datagrams; prints how many got
  *                                          an answer (must be only the
@@ -24,6 +26,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,6 +78,84 @@ static void *wait_acquire(void *arg)
 	struct hasp_acquire_opts o = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 8000 };
 	w->rc = hasp_client_acquire(w->c, "itest/queue", &o, &w->lock);
 	return NULL;
+}
+
+/* ---- the asynchronous core ---- */
+
+struct async_cycle {
+	int acquired_rc;
+	int released_rc;
+	uint64_t token;
+	bool done;
+};
+
+static void async_released(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct async_cycle *a = arg;
+
+	(void)c;
+	a->released_rc = res->rc;
+	a->done = true;
+}
+
+static void async_acquired(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct async_cycle *a = arg;
+
+	a->acquired_rc = res->rc;
+	a->token = res->lock.token;
+	if (res->rc != 0 ||
+	    hasp_client_release_async(c, res->lock.name, res->lock.token, async_released, a, NULL) != 0)
+		a->done = true;
+}
+
+static void *wait_cancelled(void *arg)
+{
+	struct waiter *w = arg;
+	struct hasp_acquire_opts o = { .ttl_ms = 5000, .wait = true }; /* no time limit */
+	w->rc = hasp_client_acquire(w->c, "itest/cancel", &o, &w->lock);
+	return NULL;
+}
+
+/* An acquire and its release through the application's loop; then a
+ * blocking WAIT cancelled from another thread leaves no queue entry. */
+static void check_async(struct hasp_client *a, struct hasp_client *b)
+{
+	struct async_cycle cyc = { 0 };
+	struct hasp_acquire_opts o = { .ttl_ms = 5000 };
+
+	CHECK(hasp_client_acquire_async(a, "itest/async", &o, async_acquired, &cyc, NULL) == 0,
+	      "acquire_async starts");
+	/* Each request ends by its 10 s deadline: the loop is bounded. */
+	for (int turn = 0; turn < 100000 && !cyc.done; turn++) {
+		struct pollfd p = { .fd = hasp_client_fd(a), .events = POLLIN };
+		if (poll(&p, 1, hasp_client_timeout_ms(a)) < 0 || hasp_client_process(a, NULL) != 0)
+			break;
+	}
+	CHECK(cyc.done && cyc.acquired_rc == 0 && cyc.released_rc == 0 && cyc.token > 0,
+	      "async acquire %d release %d token %" PRIu64, cyc.acquired_rc, cyc.released_rc,
+	      cyc.token);
+	printf("async loop ok\n");
+
+	struct hasp_lock held;
+	struct hasp_lock_info info;
+	struct waiter w = { .c = b };
+	pthread_t t;
+	CHECK(hasp_client_acquire(a, "itest/cancel", &o, &held) == 0, "acquire to cancel behind");
+	CHECK(pthread_create(&t, NULL, wait_cancelled, &w) == 0, "waiter thread");
+	for (int i = 0; i < 500; i++) {
+		if (hasp_client_lock_read(a, "itest/cancel", &info) == 0 && info.waiter_count == 1)
+			break;
+		usleep(10000);
+	}
+	CHECK(info.waiter_count == 1, "queued: %u waiters", info.waiter_count);
+	CHECK(hasp_client_cancel_wait(b, "itest/cancel") == 0, "cancel_wait");
+	pthread_join(t, NULL);
+	CHECK(w.rc == -HASP_ECANCELED, "cancelled wait returned %d", w.rc);
+	CHECK(hasp_client_lock_read(a, "itest/cancel", &info) == 0 && info.waiter_count == 0,
+	      "the queue entry is gone: %u waiters", info.waiter_count);
+	CHECK(hasp_client_release(a, "itest/cancel", held.token) == 0, "release after cancel");
+	printf("cancel ok\n");
 }
 
 static int cmd_single(const char *cluster)
@@ -202,6 +283,7 @@ static int cmd_single(const char *cluster)
 	CHECK(hasp_client_kv_cas(a, "itest/new", &create, NULL) == -HASP_ECOMPARE,
 	      "cas revision 0 on an existing key");
 	printf("kv cas ok\n");
+	check_async(a, b);
 	hasp_client_close(a);
 	hasp_client_close(b);
 	printf("single: %s\n", failures ? "FAIL" : "PASS");
