@@ -1,5 +1,6 @@
 """Locks against a real cluster: exclusion, fencing, expiry, renewal."""
 import threading
+import time
 
 import pytest
 
@@ -101,14 +102,15 @@ def test_expiry_makes_safe_false_and_fences_the_late_writer(client, other, name)
 
 def test_renewer_keeps_the_lock_past_its_ttl(client, other, name):
     lost = []
-    with client.lock(name, ttl=1.5, on_lost=lost.append) as lk:
+    with client.lock(name, ttl=3.0, on_lost=lost.append) as lk:
         first = lk.valid_until_ns()
-        # Liveness bound only: wait for two renewals to move the deadline.
-        assert eventually(lambda: lk.valid_until_ns() > first + 1_000_000_000)
+        # Past the first grant's validity, the lock is still ours: renewed.
+        assert eventually(lambda: time.monotonic_ns() > first + 100_000_000)
+        assert lk.valid_until_ns() > first
         assert lk.check() and lk.safe()
         assert other.try_lock(name) is None
         if client._lib_loss:  # renewed by libhasp's auto_renew, not by Python
-            assert client.stats()["lock_renews"] >= 2
+            assert client.stats()["lock_renews"] >= 1
     assert lost == []
 
 
