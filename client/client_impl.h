@@ -175,7 +175,7 @@ void client_kept_verify_locked(struct hasp_client *c);
  * (keepalive) or as async ops (`async`: hasp_client_process). Takes mu. */
 void client_watchdog(struct hasp_client *c, bool async);
 /* The instant the watchdog next has something to do (UINT64_MAX: none). */
-uint64_t client_watchdog_next_locked(const struct hasp_client *c);
+uint64_t client_watchdog_next_locked(struct hasp_client *c);
 /* The loop's keepalives (no helper thread): session and lease keepalives
  * as async ops when due. Takes mu. */
 void client_keepalive_async(struct hasp_client *c);
@@ -260,6 +260,7 @@ struct hasp_client {
 	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 	uint64_t next_op_id;
 	bool processing; /* a thread is in hasp_client_process, holding mu */
+	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
 	int wake_fd;
 	int epoll_fd;
 	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel) */

@@ -24,6 +24,7 @@
 #include "client/client_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -341,6 +342,7 @@ static void rx_batch_locked(struct hasp_client *c)
 
 void client_wake_locked(struct hasp_client *c)
 {
+	c->progress++;
 	pthread_cond_broadcast(&c->cv);
 	client_wake_loop_locked(c);
 }
@@ -388,7 +390,8 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 		return;
 	}
 	c->receiving = true;
-	timeout_ms = (int)((until_ns - now + NS_PER_MS - 1) / NS_PER_MS);
+	uint64_t wait_ms = (until_ns - now + NS_PER_MS - 1) / NS_PER_MS;
+	timeout_ms = wait_ms > INT_MAX ? INT_MAX : (int)wait_ms;
 	pthread_mutex_unlock(&c->mu);
 	(void)poll(pfd, 2, timeout_ms); /* EINTR: the caller loops */
 	if (pfd[1].revents & POLLIN) {

@@ -658,20 +658,27 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	}
 	client_read_nowait_locked(c);
 	uint64_t now = clock_monotonic_ns();
-	for (struct client_op **pp = &c->ops; *pp != NULL;) {
-		struct client_op *op = *pp;
-		uint64_t wake = UINT64_MAX;
+	uint64_t progress;
+	/* Again while a pass freed a slot or opened a session: an op looked
+	 * at earlier in the pass may take it now (each pass that goes round
+	 * again finished a request, so this ends). */
+	do {
+		progress = c->progress;
+		for (struct client_op **pp = &c->ops; *pp != NULL;) {
+			struct client_op *op = *pp;
+			uint64_t wake = UINT64_MAX;
 
-		if (!op->async || !op_advance_locked(c, op, now, &wake)) {
-			op->wake_ns = wake;
-			pp = &op->next;
-			continue;
+			if (!op->async || !op_advance_locked(c, op, now, &wake)) {
+				op->wake_ns = wake;
+				pp = &op->next;
+				continue;
+			}
+			*pp = op->next;
+			op->next = done;
+			done = op;
+			c->async_count--;
 		}
-		*pp = op->next;
-		op->next = done;
-		done = op;
-		c->async_count--;
-	}
+	} while (c->progress != progress);
 	c->processing = false;
 	pthread_mutex_unlock(&c->mu);
 	/* Callbacks without the lock, in the order the ops were started. */

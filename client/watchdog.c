@@ -169,7 +169,7 @@ static uint64_t kept_renew_due(const struct kept_lock *k)
 	return k->renewed_send_ns + (uint64_t)k->ttl_ms * NS_PER_MS / 3;
 }
 
-uint64_t client_watchdog_next_locked(const struct hasp_client *c)
+uint64_t client_watchdog_next_locked(struct hasp_client *c)
 {
 	uint64_t next = UINT64_MAX;
 	uint64_t margin = (uint64_t)c->cfg.lock_lost_margin_ms * NS_PER_MS;
@@ -178,11 +178,11 @@ uint64_t client_watchdog_next_locked(const struct hasp_client *c)
 		return next;
 	for (uint32_t i = 0; i < HASP_CLIENT_KEPT_MAX; i++) {
 		const struct kept_lock *k = &c->kept[i];
+		int reason;
 		if (!k->used)
 			continue;
-		uint64_t loss = k->valid_until_ns > margin ? k->valid_until_ns - margin : 0;
-		if (k->lease_id != 0)
-			loss = 0; /* follows the lease: look at every run */
+		uint64_t until = kept_valid_until_locked(c, k, &reason);
+		uint64_t loss = until > margin ? until - margin : 0;
 		if (loss < next)
 			next = loss;
 		if (!k->busy && k->verify)
@@ -232,7 +232,7 @@ void client_watchdog(struct hasp_client *c, bool async)
 			l->token = k->token;
 			l->lease_id = k->lease_id;
 			l->valid_until_ns = until;
-			l->reason = until == 0 ? reason : -HASP_ETIMEDOUT;
+			l->reason = reason;
 			c->stats.locks_lost++;
 			kept_drop(c, k);
 			continue;

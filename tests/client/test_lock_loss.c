@@ -2,8 +2,8 @@
  * Lock loss and automatic renewal against the scripted responder: an
  * auto_renew lock is renewed by the asynchronous loop and by the keepalive
  * thread and stays valid past its first TTL; a refused renew, unanswered
- * renews each call lock_lost_fn once, never before the validity minus
- * the margin.
+ * renews and an expired lease each call lock_lost_fn once, never before
+ * the validity minus the margin.
  *
  * Loops end when the awaited renewals or losses happened (each is due
  * within a 300 ms TTL); a count bound stops them anyway.
@@ -37,7 +37,12 @@ static void script_locks(struct responder *r, int node, const struct hasp_wire_m
 		return;
 	switch (req->hdr.opcode) {
 	case HASP_OP_ACQUIRE:
-		reply_granted(r, node, req, from, 40);
+		responder_reply_init(&rep, req, HASP_STATUS_GRANTED);
+		rep.body.granted.token = 40;
+		rep.body.granted.lease_id = req->body.acquire.lease_id;
+		/* A lease lock carries the lease's TTL. */
+		rep.body.granted.ttl_ms = req->body.acquire.lease_id ? 300 : req->body.acquire.ttl_ms;
+		responder_send(r, node, from, &rep);
 		return;
 	case HASP_OP_RENEW:
 		if (s->renew == RENEW_SILENT)
@@ -51,6 +56,15 @@ static void script_locks(struct responder *r, int node, const struct hasp_wire_m
 		rep.body.granted.token = 40;
 		rep.body.granted.ttl_ms = 300;
 		responder_send(r, node, from, &rep);
+		return;
+	case HASP_OP_LEASE_GRANT:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.lease_ok.lease_id = 9;
+		rep.body.lease_ok.ttl_ms = req->body.lease_grant.ttl_ms;
+		responder_send(r, node, from, &rep);
+		return;
+	case HASP_OP_LEASE_KEEPALIVE: /* the lease is gone on the cluster */
+		reply_status(r, node, req, from, HASP_STATUS_LEASE_EXPIRED);
 		return;
 	default:
 		reply_status(r, node, req, from, HASP_STATUS_OK);
@@ -248,6 +262,35 @@ static void test_keepalive_thread_reports_a_refused_renew(void **state)
 	pthread_mutex_destroy(&l.mu);
 }
 
+/* A lock on a lease the loop keeps alive: the lease's keepalive answers
+ * LEASE_EXPIRED, and the lock is reported lost for that reason. */
+static void test_expired_lease_is_a_loss_of_its_locks(void **state)
+{
+	static struct script s = { .renew = RENEW_OK };
+	static struct responder r;
+	static struct losses l;
+	struct hasp_lease lease;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	struct hasp_client *c = loss_client(&r, &s, &l, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_lease_grant(c, 300, &lease), 0);
+	struct hasp_acquire_opts opts = { .lease_id = lease.lease_id };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
+	assert_int_equal(lock.lease_id, 9);
+	for (int i = 0; i < TURNS_MAX && losses_count(&l) == 0; i++)
+		loop_turn(c);
+	assert_int_equal(l.count, 1);
+	assert_int_equal(l.last.reason, -HASP_ELEASE);
+	assert_int_equal(l.last.lease_id, 9);
+	assert_true(responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1) >= 1); /* sent by the loop */
+	assert_int_equal(responder_count(&r, HASP_OP_RENEW, -1), 0); /* a lease lock is not renewed */
+	hasp_client_close(c);
+	responder_stop(&r);
+	pthread_mutex_destroy(&l.mu);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -257,6 +300,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_unanswered_renews_are_a_loss_before_validity_ends,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_keepalive_thread_reports_a_refused_renew,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_expired_lease_is_a_loss_of_its_locks,
 					  responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
