@@ -148,3 +148,16 @@ def test_threads_of_one_client_exclude_each_other(client, name):
     again = client.lock(name, ttl=30.0, blocking=False)
     assert again.token > held.token
     again.release()
+
+
+def test_lock_on_a_lease_is_lost_with_the_lease(client, other, name):
+    lost = []
+    lease = client.grant_lease(3.0)
+    lk = client.lock(name, lease_id=lease, blocking=False, on_lost=lost.append)
+    assert lk.lease_id == lease and lk.check()
+    other.revoke_lease(lease)  # e.g. an operator revokes it: its locks go
+    assert other.read_lock(name) is None
+    if client._lib_loss:  # the keepalive finds the lease gone: a loss
+        assert eventually(lambda: lost == [lk])
+        assert lk.lost_reason == "ELEASE" and not lk.safe()
+    lk.release()
