@@ -8,8 +8,10 @@
  *
  *   HASP_CLUSTER=... HASP_ID=... HASP_KEY_FILE=... bench_async CLIENTS SECONDS
  *
- * Prints one line: clients, cycles, cycles/s, p50 and p99 cycle latency in
- * microseconds, errors. Each cycle is two requests, as in hasp-bench.
+ * Prints two lines: clients, cycles, cycles/s, p50 and p99 cycle latency
+ * in microseconds, errors and the last error's name; then the clients'
+ * summed counters. Each cycle is two requests (hasp-bench counts it as one
+ * op).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,6 +36,7 @@ struct session {
 static uint64_t samples[SAMPLES_MAX];
 static uint32_t sample_count;
 static uint64_t cycles, errors, end_ns;
+static int last_error;
 
 static void on_acquired(struct hasp_client *c, const struct hasp_result *res, void *arg);
 
@@ -57,8 +60,10 @@ static void on_released(struct hasp_client *c, const struct hasp_result *res, vo
 	struct session *s = arg;
 
 	(void)c;
-	if (res->rc != 0)
+	if (res->rc != 0) {
 		errors++;
+		last_error = res->rc;
+	}
 	cycles++;
 	if (sample_count < SAMPLES_MAX)
 		samples[sample_count++] = clock_monotonic_ns() - s->t0;
@@ -72,6 +77,7 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *res, vo
 	if (res->rc != 0 || hasp_client_release_async(c, s->name, res->lock.token, on_released, s,
 						      NULL) != 0) {
 		errors++;
+		last_error = res->rc;
 		cycle_start(s);
 	}
 }
@@ -148,11 +154,23 @@ int main(int argc, char **argv)
 	uint64_t p50 = sample_count ? samples[sample_count / 2] : 0;
 	uint64_t p99 = sample_count ? samples[sample_count * 99 / 100] : 0;
 	printf("clients=%d cycles=%" PRIu64 " cycles_per_s=%.0f ops_per_s=%.0f p50_us=%.0f p99_us=%.0f "
-	       "errors=%" PRIu64 "\n",
+	       "errors=%" PRIu64 " last_error=%s\n",
 	       n, cycles, (double)cycles / elapsed, 2.0 * (double)cycles / elapsed, (double)p50 / 1e3,
-	       (double)p99 / 1e3, errors);
-	for (int i = 0; i < n; i++)
+	       (double)p99 / 1e3, errors, hasp_strerror_name(last_error));
+	struct hasp_client_stats sum = { 0 };
+	for (int i = 0; i < n; i++) {
+		struct hasp_client_stats st;
+		hasp_client_stats_get(sessions[i].c, &st);
+		sum.tx_requests += st.tx_requests;
+		sum.tx_retransmits += st.tx_retransmits;
+		sum.redirects += st.redirects;
+		sum.timeouts += st.timeouts;
+		sum.rx_duplicates += st.rx_duplicates;
 		hasp_client_close(sessions[i].c);
+	}
+	printf("requests=%" PRIu64 " retransmits=%" PRIu64 " redirects=%" PRIu64 " timeouts=%" PRIu64
+	       " duplicates=%" PRIu64 "\n",
+	       sum.tx_requests, sum.tx_retransmits, sum.redirects, sum.timeouts, sum.rx_duplicates);
 	close(ep);
 	return errors == 0 ? 0 : 1;
 }

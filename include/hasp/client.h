@@ -44,14 +44,17 @@
  * retry after a backoff) and reach the caller only as -HASP_ETIMEDOUT when
  * the deadline passes.
  *
- * Threads: every function may be called from several threads at once on
- * one client. A mutex guards the client's state and is never held across a
- * blocking socket call or a callback; up to HASP_SESSION_INFLIGHT_MAX
- * requests may be in flight at once (one per calling thread), and one
- * waiting thread at a time reads the socket for all of them. The keepalive
- * helper thread (hasp_client_keepalive_start) is such a caller. Event
- * callbacks run on the thread that calls hasp_client_poll(), never on the
- * keepalive thread, and must not call hasp_client_close().
+ * Threads (the table per function: docs/CLIENT.md "Threads"): every
+ * function may be called from several threads at once on one client,
+ * except hasp_client_close (races nothing), hasp_client_process and
+ * hasp_client_poll (one thread at a time each). A mutex guards the
+ * client's state and is never held across a blocking socket call or a
+ * callback; up to HASP_SESSION_INFLIGHT_MAX requests may be in flight at
+ * once, and one waiting thread at a time reads the socket for all of them.
+ * The keepalive helper thread (hasp_client_keepalive_start) is such a
+ * caller. Event callbacks run on the thread in hasp_client_poll(),
+ * completion callbacks on the thread in hasp_client_process(), lock loss
+ * callbacks where the keepalive runs; none may call hasp_client_close().
  *
  * Ownership: the client copies every string and buffer it keeps; pointers
  * handed to callbacks are valid only during the call.
@@ -90,8 +93,6 @@ struct hasp_event {
 };
 
 typedef void hasp_client_event_fn(const struct hasp_event *ev, void *arg);
-
-struct hasp_client;
 
 /* A held lock whose validity can no longer be guaranteed (docs/CLIENT.md
  * "Lock loss"). Stop acting on the resource it guards; fencing with its
