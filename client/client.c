@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ void hasp_client_config_default(struct hasp_client_config *cfg)
 	cfg->drift_margin_ms = 5;
 	cfg->drift_ppm = 10000;
 	cfg->wait_recheck_ms = 500;
+	cfg->lock_lost_margin_ms = 100;
 }
 
 int client_nodes_parse(const char *list, struct sockaddr_in *nodes, uint32_t nodes_max,
@@ -181,6 +183,14 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 		rc = -HASP_ESYS;
 		goto fail_events;
 	}
+	c->intr_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->intr_fd < 0) {
+		close(c->fd);
+		rc = -HASP_ESYS;
+		goto fail_events;
+	}
+	c->wake_fd = -1; /* the asynchronous loop's, made on first use */
+	c->epoll_fd = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	/* Deadlines are monotonic: so are the condition variables. */
 	pthread_condattr_init(&attr);
@@ -219,12 +229,26 @@ void hasp_client_close(struct hasp_client *c)
 		int rc = client_call(c, &call);
 		(void)rc; /* unanswered: the session expires on its own */
 	}
+	/* Asynchronous calls still in progress end here, without their
+	 * callbacks (client.h). Blocking calls must not race close. */
+	while (c->ops != NULL) {
+		struct client_op *op = c->ops;
+		c->ops = op->next;
+		HASP_ASSERT(op->async);
+		hasp_free(op);
+	}
 	close(c->fd);
+	close(c->intr_fd);
+	if (c->epoll_fd >= 0)
+		close(c->epoll_fd);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
 	pthread_cond_destroy(&c->ka_cv);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	auth_key_wipe(&c->identity_key);
 	auth_key_wipe(&c->session_key);
+	hasp_free(c->kept);
 	hasp_free(c->events);
 	hasp_free(c);
 }
@@ -247,7 +271,7 @@ int hasp_client_connect(struct hasp_client *c)
 	pthread_mutex_lock(&c->mu);
 	rc = client_session_ensure_locked(c, client_deadline(c));
 	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return client_result(rc);
 }
 
 uint64_t hasp_client_session_id(struct hasp_client *c)
@@ -346,9 +370,12 @@ int hasp_client_keepalive(struct hasp_client *c)
 	}
 	for (uint32_t i = 0; i < due_count; i++) {
 		int rc = hasp_client_lease_keepalive(c, due_ids[i], NULL);
-		if (rc < 0 && first_err == 0)
+		/* An expired lease is forgotten: not an error of this call. */
+		if (rc < 0 && rc != -HASP_ELEASE && rc != -HASP_ENOENT && first_err == 0)
 			first_err = rc;
 	}
+	/* Watched locks: renewals, checks, lock_lost_fn (watchdog.c). */
+	client_watchdog(c, false);
 	return first_err;
 }
 
@@ -362,7 +389,17 @@ static uint64_t keepalive_tick_ns(struct hasp_client *c)
 		if (c->leases[i].used && c->leases[i].ttl_ms < ttl_ms)
 			ttl_ms = c->leases[i].ttl_ms;
 	}
+	if (c->kept != NULL) {
+		for (uint32_t i = 0; i < HASP_CLIENT_KEPT_MAX; i++) {
+			if (c->kept[i].used && c->kept[i].ttl_ms < ttl_ms)
+				ttl_ms = c->kept[i].ttl_ms;
+		}
+	}
 	ttl_ms /= 6;
+	/* A watched lock's loss is told lock_lost_margin_ms early: look at
+	 * least twice within that margin. */
+	if (c->kept_count > 0 && c->cfg.lock_lost_margin_ms / 2 < ttl_ms)
+		ttl_ms = c->cfg.lock_lost_margin_ms / 2;
 	if (ttl_ms < 5)
 		ttl_ms = 5;
 	if (ttl_ms > 1000)

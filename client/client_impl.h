@@ -59,12 +59,150 @@ struct waiter {
 	bool recheck;  /* an event may have been lost: LOCK_READ now */
 };
 
+/* Leader finding for one request (exchange.c, docs/CLIENT.md "Leader
+ * discovery"). */
+enum timer_kind { TIMER_SEND, TIMER_SILENCE };
+
+struct finder {
+	uint32_t target;      /* directed mode: the node asked */
+	bool probing;         /* every node is asked */
+	uint32_t silent;      /* bit i: node i let this request go unanswered */
+	uint32_t redirects;   /* hints followed, bounded by the node count */
+	uint64_t backoff_ns;  /* the next backoff, before jitter */
+	uint64_t backoff_max_ns;
+};
+
+enum req_state {
+	REQ_IDLE = 0, /* encoded, no sequence number yet (no session or slot) */
+	REQ_SENT,     /* has its number and slot; sent at least once */
+	REQ_DONE,     /* rc set: a final reply (status >= 0) or -HASP_E* */
+};
+
+/* One request to a final reply: the one implementation of numbering,
+ * retransmission, redirects and leader finding (exchange.c). Blocking
+ * calls and the asynchronous loop both advance it with req_advance_locked;
+ * it owns its bytes, so it may outlive the caller's arguments. */
+struct client_req {
+	uint8_t state; /* enum req_state */
+	uint8_t opcode;
+	uint8_t timer_kind; /* enum timer_kind */
+	bool sent;
+	int rc;
+	struct pending *p;
+	struct finder f;
+	uint64_t timer_ns;
+	uint64_t deadline_ns;
+	uint64_t first_send_ns; /* first transmission (validity counts from it) */
+	uint64_t session_id;    /* the session it was numbered in */
+	size_t size;
+	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
+	size_t reply_size;
+	uint8_t reply[HASP_DATAGRAM_SIZE_MAX]; /* the final reply, DONE with rc >= 0 */
+};
+
+enum op_kind { OP_SIMPLE = 0, OP_ACQUIRE };
+enum op_phase {
+	PH_MAIN = 0,       /* the op's request (ACQUIRE for an acquire) */
+	PH_WAIT,           /* queued: waiting for LOCK_GRANTED or the recheck timer */
+	PH_READ,           /* queued: LOCK_READ in case the grant event was lost */
+	PH_CANCEL,         /* giving up a WAIT: CANCEL */
+	PH_CANCEL_READ,    /* CANCEL said NOT_FOUND: was it granted meanwhile? */
+	PH_CANCEL_RELEASE, /* it was: release the grant nobody will use */
+	PH_DONE,
+};
+
+/* One operation of the API, blocking or asynchronous: a request, or for a
+ * WAIT acquire a sequence of them (ops.c). The blocking calls run one on
+ * the caller's stack; hasp_client_*_async allocate one and the
+ * application's loop (hasp_client_process) runs it. */
+struct client_op {
+	struct client_op *next; /* c->ops while in progress */
+	uint64_t id;
+	uint8_t kind;  /* enum op_kind */
+	uint8_t phase; /* enum op_phase */
+	bool async;
+	bool cancel;     /* asked to stop (hasp_client_cancel, _cancel_wait) */
+	int give_up_rc;  /* what a given-up WAIT ends with */
+	hasp_client_done_fn *fn;
+	void *arg;
+	uint64_t wake_ns; /* async: when process() must look again */
+	struct client_req req;
+	struct hasp_result res;
+	/* OP_ACQUIRE */
+	struct hasp_acquire_opts opts;
+	struct waiter w;
+	bool w_linked;
+	int attempts;
+	uint64_t wait_deadline_ns;
+	uint64_t next_check_ns;
+	uint64_t granted_after_ns;
+	uint64_t acquire_session_id;
+	uint64_t acquire_send_ns;
+};
+
+/* Fills op for one request `msg` (its deadline: the configured one). */
+int client_op_prepare(struct hasp_client *c, struct client_op *op, struct hasp_wire_msg *msg)
+	__attribute__((warn_unused_result));
+/* Fills op for an acquire (TRY or WAIT), arguments checked. */
+int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const char *name,
+			      const struct hasp_acquire_opts *opts) __attribute__((warn_unused_result));
+/* Runs a prepared op to its end on this thread; returns op->res.rc. */
+int client_op_run(struct hasp_client *c, struct client_op *op);
+/* Hands a heap op (client_op_new, NULL: -HASP_ENOMEM) to the asynchronous
+ * loop once `prepared`, its prepare's result, is 0; on any error the op is
+ * freed and the error returned. */
+int client_op_start(struct hasp_client *c, struct client_op *op, int prepared,
+		    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+struct client_op *client_op_new(void);
+
+/* ---- the watchdog of held locks (watchdog.c) ---- */
+
+/* An acquire granted `lock`: watch it (auto_renew: renew it too). */
+void client_kept_add_locked(struct hasp_client *c, const struct hasp_lock *lock, bool renew);
+/* A RELEASE of name/token answered (0 or NOT_HOLDER): stop watching. */
+void client_kept_forget_locked(struct hasp_client *c, const char *name, uint64_t token);
+/* A RENEW of name/token ended with rc (public convention); on 0 the new
+ * TTL and validity. A refusal is a loss. */
+void client_kept_renewed_locked(struct hasp_client *c, const char *name, uint64_t token, int rc,
+				uint32_t ttl_ms, uint64_t valid_until_ns);
+/* A CHECK of name/token ended with rc: -HASP_ENOTHOLDER is a loss. */
+void client_kept_checked_locked(struct hasp_client *c, const char *name, uint64_t token, int rc);
+/* Events may have been lost or the session expired: check every watched
+ * lock with the cluster. */
+void client_kept_verify_locked(struct hasp_client *c);
+/* Does what is due: renews, checks, and lock_lost_fn calls; blocking
+ * (keepalive) or as async ops (`async`: hasp_client_process). Takes mu. */
+void client_watchdog(struct hasp_client *c, bool async);
+/* The instant the watchdog next has something to do (UINT64_MAX: none). */
+uint64_t client_watchdog_next_locked(struct hasp_client *c);
+/* The loop's keepalives (no helper thread): session and lease keepalives
+ * as async ops when due. Takes mu. */
+void client_keepalive_async(struct hasp_client *c);
+/* When the loop's keepalives are next due (UINT64_MAX: none). */
+uint64_t client_keepalive_next_locked(const struct hasp_client *c);
+
 struct lease_entry {
 	bool used;
 	uint64_t lease_id;
 	uint32_t ttl_ms;
 	uint64_t valid_until_ns;
 	uint64_t last_ok_send_ns; /* first send of the last answered grant/keepalive */
+	bool busy;                /* the loop's LEASE_KEEPALIVE is in flight */
+};
+
+/* A held lock watched for loss and maybe renewed (watchdog.c). */
+struct kept_lock {
+	bool used;
+	bool renew;          /* auto_renew: RENEW at a third of the TTL */
+	bool busy;           /* a RENEW or CHECK of it is in flight */
+	bool verify;         /* CHECK it: a gap or a session expiry happened */
+	uint64_t token;
+	uint64_t lease_id;
+	uint32_t ttl_ms;
+	uint64_t valid_until_ns;
+	uint64_t renewed_send_ns; /* validity counts from this send */
+	char name[HASP_CLIENT_NAME_BUF];
 };
 
 struct watch_entry {
@@ -113,6 +251,19 @@ struct hasp_client {
 
 	struct pending slots[HASP_SESSION_INFLIGHT_MAX];
 	struct pending open_slot;
+	struct client_req open_req; /* SESSION_OPEN, advanced by whoever waits */
+
+	/* The asynchronous loop (ops.c): every op in progress, blocking or
+	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
+	 * that hasp_client_fd() hands out (socket + eventfd). */
+	struct client_op *ops;
+	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
+	uint64_t next_op_id;
+	bool processing; /* a thread is in hasp_client_process, holding mu */
+	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
+	int wake_fd;
+	int epoll_fd;
+	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel) */
 
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
 	 * the last event received, and the last few for telling a duplicate
@@ -129,6 +280,9 @@ struct hasp_client {
 	struct waiter *waiters;
 
 	struct lease_entry leases[HASP_CLIENT_LEASES_MAX];
+	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
+	uint32_t kept_count;
+	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
 	struct watch_entry watches[HASP_CLIENT_WATCHES_MAX];
 
 	struct hasp_client_stats stats;
@@ -139,8 +293,8 @@ struct hasp_client {
 	bool ka_stop;
 };
 
-/* One request/reply exchange. The caller fills `req` (opcode and body; the
- * header's session and seq are set by client_call) and `deadline_ns`. */
+/* One blocking request/reply exchange. The caller fills `req` (opcode and
+ * body; the header's session and seq are set here) and `deadline_ns`. */
 struct client_call {
 	struct hasp_wire_msg req;
 	uint64_t deadline_ns;    /* 0: now + cfg.deadline_ms */
@@ -156,13 +310,53 @@ struct client_call {
 int client_call(struct hasp_client *c, struct client_call *call)
 	__attribute__((warn_unused_result));
 
+/* Encodes `msg` into r (IDLE, deadline_ns). -HASP_E* when the codec
+ * refuses it: then no number is ever taken. */
+int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wire_msg *msg,
+		    uint64_t deadline_ns) __attribute__((warn_unused_result));
+
+/* Moves r on as far as it goes without waiting: opens a session, takes a
+ * number, sends, follows redirects, times out. Returns true when r is
+ * DONE. *wake_ns is lowered to the instant r next needs a look. Caller
+ * holds c->mu. A DONE request with rc >= 0 has freed its slot. */
+bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint64_t now,
+			       uint64_t *wake_ns);
+
+/* Gives up r (a cancel): its slot stays reserved as after a timeout. */
+void client_req_abandon_locked(struct hasp_client *c, struct client_req *r);
+
 /* Waits for datagrams until `until_ns` or until woken, reading the socket if
  * no other thread is. Called and returns with c->mu held. */
 void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns);
 
-/* Opens a session if none is open. Called with c->mu held. */
+/* Reads what the socket holds without waiting and dispatches it. Caller
+ * holds c->mu; returns at once when another thread is the receiver. */
+void client_read_nowait_locked(struct hasp_client *c);
+
+/* Something changed that a waiter may be waiting for (a slot freed, a
+ * session opened, a reply for an async op): wakes blocked threads and the
+ * asynchronous loop. Caller holds c->mu. */
+void client_wake_locked(struct hasp_client *c);
+/* Only the asynchronous loop's eventfd (not while it is in process()). */
+void client_wake_loop_locked(struct hasp_client *c);
+/* client_wake_locked, and the thread in poll(2) too (a cancel). */
+void client_interrupt_locked(struct hasp_client *c);
+
+/* Opens a session if none is open, blocking until `deadline_ns`. Returns
+ * 0, a status the open was refused with, or -HASP_E*. Called with c->mu held. */
 int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	__attribute__((warn_unused_result));
+
+/* After a call: re-registers the watches if a new session or leader needs
+ * them (blocking; takes c->mu). */
+void client_watches_resend_if_stale(struct hasp_client *c);
+
+/* The public return convention (client.h): a reply status or -HASP_E*
+ * from client_call becomes 0 or -HASP_E*. */
+static inline int client_result(int rc)
+{
+	return rc < 0 ? rc : hasp_status_error((uint32_t)rc);
+}
 
 /* The absolute deadline for a call starting now. */
 uint64_t client_deadline(const struct hasp_client *c);

@@ -24,12 +24,17 @@
 #include "client/client_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
+#include <stddef.h>
 
+#include "common/alloc.h"
 #include "common/assert.h"
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "common/wire_auth.h"
 #include "hasp/errors.h"
@@ -183,6 +188,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 		c->stats.events_gaps++;
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next)
 			w->recheck = true;
+		/* A forced release of a held lock may be among them. */
+		client_kept_verify_locked(c);
 		client_event_resync_locked(c);
 	}
 	c->event_last_index = m->hdr.seq;
@@ -312,26 +319,10 @@ static void dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t s
 		dispatch_reply_locked(c, &m, data, size, (uint32_t)idx);
 }
 
-void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
+static void rx_batch_locked(struct hasp_client *c)
 {
-	uint64_t now = clock_monotonic_ns();
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
-	int timeout_ms;
 
-	if (now >= until_ns)
-		return;
-	if (c->receiving) {
-		struct timespec ts = ns_to_timespec(until_ns);
-		int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-		HASP_ASSERT(rc == 0 || rc == ETIMEDOUT);
-		return;
-	}
-	c->receiving = true;
-	timeout_ms = (int)((until_ns - now + NS_PER_MS - 1) / NS_PER_MS);
-	pthread_mutex_unlock(&c->mu);
-	(void)poll(&pfd, 1, timeout_ms); /* EINTR: the caller loops */
-	pthread_mutex_lock(&c->mu);
 	for (int i = 0; i < RX_BATCH_MAX; i++) {
 		struct sockaddr_in from;
 		socklen_t from_size = sizeof(from);
@@ -347,8 +338,72 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 		 * anything over 1472 bytes as too big. */
 		dispatch_locked(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf), &from);
 	}
+}
+
+void client_wake_locked(struct hasp_client *c)
+{
+	c->progress++;
+	pthread_cond_broadcast(&c->cv);
+	client_wake_loop_locked(c);
+}
+
+void client_wake_loop_locked(struct hasp_client *c)
+{
+	uint64_t one = 1;
+
+	/* The application's loop, unless it is the caller (it looks again
+	 * before it returns). */
+	if (c->async_count > 0 && c->wake_fd >= 0 && !c->processing)
+		(void)!write(c->wake_fd, &one, sizeof(one));
+}
+
+void client_interrupt_locked(struct hasp_client *c)
+{
+	uint64_t one = 1;
+
+	client_wake_locked(c);
+	/* The thread in poll(2) for everyone waits for datagrams only. */
+	if (c->receiving)
+		(void)!write(c->intr_fd, &one, sizeof(one));
+}
+
+void client_read_nowait_locked(struct hasp_client *c)
+{
+	if (c->receiving)
+		return; /* that thread dispatches for everyone */
+	rx_batch_locked(c);
+}
+
+void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
+{
+	uint64_t now = clock_monotonic_ns();
+	struct pollfd pfd[2] = { { .fd = c->fd, .events = POLLIN },
+				 { .fd = c->intr_fd, .events = POLLIN } };
+	int timeout_ms;
+
+	if (now >= until_ns)
+		return;
+	if (c->receiving) {
+		struct timespec ts = ns_to_timespec(until_ns);
+		int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		HASP_ASSERT(rc == 0 || rc == ETIMEDOUT);
+		return;
+	}
+	c->receiving = true;
+	uint64_t wait_ms = (until_ns - now + NS_PER_MS - 1) / NS_PER_MS;
+	timeout_ms = wait_ms > INT_MAX ? INT_MAX : (int)wait_ms;
+	pthread_mutex_unlock(&c->mu);
+	(void)poll(pfd, 2, timeout_ms); /* EINTR: the caller loops */
+	if (pfd[1].revents & POLLIN) {
+		uint64_t count;
+		(void)!read(c->intr_fd, &count, sizeof(count)); /* a cancel or a wake-up */
+	}
+	pthread_mutex_lock(&c->mu);
+	rx_batch_locked(c);
 	c->receiving = false;
 	pthread_cond_broadcast(&c->cv);
+	/* What it read may complete the application loop's requests. */
+	client_wake_loop_locked(c);
 }
 
 static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, size_t size)
@@ -373,17 +428,6 @@ static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, 
  * the hint is stale exactly when it matters. Sending one sequence number
  * to several nodes is safe: it is one request (PROTOCOL.md, exactly once).
  */
-enum timer_kind { TIMER_SEND, TIMER_SILENCE };
-
-struct finder {
-	uint32_t target;      /* directed mode: the node asked */
-	bool probing;         /* every node is asked */
-	uint32_t silent;      /* bit i: node i let this request go unanswered */
-	uint32_t redirects;   /* hints followed, bounded by the node count */
-	uint64_t backoff_ns;  /* the next backoff, before jitter */
-	uint64_t backoff_max_ns;
-};
-
 _Static_assert(HASP_CLIENT_NODES_MAX <= 32, "struct finder keeps a 32-bit node mask");
 
 /* Probe rounds are at least this far apart, whatever backoff_ms says (0
@@ -487,35 +531,36 @@ static void watches_forget_registrations_locked(struct hasp_client *c)
 	}
 }
 
-/*
- * Runs one request to a final reply: sends it, follows NOT_LEADER, asks
- * every node after silence or an unknown leader (struct finder), backs off
- * on UNAVAILABLE and OVERLOADED, always with the same bytes. Returns 0
- * with p DONE, or -HASP_ETIMEDOUT with p ABANDONED. Called with c->mu
- * held; drops it while waiting.
- */
-static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8_t *req,
-			   size_t req_size, uint64_t deadline_ns, uint64_t *first_send_ns)
+static void req_finish(struct client_req *r, int rc)
 {
-	struct finder f;
-	enum timer_kind kind = TIMER_SEND;
-	uint64_t timer_ns = 0;
-	bool sent = false;
+	r->state = REQ_DONE;
+	r->rc = rc;
+}
 
-	finder_init(c, &f);
-	HASP_ASSERT(p->state == PENDING_WAITING);
-	HASP_ASSERT(req_size >= HASP_WIRE_HEADER_SIZE && req_size <= HASP_DATAGRAM_SIZE_MAX);
+/*
+ * One step of a SENT request (the exchange): takes a reply that arrived,
+ * follows NOT_LEADER, asks every node after silence or an unknown leader
+ * (struct finder), backs off on UNAVAILABLE and OVERLOADED, always with the
+ * same bytes, and times out at the deadline (the slot then stays
+ * ABANDONED until a late reply frees it). Returns true when DONE.
+ */
+static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, uint64_t now,
+				 uint64_t *wake_ns)
+{
+	struct pending *p = r->p;
+	bool open = p == &c->open_slot;
+
+	HASP_ASSERT(r->state == REQ_SENT);
 	for (;;) {
-		uint64_t now = clock_monotonic_ns();
-
-		if (p != &c->open_slot && p->state == PENDING_WAITING &&
+		if (!open && p->state == PENDING_WAITING &&
 		    (c->session_state != SESSION_OPEN || c->session_id != p->session_id)) {
 			/* Another thread replaced the session (it expired, or
 			 * the window wrapped): no answer can come any more,
 			 * and the outcome is unknown, as after a timeout. */
 			p->state = PENDING_FREE;
 			c->stats.timeouts++;
-			return -HASP_ETIMEDOUT;
+			req_finish(r, -HASP_ETIMEDOUT);
+			return true;
 		}
 		if (p->state == PENDING_DONE) {
 			struct hasp_wire_msg m;
@@ -525,23 +570,23 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 			if (m.hdr.status == HASP_STATUS_NOT_LEADER) {
 				c->stats.redirects++;
 				p->state = PENDING_WAITING;
-				finder_heard(&f, p->from_index);
-				int hinted = finder_hint(c, &f, &m.body.not_leader, p->from_index);
+				finder_heard(&r->f, p->from_index);
+				int hinted = finder_hint(c, &r->f, &m.body.not_leader, p->from_index);
 				if (hinted >= 0) {
 					/* Straight to the named leader, same seq. */
-					f.probing = false;
-					f.target = (uint32_t)hinted;
-					c->target = f.target;
-					kind = TIMER_SEND;
-					timer_ns = now;
-				} else if (!f.probing) {
+					r->f.probing = false;
+					r->f.target = (uint32_t)hinted;
+					c->target = r->f.target;
+					r->timer_kind = TIMER_SEND;
+					r->timer_ns = now;
+				} else if (!r->f.probing) {
 					/* Unknown leader (an election), or a hint
 					 * to a silent node: ask everyone now, then
 					 * after each backoff. */
-					f.probing = true;
-					f.target = p->from_index;
-					kind = TIMER_SEND;
-					timer_ns = now;
+					r->f.probing = true;
+					r->f.target = p->from_index;
+					r->timer_kind = TIMER_SEND;
+					r->timer_ns = now;
 				}
 				/* Probing already: the next round is due. */
 				continue;
@@ -553,15 +598,15 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 				 * UNAVAILABLE moves on to the next node, and
 				 * while probing, the round covers it. */
 				p->state = PENDING_WAITING;
-				finder_heard(&f, p->from_index);
-				if (m.hdr.status == HASP_STATUS_UNAVAILABLE && f.probing)
+				finder_heard(&r->f, p->from_index);
+				if (m.hdr.status == HASP_STATUS_UNAVAILABLE && r->f.probing)
 					continue;
-				f.probing = false;
-				f.target = p->from_index;
+				r->f.probing = false;
+				r->f.target = p->from_index;
 				if (m.hdr.status == HASP_STATUS_UNAVAILABLE)
-					f.target = (p->from_index + 1) % c->node_count;
-				kind = TIMER_SEND;
-				timer_ns = now + finder_backoff(c, &f);
+					r->f.target = (p->from_index + 1) % c->node_count;
+				r->timer_kind = TIMER_SEND;
+				r->timer_ns = now + finder_backoff(c, &r->f);
 				continue;
 			}
 			/* A final answer: this node serves us; remember it.
@@ -570,53 +615,76 @@ static int exchange_locked(struct hasp_client *c, struct pending *p, const uint8
 			 * leader) register them again after this call (WATCH
 			 * is idempotent per session and name on a node). Any
 			 * node may answer SESSION_OPEN: it does not count. */
-			if (p != &c->open_slot) {
+			if (!open) {
 				if (c->answered_any && c->answered_by != p->from_index)
 					watches_forget_registrations_locked(c);
 				c->answered_by = p->from_index;
 				c->answered_any = true;
 			}
 			c->target = p->from_index;
-			return 0;
+			memcpy(r->reply, p->reply, p->reply_size);
+			r->reply_size = p->reply_size;
+			p->state = PENDING_FREE;
+			req_finish(r, m.hdr.status);
+			if (!open) {
+				if (m.hdr.status == HASP_STATUS_SESSION_EXPIRED) {
+					/* Every lock and watch of the session is
+					 * gone on the cluster; the next call opens
+					 * a new one. */
+					if (c->session_id == r->session_id) {
+						c->session_state = SESSION_NONE;
+						client_kept_verify_locked(c);
+					}
+				} else if (r->first_send_ns > c->session_last_ok_send_ns &&
+					   c->session_id == r->session_id) {
+					c->session_last_ok_send_ns = r->first_send_ns;
+				}
+				client_wake_locked(c); /* a slot freed */
+			}
+			return true;
 		}
 		/* Send at least once: a number taken is a request made. */
-		if (now >= deadline_ns && sent) {
+		if (now >= r->deadline_ns && r->sent) {
 			p->state = PENDING_ABANDONED;
 			c->stats.timeouts++;
-			return -HASP_ETIMEDOUT;
+			req_finish(r, -HASP_ETIMEDOUT);
+			return true;
 		}
-		if (now >= timer_ns) {
-			if (kind == TIMER_SEND) {
-				uint32_t n = finder_send(c, &f, req, req_size);
-				if (!sent) {
-					*first_send_ns = now;
+		if (now >= r->timer_ns) {
+			if (r->timer_kind == TIMER_SEND) {
+				uint32_t n = finder_send(c, &r->f, r->bytes, r->size);
+				if (!r->sent) {
+					r->first_send_ns = now;
 					c->stats.tx_requests++;
 					c->stats.tx_retransmits += n - 1;
-					sent = true;
+					r->sent = true;
 				} else {
 					c->stats.tx_retransmits += n;
 				}
 				/* Probing: the next round after a backoff
 				 * (replies still count meanwhile). Directed:
 				 * wait for this node. */
-				if (f.probing) {
-					uint64_t wait = finder_backoff(c, &f);
-					timer_ns = now + (wait > PROBE_INTERVAL_MIN_NS ? wait : PROBE_INTERVAL_MIN_NS);
+				if (r->f.probing) {
+					uint64_t wait = finder_backoff(c, &r->f);
+					r->timer_ns = now + (wait > PROBE_INTERVAL_MIN_NS ? wait : PROBE_INTERVAL_MIN_NS);
 				} else {
-					kind = TIMER_SILENCE;
-					timer_ns = now + (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
+					r->timer_kind = TIMER_SILENCE;
+					r->timer_ns = now + (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
 				}
 			} else {
 				/* Silence: the node may be down or partitioned
 				 * away. Ask every node at once, still
 				 * listening for a late reply from this one. */
-				finder_silence(&f);
-				kind = TIMER_SEND;
-				timer_ns = now;
+				finder_silence(&r->f);
+				r->timer_kind = TIMER_SEND;
+				r->timer_ns = now;
 			}
 			continue;
 		}
-		client_wait_io_locked(c, timer_ns < deadline_ns ? timer_ns : deadline_ns);
+		uint64_t wake = r->timer_ns < r->deadline_ns ? r->timer_ns : r->deadline_ns;
+		if (wake < *wake_ns)
+			*wake_ns = wake;
+		return false;
 	}
 }
 
@@ -630,25 +698,15 @@ static uint64_t nonce_next(struct hasp_client *c)
 	return n;
 }
 
-int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
+/* Starts a SESSION_OPEN in c->open_req. One nonce per open; its
+ * retransmissions carry the same bytes, so a node that saw the first one
+ * returns the same session. */
+static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_ns)
 {
 	struct hasp_wire_msg req;
-	struct hasp_wire_msg rep;
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
-	uint64_t first_send_ns = 0;
+	struct client_req *r = &c->open_req;
 	int size;
-	int rc;
 
-	while (c->session_state == SESSION_OPENING) {
-		if (clock_monotonic_ns() >= deadline_ns)
-			return -HASP_ETIMEDOUT;
-		client_wait_io_locked(c, deadline_ns);
-	}
-	if (c->session_state == SESSION_OPEN)
-		return 0;
-
-	/* One nonce per open; its retransmissions carry the same bytes, so a
-	 * node that saw the first one returns the same session. */
 	memset(&req, 0, sizeof(req));
 	req.hdr.opcode = HASP_OP_SESSION_OPEN;
 	req.hdr.seq = ++c->open_count;
@@ -660,35 +718,35 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 		req.body.session_open.identity =
 			(struct hasp_wire_bytes){ c->identity, c->identity_size };
 	}
-	size = hasp_wire_encode(&req, buf, sizeof(buf));
+	memset(r, 0, offsetof(struct client_req, bytes));
+	size = hasp_wire_encode(&req, r->bytes, sizeof(r->bytes));
 	HASP_ASSERT(size > 0); /* the TTL and identity were checked at open */
 	if (c->auth)
-		hasp_wire_seal(&c->identity_key, buf, (size_t)size);
+		hasp_wire_seal(&c->identity_key, r->bytes, (size_t)size);
+	r->size = (size_t)size;
+	r->opcode = HASP_OP_SESSION_OPEN;
+	r->deadline_ns = deadline_ns;
+	r->state = REQ_SENT;
+	r->p = &c->open_slot;
+	r->timer_kind = TIMER_SEND;
+	r->timer_ns = 0;
+	finder_init(c, &r->f);
 
 	c->session_state = SESSION_OPENING;
 	c->open_slot.session_id = 0;
 	c->open_slot.seq = req.hdr.seq;
 	c->open_slot.opcode = HASP_OP_SESSION_OPEN;
 	c->open_slot.state = PENDING_WAITING;
-	rc = exchange_locked(c, &c->open_slot, buf, (size_t)size, deadline_ns, &first_send_ns);
-	if (rc != 0) {
-		c->session_state = SESSION_NONE;
-		pthread_cond_broadcast(&c->cv);
-		return rc;
-	}
-	c->open_slot.state = PENDING_FREE;
-	rc = hasp_wire_decode_reply(c->open_slot.reply, c->open_slot.reply_size, &rep);
-	HASP_ASSERT(rc == 0);
-	if (rep.hdr.status != HASP_STATUS_OK) {
-		c->session_state = SESSION_NONE;
-		pthread_cond_broadcast(&c->cv);
-		return rep.hdr.status;
-	}
-	c->session_id = rep.body.session_opened.session_id;
-	c->session_ttl_ms = rep.body.session_opened.ttl_ms;
+}
+
+/* The open was answered OK: the session is ours. */
+static void session_open_finish_locked(struct hasp_client *c, const struct hasp_wire_msg *rep)
+{
+	c->session_id = rep->body.session_opened.session_id;
+	c->session_ttl_ms = rep->body.session_opened.ttl_ms;
 	if (c->auth)
 		hasp_session_key(&c->identity_key, c->session_id, c->open_nonce, &c->session_key);
-	c->session_last_ok_send_ns = first_send_ns;
+	c->session_last_ok_send_ns = c->open_req.first_send_ns;
 	c->next_seq = 1; /* PROTOCOL.md: the first request after SESSION_OPEN */
 	/* A new session's chain starts empty (its events name prev (0, 0)). */
 	c->event_last_index = 0;
@@ -696,8 +754,8 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	memset(c->event_recent_index, 0, sizeof(c->event_recent_index));
 	memset(c->event_recent_sub, 0, sizeof(c->event_recent_sub));
 	/* Abandoned slots of the old session can never be answered now.
-	 * Waiting ones belong to threads that will notice the new session
-	 * and free them (exchange_locked); slot_take waits for those. */
+	 * Waiting ones belong to requests that will notice the new session
+	 * and free them; slot taking waits for those. */
 	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++) {
 		if (c->slots[i].state == PENDING_ABANDONED)
 			c->slots[i].state = PENDING_FREE;
@@ -705,9 +763,60 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	c->session_state = SESSION_OPEN;
 	c->stats.session_opens++;
 	watches_mark_stale_locked(c);
-	pthread_cond_broadcast(&c->cv);
 	HASP_ASSERT(c->session_id != 0);
+}
+
+/* Moves the session towards OPEN without waiting: starts an open when none
+ * is under way (bounded by `deadline_ns`), advances the one under way.
+ * Returns 0 (open), -HASP_EAGAIN (opening: look again by *wake_ns), or how
+ * the open this call saw end failed (-HASP_E*, a refusal mapped by
+ * hasp_status_error). */
+static int session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t now,
+				  uint64_t *wake_ns)
+{
+	struct hasp_wire_msg rep;
+	int rc;
+
+	if (c->session_state == SESSION_OPEN)
+		return 0;
+	if (c->session_state == SESSION_NONE) {
+		if (now >= deadline_ns)
+			return -HASP_ETIMEDOUT;
+		session_open_start_locked(c, deadline_ns);
+	}
+	if (!req_step_sent_locked(c, &c->open_req, now, wake_ns))
+		return -HASP_EAGAIN;
+	c->session_state = SESSION_NONE;
+	client_wake_locked(c);
+	if (c->open_req.rc < 0)
+		return c->open_req.rc;
+	rc = hasp_wire_decode_reply(c->open_req.reply, c->open_req.reply_size, &rep);
+	HASP_ASSERT(rc == 0);
+	if (rep.hdr.status != HASP_STATUS_OK) {
+		/* Refused (FORBIDDEN, FULL, ...): an error of the request that
+		 * needed the session, never a status of its own reply. */
+		rc = hasp_status_error(rep.hdr.status);
+		return rc != 0 ? rc : -HASP_ECORRUPT;
+	}
+	session_open_finish_locked(c, &rep);
 	return 0;
+}
+
+int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
+{
+	for (;;) {
+		uint64_t now = clock_monotonic_ns();
+		uint64_t wake = deadline_ns;
+		int rc = session_advance_locked(c, deadline_ns, now, &wake);
+
+		if (rc == -HASP_ETIMEDOUT && now < deadline_ns)
+			continue; /* an open with an earlier deadline: start ours */
+		if (rc != -HASP_EAGAIN)
+			return rc;
+		if (now >= deadline_ns)
+			return -HASP_ETIMEDOUT; /* the open goes on for whoever started it */
+		client_wait_io_locked(c, wake);
+	}
 }
 
 static bool any_waiting_locked(const struct hasp_client *c)
@@ -719,44 +828,111 @@ static bool any_waiting_locked(const struct hasp_client *c)
 	return false;
 }
 
-/* Takes the slot of the next sequence number, opening a session first and
- * replacing it when an abandoned request blocks the window. */
-static int slot_take_locked(struct hasp_client *c, uint8_t opcode, uint64_t deadline_ns,
-			    struct pending **slot)
+int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wire_msg *msg,
+		    uint64_t deadline_ns)
 {
-	for (;;) {
-		struct pending *p;
-		int rc = client_session_ensure_locked(c, deadline_ns);
+	int size;
 
-		if (rc != 0)
-			return rc;
-		p = &c->slots[c->next_seq % HASP_SESSION_INFLIGHT_MAX];
-		if (p->state == PENDING_FREE) {
-			p->session_id = c->session_id;
-			p->seq = c->next_seq++;
-			p->opcode = opcode;
-			p->state = PENDING_WAITING;
-			*slot = p;
-			return 0;
-		}
+	memset(r, 0, offsetof(struct client_req, bytes));
+	/* Encode once before taking a sequence number: a request the codec
+	 * refuses must not leave a gap in the session's numbering. The header's
+	 * session and seq are patched in when the number is taken. */
+	msg->hdr.flags = 0;
+	msg->hdr.status = 0;
+	msg->hdr.session_id = 1;
+	msg->hdr.seq = 0;
+	msg->hdr.version = c->auth ? 2 : 1;
+	size = hasp_wire_encode(msg, r->bytes, sizeof(r->bytes));
+	if (size < 0)
+		return size;
+	r->size = (size_t)size;
+	r->opcode = msg->hdr.opcode;
+	r->deadline_ns = deadline_ns;
+	r->state = REQ_IDLE;
+	return 0;
+}
+
+/* Header offsets of the session id and the sequence number (wire.h). */
+#define WIRE_OFF_SESSION 8
+#define WIRE_OFF_SEQ 16
+
+/* Takes the slot of the next sequence number when the session is open and
+ * the slot free. False: not yet (the caller looks again when woken). */
+static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
+{
+	struct pending *p = &c->slots[c->next_seq % HASP_SESSION_INFLIGHT_MAX];
+
+	HASP_ASSERT(c->session_state == SESSION_OPEN);
+	if (p->state != PENDING_FREE) {
 		if (p->state == PENDING_ABANDONED && !any_waiting_locked(c)) {
 			/* s - 32 was never answered, so s cannot be sent in
 			 * this session: start another one. */
 			c->session_state = SESSION_NONE;
-			continue;
 		}
-		if (clock_monotonic_ns() >= deadline_ns)
-			return -HASP_ETIMEDOUT;
-		client_wait_io_locked(c, deadline_ns);
+		return false;
 	}
+	p->session_id = c->session_id;
+	p->seq = c->next_seq++;
+	p->opcode = r->opcode;
+	p->state = PENDING_WAITING;
+	r->p = p;
+	r->session_id = c->session_id;
+	put_u64le(r->bytes + WIRE_OFF_SESSION, c->session_id);
+	put_u64le(r->bytes + WIRE_OFF_SEQ, p->seq);
+	if (c->auth)
+		hasp_wire_seal(&c->session_key, r->bytes, r->size);
+	r->state = REQ_SENT;
+	r->timer_kind = TIMER_SEND;
+	r->timer_ns = 0;
+	finder_init(c, &r->f);
+	return true;
+}
+
+bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint64_t now,
+			       uint64_t *wake_ns)
+{
+	while (r->state == REQ_IDLE) {
+		/* The open first: one that reached its own deadline ends now. */
+		int rc = session_advance_locked(c, r->deadline_ns, now, wake_ns);
+		if (now >= r->deadline_ns) {
+			req_finish(r, -HASP_ETIMEDOUT); /* before taking a number */
+			return true;
+		}
+		if (rc == -HASP_EAGAIN)
+			return false;
+		if (rc == -HASP_ETIMEDOUT)
+			continue; /* an open with an earlier deadline: start ours */
+		if (rc != 0) {
+			/* The open this request waited on failed; a later
+			 * request starts another one. */
+			req_finish(r, rc);
+			return true;
+		}
+		if (!req_take_slot_locked(c, r)) {
+			if (c->session_state != SESSION_OPEN)
+				continue; /* the window wrapped: a new session */
+			if (r->deadline_ns < *wake_ns)
+				*wake_ns = r->deadline_ns; /* woken when a slot frees */
+			return false;
+		}
+	}
+	if (r->state == REQ_DONE)
+		return true;
+	return req_step_sent_locked(c, r, now, wake_ns);
+}
+
+void client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
+{
+	if (r->state == REQ_SENT) {
+		r->p->state = PENDING_ABANDONED;
+		c->stats.timeouts++;
+	}
+	req_finish(r, -HASP_ECANCELED);
 }
 
 int client_call(struct hasp_client *c, struct client_call *call)
 {
-	uint8_t req[HASP_DATAGRAM_SIZE_MAX];
-	struct pending *p = NULL;
-	bool resend;
-	int size;
+	struct client_req *r;
 	int rc;
 
 	HASP_ASSERT(c != NULL);
@@ -765,55 +941,46 @@ int client_call(struct hasp_client *c, struct client_call *call)
 		call->deadline_ns = client_deadline(c);
 	if (clock_monotonic_ns() >= call->deadline_ns)
 		return -HASP_ETIMEDOUT; /* before taking a number */
-	/* Encode once before taking a sequence number: a request the codec
-	 * refuses must not leave a gap in the session's numbering. */
-	call->req.hdr.flags = 0;
-	call->req.hdr.status = 0;
-	call->req.hdr.session_id = 1;
-	call->req.hdr.seq = 0;
-	call->req.hdr.version = c->auth ? 2 : 1;
-	size = hasp_wire_encode(&call->req, req, sizeof(req));
-	if (size < 0)
-		return size;
-
-	pthread_mutex_lock(&c->mu);
-	rc = slot_take_locked(c, call->req.hdr.opcode, call->deadline_ns, &p);
+	r = hasp_calloc(1, sizeof(*r));
+	if (r == NULL)
+		return -HASP_ENOMEM;
+	rc = client_req_init(c, r, &call->req, call->deadline_ns);
 	if (rc != 0) {
-		pthread_mutex_unlock(&c->mu);
+		hasp_free(r);
 		return rc;
 	}
-	call->session_id = c->session_id;
-	call->req.hdr.session_id = c->session_id;
-	call->req.hdr.seq = p->seq;
-	size = hasp_wire_encode(&call->req, req, sizeof(req));
-	HASP_ASSERT(size > 0);
-	if (c->auth)
-		hasp_wire_seal(&c->session_key, req, (size_t)size);
-	rc = exchange_locked(c, p, req, (size_t)size, call->deadline_ns, &call->first_send_ns);
-	if (rc == 0) {
-		memcpy(call->reply_buf, p->reply, p->reply_size);
-		rc = hasp_wire_decode_reply(call->reply_buf, p->reply_size, &call->reply);
-		HASP_ASSERT(rc == 0);
-		p->state = PENDING_FREE;
-		rc = call->reply.hdr.status;
-		if (rc == HASP_STATUS_SESSION_EXPIRED) {
-			/* Every lock and watch of the session is gone on the
-			 * cluster; the next call opens a new one. */
-			if (c->session_id == call->session_id)
-				c->session_state = SESSION_NONE;
-		} else if (call->first_send_ns > c->session_last_ok_send_ns) {
-			c->session_last_ok_send_ns = call->first_send_ns;
-		}
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		uint64_t now = clock_monotonic_ns();
+		uint64_t wake = UINT64_MAX;
+		if (client_req_advance_locked(c, r, now, &wake))
+			break;
+		client_wait_io_locked(c, wake);
 	}
-	pthread_cond_broadcast(&c->cv); /* a slot may have freed */
-	resend = c->watches_stale && c->session_state == SESSION_OPEN;
+	pthread_mutex_unlock(&c->mu);
+	rc = r->rc;
+	call->session_id = r->session_id;
+	call->first_send_ns = r->first_send_ns;
+	if (rc >= 0) {
+		HASP_ASSERT(r->reply_size >= HASP_WIRE_HEADER_SIZE);
+		memcpy(call->reply_buf, r->reply, r->reply_size);
+		int drc = hasp_wire_decode_reply(call->reply_buf, r->reply_size, &call->reply);
+		HASP_ASSERT(drc == 0);
+	}
+	hasp_free(r);
+	/* A new session has no watches: register them again (the WATCH calls
+	 * find the flag clear, so this does not recurse). */
+	client_watches_resend_if_stale(c);
+	return rc;
+}
+
+void client_watches_resend_if_stale(struct hasp_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	bool resend = c->watches_stale && c->session_state == SESSION_OPEN;
 	if (resend)
 		c->watches_stale = false;
 	pthread_mutex_unlock(&c->mu);
-	/* A new session has no watches: register them again (the WATCH calls
-	 * find the flag clear, so this does not recurse). */
 	if (resend)
 		client_watches_resend(c);
-	HASP_ASSERT(rc >= 0 || rc == -HASP_ETIMEDOUT);
-	return rc;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "client/client_impl.h"
+#include "common/alloc.h"
 #include "common/assert.h"
 #include "common/clock.h"
 #include "hasp/client.h"
@@ -18,21 +19,6 @@
 #define NS_PER_MS 1000000ull
 
 /* ---- leases ---- */
-
-static void lease_fill(struct hasp_client *c, const struct client_call *call,
-		       struct hasp_lease *lease)
-{
-	const struct hasp_wire_lease_ok *ok = &call->reply.body.lease_ok;
-
-	pthread_mutex_lock(&c->mu);
-	client_lease_note_locked(c, ok->lease_id, ok->ttl_ms, call->first_send_ns);
-	pthread_mutex_unlock(&c->mu);
-	if (lease != NULL) {
-		lease->lease_id = ok->lease_id;
-		lease->ttl_ms = ok->ttl_ms;
-		lease->valid_until_ns = client_valid_until(c, call->first_send_ns, ok->ttl_ms);
-	}
-}
 
 static void lease_forget(struct hasp_client *c, uint64_t lease_id)
 {
@@ -43,55 +29,114 @@ static void lease_forget(struct hasp_client *c, uint64_t lease_id)
 	pthread_mutex_unlock(&c->mu);
 }
 
-int hasp_client_lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct hasp_lease *lease)
+/* Runs a prepared op on this thread, or hands it to the loop when fn is
+ * set (then op is a heap op, freed on error). */
+static int run_or_start(struct hasp_client *c, struct client_op *op, int prepared,
+			hasp_client_done_fn *fn, void *arg, uint64_t *id)
 {
-	struct client_call call;
+	if (fn != NULL)
+		return client_op_start(c, op, prepared, fn, arg, id);
+	return prepared != 0 ? prepared : client_op_run(c, op);
+}
+
+/* The op of a blocking call lives on the caller's stack; an async one on
+ * the heap. */
+#define OP_FOR(fn, stack_op) ((fn) == NULL ? (stack_op) : client_op_new())
+
+static int lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct client_op *op)
+{
+	struct hasp_wire_msg m;
+
+	if (ttl_ms < HASP_TTL_MS_MIN || ttl_ms > HASP_TTL_MS_MAX)
+		return -HASP_ERANGE;
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_LEASE_GRANT;
+	m.body.lease_grant.ttl_ms = ttl_ms;
+	return client_op_prepare(c, op, &m);
+}
+
+static int lease_id_op(struct hasp_client *c, uint8_t opcode, uint64_t lease_id,
+		       struct client_op *op)
+{
+	struct hasp_wire_msg m;
+	int rc;
+
+	if (lease_id == 0)
+		return -HASP_EINVAL;
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = opcode;
+	if (opcode == HASP_OP_LEASE_KEEPALIVE)
+		m.body.lease_keepalive.lease_id = lease_id;
+	else
+		m.body.lease_revoke.lease_id = lease_id;
+	rc = client_op_prepare(c, op, &m);
+	op->res.lease.lease_id = lease_id;
+	return rc;
+}
+
+static int lease_call(struct hasp_client *c, uint8_t opcode, uint64_t arg64,
+		      struct hasp_lease *lease, hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	struct client_op stack_op;
+	struct client_op *op;
 	int rc;
 
 	if (c == NULL)
 		return -HASP_EINVAL;
-	if (ttl_ms < HASP_TTL_MS_MIN || ttl_ms > HASP_TTL_MS_MAX)
-		return -HASP_ERANGE;
-	memset(&call, 0, sizeof(call));
-	call.req.hdr.opcode = HASP_OP_LEASE_GRANT;
-	call.req.body.lease_grant.ttl_ms = ttl_ms;
-	rc = client_call(c, &call);
-	if (rc == HASP_STATUS_OK)
-		lease_fill(c, &call, lease);
+	if ((op = OP_FOR(fn, &stack_op)) == NULL)
+		return -HASP_ENOMEM;
+	if (opcode == HASP_OP_LEASE_GRANT)
+		rc = lease_grant(c, (uint32_t)arg64, op);
+	else
+		rc = lease_id_op(c, opcode, arg64, op);
+	if (rc == 0 && opcode == HASP_OP_LEASE_REVOKE) {
+		/* Stop keeping it alive first: a keepalive racing the revoke
+		 * must not find it. */
+		lease_forget(c, arg64);
+	}
+	rc = run_or_start(c, op, rc, fn, arg, id);
+	if (fn == NULL && rc == 0 && lease != NULL)
+		*lease = op->res.lease;
 	return rc;
+}
+
+int hasp_client_lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct hasp_lease *lease)
+{
+	return lease_call(c, HASP_OP_LEASE_GRANT, ttl_ms, lease, NULL, NULL, NULL);
+}
+
+int hasp_client_lease_grant_async(struct hasp_client *c, uint32_t ttl_ms, hasp_client_done_fn *fn,
+				  void *arg, uint64_t *id)
+{
+	if (fn == NULL)
+		return -HASP_EINVAL;
+	return lease_call(c, HASP_OP_LEASE_GRANT, ttl_ms, NULL, fn, arg, id);
 }
 
 int hasp_client_lease_keepalive(struct hasp_client *c, uint64_t lease_id, struct hasp_lease *lease)
 {
-	struct client_call call;
-	int rc;
+	return lease_call(c, HASP_OP_LEASE_KEEPALIVE, lease_id, lease, NULL, NULL, NULL);
+}
 
-	if (c == NULL || lease_id == 0)
+int hasp_client_lease_keepalive_async(struct hasp_client *c, uint64_t lease_id,
+				      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	if (fn == NULL)
 		return -HASP_EINVAL;
-	memset(&call, 0, sizeof(call));
-	call.req.hdr.opcode = HASP_OP_LEASE_KEEPALIVE;
-	call.req.body.lease_keepalive.lease_id = lease_id;
-	rc = client_call(c, &call);
-	if (rc == HASP_STATUS_OK)
-		lease_fill(c, &call, lease);
-	else if (rc == HASP_STATUS_LEASE_EXPIRED || rc == HASP_STATUS_NOT_FOUND)
-		lease_forget(c, lease_id); /* its locks and keys are gone */
-	return rc;
+	return lease_call(c, HASP_OP_LEASE_KEEPALIVE, lease_id, NULL, fn, arg, id);
 }
 
 int hasp_client_lease_revoke(struct hasp_client *c, uint64_t lease_id)
 {
-	struct client_call call;
+	return lease_call(c, HASP_OP_LEASE_REVOKE, lease_id, NULL, NULL, NULL, NULL);
+}
 
-	if (c == NULL || lease_id == 0)
+int hasp_client_lease_revoke_async(struct hasp_client *c, uint64_t lease_id,
+				   hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	if (fn == NULL)
 		return -HASP_EINVAL;
-	/* Stop keeping it alive first: a keepalive racing the revoke must not
-	 * find it. */
-	lease_forget(c, lease_id);
-	memset(&call, 0, sizeof(call));
-	call.req.hdr.opcode = HASP_OP_LEASE_REVOKE;
-	call.req.body.lease_revoke.lease_id = lease_id;
-	return client_call(c, &call);
+	return lease_call(c, HASP_OP_LEASE_REVOKE, lease_id, NULL, fn, arg, id);
 }
 
 /* ---- watches and events ---- */
@@ -158,7 +203,7 @@ int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 	else
 		w->used = false;
 	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return client_result(rc);
 }
 
 int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
@@ -176,7 +221,7 @@ int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 	if (w != NULL)
 		w->used = false;
 	pthread_mutex_unlock(&c->mu);
-	return watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id);
+	return client_result(watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id));
 }
 
 void client_watches_resend(struct hasp_client *c)
@@ -257,121 +302,169 @@ int hasp_client_next_event(struct hasp_client *c, struct hasp_event *ev, uint32_
 	return -HASP_ETIMEDOUT;
 }
 
-int hasp_client_poll(struct hasp_client *c, uint32_t timeout_ms)
+int hasp_client_poll(struct hasp_client *c, uint32_t timeout_ms, uint32_t *delivered)
 {
 	struct hasp_event ev;
-	int delivered = 0;
+	uint32_t n = 0;
 	uint32_t wait_ms = timeout_ms;
 
+	if (delivered != NULL)
+		*delivered = 0;
 	if (c == NULL || c->cfg.event_fn == NULL)
 		return -HASP_EINVAL;
 	/* Wait for the first event only; then drain what is buffered. The
 	 * callback runs without the client's mutex held. */
-	while (delivered < (int)HASP_CLIENT_EVENTS_MAX && hasp_client_next_event(c, &ev, wait_ms) == 0) {
+	while (n < HASP_CLIENT_EVENTS_MAX && hasp_client_next_event(c, &ev, wait_ms) == 0) {
 		c->cfg.event_fn(&ev, c->cfg.event_arg);
-		delivered++;
+		n++;
 		wait_ms = 0;
 	}
-	return delivered;
+	if (delivered != NULL)
+		*delivered = n;
+	return 0;
 }
 
 /* ---- KV ---- */
 
-int hasp_client_kv_put(struct hasp_client *c, const char *key, const void *value,
-		       size_t value_size, uint64_t lease_id, uint64_t *revision)
+static int kv_prepare(struct hasp_client *c, struct client_op *op, uint8_t opcode, const char *key,
+		      const void *value, size_t value_size, uint64_t lease_id,
+		      const struct hasp_kv_cas *cas)
 {
-	struct client_call call;
+	struct hasp_wire_msg m;
 	int rc;
 
-	if (c == NULL || (value == NULL && value_size > 0))
-		return -HASP_EINVAL;
-	if (value_size > HASP_VALUE_SIZE_MAX)
-		return -HASP_ETOOBIG;
-	memset(&call, 0, sizeof(call));
-	if ((rc = client_name(key, &call.req.body.kv_put.key)) != 0)
-		return rc;
-	call.req.hdr.opcode = HASP_OP_KV_PUT;
-	call.req.body.kv_put.value.data = value;
-	call.req.body.kv_put.value.size = value_size;
-	call.req.body.kv_put.lease_id = lease_id;
-	rc = client_call(c, &call);
-	if (rc == HASP_STATUS_OK && revision != NULL)
-		*revision = call.reply.body.kv_revision.revision;
-	return rc;
-}
-
-int hasp_client_kv_get(struct hasp_client *c, const char *key, struct hasp_kv_value *out)
-{
-	struct client_call call;
-	int rc;
-
-	if (c == NULL || out == NULL)
-		return -HASP_EINVAL;
-	memset(&call, 0, sizeof(call));
-	if ((rc = client_name(key, &call.req.body.kv_get.name)) != 0)
-		return rc;
-	call.req.hdr.opcode = HASP_OP_KV_GET;
-	rc = client_call(c, &call);
-	memset(out, 0, sizeof(*out));
-	if (rc == HASP_STATUS_OK) {
-		const struct hasp_wire_kv_value *v = &call.reply.body.kv_value;
-		HASP_ASSERT(v->value.size <= sizeof(out->value)); /* decoder checked */
-		out->revision = v->revision;
-		out->lease_id = v->lease_id;
-		out->value_size = v->value.size;
-		if (v->value.size > 0)
-			memcpy(out->value, v->value.data, v->value.size);
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = opcode;
+	switch (opcode) {
+	case HASP_OP_KV_PUT:
+		if (value == NULL && value_size > 0)
+			return -HASP_EINVAL;
+		if (value_size > HASP_VALUE_SIZE_MAX)
+			return -HASP_ETOOBIG;
+		if ((rc = client_name(key, &m.body.kv_put.key)) != 0)
+			return rc;
+		m.body.kv_put.value.data = value;
+		m.body.kv_put.value.size = value_size;
+		m.body.kv_put.lease_id = lease_id;
+		break;
+	case HASP_OP_KV_GET:
+		if ((rc = client_name(key, &m.body.kv_get.name)) != 0)
+			return rc;
+		break;
+	case HASP_OP_KV_DELETE:
+		if ((rc = client_name(key, &m.body.kv_delete.name)) != 0)
+			return rc;
+		break;
+	default: {
+		struct hasp_wire_kv_cas *b = &m.body.kv_cas;
+		HASP_ASSERT(opcode == HASP_OP_KV_CAS);
+		if (cas == NULL || (cas->value == NULL && cas->value_size > 0) ||
+		    (cas->expected_value == NULL && cas->expected_value_size > 0))
+			return -HASP_EINVAL;
+		if (cas->value_size > HASP_VALUE_SIZE_MAX ||
+		    cas->expected_value_size > HASP_VALUE_SIZE_MAX)
+			return -HASP_ETOOBIG;
+		if (!cas->compare_value && cas->expected_value_size > 0)
+			return -HASP_EINVAL;
+		if ((rc = client_name(key, &b->key)) != 0)
+			return rc;
+		b->flags = cas->compare_value ? HASP_WIRE_CAS_VALUE : 0;
+		b->expected_revision = cas->compare_value ? 0 : cas->expected_revision;
+		b->expected_value.data = cas->expected_value;
+		b->expected_value.size = cas->compare_value ? cas->expected_value_size : 0;
+		b->value.data = cas->value;
+		b->value.size = cas->value_size;
+		b->lease_id = cas->lease_id;
+		break;
 	}
-	return rc;
+	}
+	return client_op_prepare(c, op, &m);
 }
 
-int hasp_client_kv_delete(struct hasp_client *c, const char *key, uint64_t *revision)
+static int kv_call(struct hasp_client *c, uint8_t opcode, const char *key, const void *value,
+		   size_t value_size, uint64_t lease_id, const struct hasp_kv_cas *cas,
+		   uint64_t *revision, struct hasp_kv_value *out, hasp_client_done_fn *fn, void *arg,
+		   uint64_t *id)
 {
-	struct client_call call;
+	struct client_op stack_op;
+	struct client_op *op;
 	int rc;
 
 	if (c == NULL)
 		return -HASP_EINVAL;
-	memset(&call, 0, sizeof(call));
-	if ((rc = client_name(key, &call.req.body.kv_delete.name)) != 0)
+	if ((op = OP_FOR(fn, &stack_op)) == NULL)
+		return -HASP_ENOMEM;
+	rc = run_or_start(c, op, kv_prepare(c, op, opcode, key, value, value_size, lease_id, cas), fn,
+			  arg, id);
+	if (fn != NULL)
 		return rc;
-	call.req.hdr.opcode = HASP_OP_KV_DELETE;
-	rc = client_call(c, &call);
-	if (rc == HASP_STATUS_OK && revision != NULL)
-		*revision = call.reply.body.kv_revision.revision;
+	/* COMPARE_FAILED carries the key's current revision too. */
+	if ((rc == 0 || rc == -HASP_ECOMPARE) && revision != NULL)
+		*revision = op->res.revision;
+	if (rc == 0 && out != NULL)
+		*out = op->res.value;
 	return rc;
+}
+
+int hasp_client_kv_put(struct hasp_client *c, const char *key, const void *value,
+		       size_t value_size, uint64_t lease_id, uint64_t *revision)
+{
+	return kv_call(c, HASP_OP_KV_PUT, key, value, value_size, lease_id, NULL, revision, NULL,
+		       NULL, NULL, NULL);
+}
+
+int hasp_client_kv_put_async(struct hasp_client *c, const char *key, const void *value,
+			     size_t value_size, uint64_t lease_id, hasp_client_done_fn *fn,
+			     void *arg, uint64_t *id)
+{
+	if (fn == NULL)
+		return -HASP_EINVAL;
+	return kv_call(c, HASP_OP_KV_PUT, key, value, value_size, lease_id, NULL, NULL, NULL, fn,
+		       arg, id);
+}
+
+int hasp_client_kv_get(struct hasp_client *c, const char *key, struct hasp_kv_value *out)
+{
+	if (out == NULL)
+		return -HASP_EINVAL;
+	memset(out, 0, sizeof(*out));
+	return kv_call(c, HASP_OP_KV_GET, key, NULL, 0, 0, NULL, NULL, out, NULL, NULL, NULL);
+}
+
+int hasp_client_kv_get_async(struct hasp_client *c, const char *key, hasp_client_done_fn *fn,
+			     void *arg, uint64_t *id)
+{
+	if (fn == NULL)
+		return -HASP_EINVAL;
+	return kv_call(c, HASP_OP_KV_GET, key, NULL, 0, 0, NULL, NULL, NULL, fn, arg, id);
+}
+
+int hasp_client_kv_delete(struct hasp_client *c, const char *key, uint64_t *revision)
+{
+	return kv_call(c, HASP_OP_KV_DELETE, key, NULL, 0, 0, NULL, revision, NULL, NULL, NULL,
+		       NULL);
+}
+
+int hasp_client_kv_delete_async(struct hasp_client *c, const char *key, hasp_client_done_fn *fn,
+				void *arg, uint64_t *id)
+{
+	if (fn == NULL)
+		return -HASP_EINVAL;
+	return kv_call(c, HASP_OP_KV_DELETE, key, NULL, 0, 0, NULL, NULL, NULL, fn, arg, id);
 }
 
 int hasp_client_kv_cas(struct hasp_client *c, const char *key, const struct hasp_kv_cas *cas,
 		       uint64_t *revision)
 {
-	struct client_call call;
-	struct hasp_wire_kv_cas *b = &call.req.body.kv_cas;
-	int rc;
+	return kv_call(c, HASP_OP_KV_CAS, key, NULL, 0, 0, cas, revision, NULL, NULL, NULL, NULL);
+}
 
-	if (c == NULL || cas == NULL || (cas->value == NULL && cas->value_size > 0) ||
-	    (cas->expected_value == NULL && cas->expected_value_size > 0))
+int hasp_client_kv_cas_async(struct hasp_client *c, const char *key, const struct hasp_kv_cas *cas,
+			     hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	if (fn == NULL)
 		return -HASP_EINVAL;
-	if (cas->value_size > HASP_VALUE_SIZE_MAX || cas->expected_value_size > HASP_VALUE_SIZE_MAX)
-		return -HASP_ETOOBIG;
-	if (!cas->compare_value && cas->expected_value_size > 0)
-		return -HASP_EINVAL;
-	memset(&call, 0, sizeof(call));
-	if ((rc = client_name(key, &b->key)) != 0)
-		return rc;
-	call.req.hdr.opcode = HASP_OP_KV_CAS;
-	b->flags = cas->compare_value ? HASP_WIRE_CAS_VALUE : 0;
-	b->expected_revision = cas->compare_value ? 0 : cas->expected_revision;
-	b->expected_value.data = cas->expected_value;
-	b->expected_value.size = cas->compare_value ? cas->expected_value_size : 0;
-	b->value.data = cas->value;
-	b->value.size = cas->value_size;
-	b->lease_id = cas->lease_id;
-	rc = client_call(c, &call);
-	/* COMPARE_FAILED carries the key's current mod revision (0: absent). */
-	if ((rc == HASP_STATUS_OK || rc == HASP_STATUS_COMPARE_FAILED) && revision != NULL)
-		*revision = call.reply.body.kv_revision.revision;
-	return rc;
+	return kv_call(c, HASP_OP_KV_CAS, key, NULL, 0, 0, cas, NULL, NULL, fn, arg, id);
 }
 
 /* True when `key` sorts bytewise after `after` ("" sorts first). */
@@ -416,7 +509,7 @@ int hasp_client_kv_range(struct hasp_client *c, const char *prefix, uint32_t lim
 		call.deadline_ns = deadline_ns;
 		rc = client_call(c, &call);
 		if (rc != HASP_STATUS_OK)
-			return rc;
+			return client_result(rc);
 		const struct hasp_wire_kv_entries *es = &call.reply.body.kv_entries;
 		hasp_wire_kv_iter_init(&it, es);
 		while (hasp_wire_kv_iter_next(&it, &e)) {
@@ -435,12 +528,12 @@ int hasp_client_kv_range(struct hasp_client *c, const char *prefix, uint32_t lim
 			memcpy(after, key, e.key.size + 1);
 			delivered++;
 			if (fn(&out, arg) != 0)
-				return HASP_STATUS_OK;
+				return 0;
 			if (limit != 0 && delivered >= limit)
-				return HASP_STATUS_OK;
+				return 0;
 		}
 		if (!(es->flags & HASP_WIRE_RANGE_MORE))
-			return HASP_STATUS_OK;
+			return 0;
 		if (es->entry_count == 0)
 			return -HASP_ECORRUPT; /* MORE with nothing: no progress */
 	}

@@ -642,6 +642,18 @@ static void print_value_human(const uint8_t *value, size_t size)
 	fwrite(value, 1, size, stdout);
 }
 
+/* libhasp returns 0 or -HASP_E* (client.h); the commands speak the
+ * cluster's statuses (exit codes, BUSY / NOT_HOLDER output). Maps 0 to the
+ * command's success status and a cluster refusal back to its status. */
+static int cli_status(int rc, int ok_status)
+{
+	int status = hasp_error_status(rc);
+
+	if (rc == 0)
+		return ok_status;
+	return status >= 0 ? status : rc;
+}
+
 /* ---- commands ---- */
 
 static int cmd_acquire(struct hasp_client *c, const struct hasp_cli_args *a)
@@ -651,7 +663,7 @@ static int cmd_acquire(struct hasp_client *c, const struct hasp_cli_args *a)
 					  .wait = a->wait,
 					  .wait_timeout_ms = a->timeout_ms };
 	struct hasp_lock lock;
-	int rc = hasp_client_acquire(c, a->name, &opts, &lock);
+	int rc = cli_status(hasp_client_acquire(c, a->name, &opts, &lock), HASP_STATUS_GRANTED);
 
 	if (rc == HASP_STATUS_GRANTED) {
 		print_lock(a, "GRANTED", &lock);
@@ -674,7 +686,7 @@ static int cmd_acquire(struct hasp_client *c, const struct hasp_cli_args *a)
 static int cmd_read(struct hasp_client *c, const struct hasp_cli_args *a)
 {
 	struct hasp_lock_info info;
-	int rc = hasp_client_lock_read(c, a->name, &info);
+	int rc = cli_status(hasp_client_lock_read(c, a->name, &info), HASP_STATUS_OK);
 
 	if (rc != HASP_STATUS_OK)
 		return report_failure(a, "read", rc, HASP_STATUS_OK);
@@ -699,7 +711,7 @@ static int cmd_watch(struct hasp_client *c, const struct hasp_cli_args *a)
 	uint64_t deadline_ns = a->timeout_ms ? clock_monotonic_ns() + a->timeout_ms * NS_PER_MS
 					     : UINT64_MAX;
 	uint32_t seen = 0;
-	int rc = hasp_client_watch(c, a->name, a->prefix);
+	int rc = cli_status(hasp_client_watch(c, a->name, a->prefix), HASP_STATUS_OK);
 
 	if (rc != HASP_STATUS_OK)
 		return report_failure(a, "watch", rc, HASP_STATUS_OK);
@@ -748,13 +760,13 @@ static int cmd_lease(struct hasp_client *c, const struct hasp_cli_args *a)
 
 	switch (a->cmd) {
 	case HASP_CLI_LEASE_GRANT:
-		rc = hasp_client_lease_grant(c, a->ttl_ms, &lease);
+		rc = cli_status(hasp_client_lease_grant(c, a->ttl_ms, &lease), HASP_STATUS_OK);
 		break;
 	case HASP_CLI_LEASE_KEEPALIVE:
-		rc = hasp_client_lease_keepalive(c, a->lease_id, &lease);
+		rc = cli_status(hasp_client_lease_keepalive(c, a->lease_id, &lease), HASP_STATUS_OK);
 		break;
 	default:
-		rc = hasp_client_lease_revoke(c, a->lease_id);
+		rc = cli_status(hasp_client_lease_revoke(c, a->lease_id), HASP_STATUS_OK);
 		if (rc == HASP_STATUS_OK)
 			print_ok(a, "OK", "lease_id", a->lease_id);
 		return rc == HASP_STATUS_OK ? HASP_CLI_EXIT_OK
@@ -795,11 +807,11 @@ static int cmd_kv(struct hasp_client *c, const struct hasp_cli_args *a)
 
 	switch (a->cmd) {
 	case HASP_CLI_KV_PUT:
-		rc = hasp_client_kv_put(c, a->name, a->value, strlen(a->value), a->lease_id,
-					&revision);
+		rc = cli_status(hasp_client_kv_put(c, a->name, a->value, strlen(a->value), a->lease_id,
+					&revision), HASP_STATUS_OK);
 		break;
 	case HASP_CLI_KV_DELETE:
-		rc = hasp_client_kv_delete(c, a->name, &revision);
+		rc = cli_status(hasp_client_kv_delete(c, a->name, &revision), HASP_STATUS_OK);
 		break;
 	case HASP_CLI_KV_CAS: {
 		struct hasp_kv_cas cas = {
@@ -811,7 +823,7 @@ static int cmd_kv(struct hasp_client *c, const struct hasp_cli_args *a)
 			.value_size = strlen(a->value),
 			.lease_id = a->lease_id,
 		};
-		rc = hasp_client_kv_cas(c, a->name, &cas, &revision);
+		rc = cli_status(hasp_client_kv_cas(c, a->name, &cas, &revision), HASP_STATUS_OK);
 		if (rc == HASP_STATUS_COMPARE_FAILED) {
 			/* Say why: the key is absent (revision 0) or differs. */
 			if (a->json)
@@ -828,7 +840,7 @@ static int cmd_kv(struct hasp_client *c, const struct hasp_cli_args *a)
 	}
 	case HASP_CLI_KV_GET: {
 		struct hasp_kv_value v;
-		rc = hasp_client_kv_get(c, a->name, &v);
+		rc = cli_status(hasp_client_kv_get(c, a->name, &v), HASP_STATUS_OK);
 		if (rc != HASP_STATUS_OK)
 			return report_failure(a, "kv get", rc, HASP_STATUS_OK);
 		if (a->json) {
@@ -845,7 +857,7 @@ static int cmd_kv(struct hasp_client *c, const struct hasp_cli_args *a)
 		return HASP_CLI_EXIT_OK;
 	}
 	default:
-		rc = hasp_client_kv_range(c, a->name, a->limit, range_print, (void *)a);
+		rc = cli_status(hasp_client_kv_range(c, a->name, a->limit, range_print, (void *)a), HASP_STATUS_OK);
 		return rc == HASP_STATUS_OK ? HASP_CLI_EXIT_OK
 					    : report_failure(a, "kv range", rc, HASP_STATUS_OK);
 	}
@@ -941,14 +953,14 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
 		sigaction(sig, &sa, NULL);
 
-	rc = hasp_client_acquire(c, a->name, &opts, &lock);
+	rc = cli_status(hasp_client_acquire(c, a->name, &opts, &lock), HASP_STATUS_GRANTED);
 	if (rc == -HASP_ETIMEDOUT && a->wait && a->timeout_ms != 0) {
 		/* The wait ran out: a conflict if the lock is held, the
 		 * cluster's silence otherwise. */
 		struct hasp_lock_info info;
 		int set = hasp_client_set_deadline(c, HASP_CLI_TIMEOUT_MS_DEFAULT);
 		HASP_ASSERT(set == 0);
-		if (hasp_client_lock_read(c, a->name, &info) == HASP_STATUS_OK) {
+		if (hasp_client_lock_read(c, a->name, &info) == 0) {
 			rc = HASP_STATUS_BUSY;
 			lock.token = info.token;
 		}
@@ -1038,7 +1050,7 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 				left_ms = every_ms;
 			rc = hasp_client_set_deadline(c, left_ms > 0 ? (uint32_t)left_ms : 1);
 			HASP_ASSERT(rc == 0);
-			rc = hasp_client_renew(c, a->name, lock.token, a->ttl_ms, &lock);
+			rc = cli_status(hasp_client_renew(c, a->name, lock.token, a->ttl_ms, &lock), HASP_STATUS_GRANTED);
 			if (rc == HASP_STATUS_GRANTED) {
 				next_renew_ns = clock_monotonic_ns() + renew_every_ns;
 			} else if (rc >= 0) {
@@ -1068,7 +1080,7 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 		return HASP_CLI_EXIT_LOCK_LOST;
 	}
 	hasp_client_keepalive_stop(c);
-	rc = hasp_client_release(c, a->name, lock.token);
+	rc = cli_status(hasp_client_release(c, a->name, lock.token), HASP_STATUS_OK);
 	if (rc != HASP_STATUS_OK && !a->json)
 		fprintf(stderr, "hasp: run %s: release: %s\n", a->name,
 			rc >= 0 ? hasp_status_name((uint32_t)rc) : hasp_strerror(rc));
@@ -1174,7 +1186,7 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 		code = cmd_acquire(c, a);
 		break;
 	case HASP_CLI_RELEASE:
-		rc = hasp_client_release(c, a->name, a->token);
+		rc = cli_status(hasp_client_release(c, a->name, a->token), HASP_STATUS_OK);
 		if (rc == HASP_STATUS_OK)
 			print_ok(a, "RELEASED", "token", a->token);
 		code = rc == HASP_STATUS_OK ? HASP_CLI_EXIT_OK
@@ -1183,7 +1195,7 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 	case HASP_CLI_RENEW: {
 		struct hasp_lock lock = { .token = a->token };
 		snprintf(lock.name, sizeof(lock.name), "%s", a->name);
-		rc = hasp_client_renew(c, a->name, a->token, a->ttl_ms, &lock);
+		rc = cli_status(hasp_client_renew(c, a->name, a->token, a->ttl_ms, &lock), HASP_STATUS_GRANTED);
 		if (rc == HASP_STATUS_GRANTED) {
 			print_lock(a, "GRANTED", &lock);
 			code = HASP_CLI_EXIT_OK;
@@ -1193,7 +1205,7 @@ int hasp_cli_execute(const struct hasp_cli_args *a)
 		break;
 	}
 	case HASP_CLI_CHECK:
-		rc = hasp_client_check(c, a->name, a->token);
+		rc = cli_status(hasp_client_check(c, a->name, a->token), HASP_STATUS_OK);
 		if (rc == HASP_STATUS_OK)
 			print_ok(a, "CURRENT", "token", a->token);
 		code = rc == HASP_STATUS_OK ? HASP_CLI_EXIT_OK

@@ -13,30 +13,48 @@
  * last node that answered is remembered. docs/CLIENT.md explains each
  * behaviour ("Leader discovery", "Failover contract") and the CLI built on it.
  *
- * Returns: calls that exchange a request return the reply's status (an enum
- * hasp_status, >= 0) when a node answered, or a negative -HASP_E* code when
- * none did or the call was refused locally:
- *   -HASP_EINVAL     a NULL or inconsistent argument
- *   -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
- *   -HASP_ERANGE     a TTL outside 10 ms .. 1 day
- *   -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
- *   -HASP_ETIMEDOUT  no answer before the deadline (every node tried), or a
- *                    wait that did not end in a grant in time
- *   -HASP_ESYS       a socket call failed
- *   -HASP_ECORRUPT   a node broke the protocol (e.g. MORE with no entries)
- * A refusal by the cluster (BUSY, NOT_HOLDER, NOT_FOUND, ...) is a status,
- * not an error. NOT_LEADER, UNAVAILABLE and OVERLOADED are handled inside
- * (redirect, retry after a backoff) and reach the caller only as
- * -HASP_ETIMEDOUT when the deadline passes.
+ * Return convention (every int-returning function of this header): 0 on
+ * success, with the outcome in the out-parameters, or a negative -HASP_E*
+ * code (include/hasp/errors.h; hasp_strerror() gives its message). A call
+ * never returns a positive value. Errors come from three places:
+ *   refused locally (nothing was sent):
+ *     -HASP_EINVAL     a NULL or inconsistent argument
+ *     -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
+ *     -HASP_ERANGE     a TTL outside 10 ms .. 1 day
+ *     -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
+ *     -HASP_EFULL      a client table is full (watches)
+ *   refused by the cluster (a node answered; hasp_status_error() in
+ *   types.h is the whole map, hasp_error_status() its reverse):
+ *     -HASP_EBUSY      the lock is held (TRY mode; lock->token is the holder's)
+ *     -HASP_ENOTHOLDER the token is not the current holder's
+ *     -HASP_ENOENT     no such lock, key, lease or watch
+ *     -HASP_ECOMPARE   a compare-and-set found another value or revision
+ *     -HASP_ESESSION   the session expired (the next call opens a new one)
+ *     -HASP_ELEASE     the lease expired, was revoked, or is unknown
+ *     -HASP_EFORBIDDEN the identity may not do this on this name
+ *     -HASP_EFULL      a capacity of the cluster is exhausted
+ *     -HASP_EREFUSED   the cluster found the request malformed
+ *   no usable answer:
+ *     -HASP_ETIMEDOUT  no answer before the deadline (every node tried), or a
+ *                      wait that did not end in a grant in time; the outcome
+ *                      of a mutation is then unknown
+ *     -HASP_ESYS       a socket call failed
+ *     -HASP_ECORRUPT   a node broke the protocol (e.g. MORE with no entries)
+ * NOT_LEADER, UNAVAILABLE and OVERLOADED are handled inside (redirect,
+ * retry after a backoff) and reach the caller only as -HASP_ETIMEDOUT when
+ * the deadline passes.
  *
- * Threads: every function may be called from several threads at once on
- * one client. A mutex guards the client's state and is never held across a
- * blocking socket call or a callback; up to HASP_SESSION_INFLIGHT_MAX
- * requests may be in flight at once (one per calling thread), and one
- * waiting thread at a time reads the socket for all of them. The keepalive
- * helper thread (hasp_client_keepalive_start) is such a caller. Event
- * callbacks run on the thread that calls hasp_client_poll(), never on the
- * keepalive thread, and must not call hasp_client_close().
+ * Threads (the table per function: docs/CLIENT.md "Threads"): every
+ * function may be called from several threads at once on one client,
+ * except hasp_client_close (races nothing), hasp_client_process and
+ * hasp_client_poll (one thread at a time each). A mutex guards the
+ * client's state and is never held across a blocking socket call or a
+ * callback; up to HASP_SESSION_INFLIGHT_MAX requests may be in flight at
+ * once, and one waiting thread at a time reads the socket for all of them.
+ * The keepalive helper thread (hasp_client_keepalive_start) is such a
+ * caller. Event callbacks run on the thread in hasp_client_poll(),
+ * completion callbacks on the thread in hasp_client_process(), lock loss
+ * callbacks where the keepalive runs; none may call hasp_client_close().
  *
  * Ownership: the client copies every string and buffer it keeps; pointers
  * handed to callbacks are valid only during the call.
@@ -60,6 +78,7 @@
 #define HASP_CLIENT_EVENTS_MAX 64u  /* pushed events buffered until polled */
 #define HASP_CLIENT_NAME_BUF 129u   /* a name of up to 128 bytes and its NUL */
 #define HASP_CLIENT_VALUE_MAX 1024u /* the protocol's value limit */
+#define HASP_CLIENT_KEPT_MAX 256u   /* locks watched for loss / renewed at once */
 
 struct hasp_client; /* opaque */
 
@@ -74,6 +93,29 @@ struct hasp_event {
 };
 
 typedef void hasp_client_event_fn(const struct hasp_event *ev, void *arg);
+
+/* A held lock whose validity can no longer be guaranteed (docs/CLIENT.md
+ * "Lock loss"). Stop acting on the resource it guards; fencing with its
+ * token still refuses a late write. */
+struct hasp_lock_loss {
+	char name[HASP_CLIENT_NAME_BUF];
+	uint64_t token;
+	uint64_t lease_id;
+	uint64_t valid_until_ns; /* the last validity the client could vouch for */
+	/* -HASP_ETIMEDOUT: no renew succeeded and the validity ends within
+	 *                  lock_lost_margin_ms (or ended);
+	 * -HASP_ENOTHOLDER: the cluster says the token no longer holds it
+	 *                  (a renew refused, or a check after a session
+	 *                  expiry or a gap in the event chain);
+	 * -HASP_ELEASE:    its lease is gone. */
+	int reason;
+};
+
+/* Called once per lost lock, on the thread that runs the keepalive
+ * (hasp_client_keepalive, its helper thread, or hasp_client_process),
+ * without the client's lock held; it must not close the client. */
+typedef void hasp_client_lock_lost_fn(struct hasp_client *client,
+				      const struct hasp_lock_loss *loss, void *arg);
 
 struct hasp_client_config {
 	/* "ip:port,ip:port,...", IPv4, any node of the cluster first. Required. */
@@ -100,6 +142,14 @@ struct hasp_client_config {
 	 * without authentication, for clusters run with client_auth = off. */
 	const char *identity;
 	const char *key_file;
+	/* Lock loss (docs/CLIENT.md "Lock loss"): when set, every lock this
+	 * client acquires is watched until it is released through it, and
+	 * lock_lost_fn is called once when its validity can no longer be
+	 * guaranteed, lock_lost_margin_ms before that validity ends (default
+	 * 100). Up to HASP_CLIENT_KEPT_MAX locks are watched at once. */
+	hasp_client_lock_lost_fn *lock_lost_fn;
+	void *lock_lost_arg;
+	uint32_t lock_lost_margin_ms;
 };
 
 /* A held lock, filled by hasp_client_acquire; the caller owns it. */
@@ -120,6 +170,12 @@ struct hasp_acquire_opts {
 	uint64_t lease_id; /* non-zero: put the lock on this lease (ttl_ms must be 0) */
 	bool wait;         /* join the FIFO queue instead of answering BUSY */
 	uint32_t wait_timeout_ms; /* wait mode only: 0 waits without limit */
+	/* Renew the lock's own TTL while it is held (Redisson's watchdog):
+	 * RENEW at every third of the TTL, by whoever runs the keepalive (its
+	 * helper thread, hasp_client_keepalive, or the hasp_client_process
+	 * loop), until it is released through this client or lost. A lease
+	 * lock follows its lease instead. */
+	bool auto_renew;
 };
 
 struct hasp_lock_info { /* LOCK_READ */
@@ -165,6 +221,26 @@ struct hasp_kv_entry {
 /* Returns 0 to continue, anything else to stop the range early. */
 typedef int hasp_client_range_fn(const struct hasp_kv_entry *entry, void *arg);
 
+/* The outcome of an asynchronous call (hasp_client_*_async), handed to its
+ * completion callback and valid during the call only. rc is exactly what
+ * the blocking call returns; the member its op fills is named. */
+struct hasp_result {
+	uint64_t id; /* as the starting call returned it */
+	uint8_t op;  /* enum hasp_op of the call: ACQUIRE, RELEASE, ... */
+	int rc;      /* 0 or -HASP_E* */
+	struct hasp_lock lock;      /* ACQUIRE (-HASP_EBUSY: token is the holder's), RENEW */
+	struct hasp_lock_info info; /* LOCK_READ */
+	struct hasp_lease lease;    /* LEASE_GRANT, LEASE_KEEPALIVE */
+	uint64_t revision;          /* KV_PUT, KV_DELETE, KV_CAS */
+	struct hasp_kv_value value; /* KV_GET */
+};
+
+/* A completion callback: runs on the thread in hasp_client_process(),
+ * without the client's lock; it may start more calls (async or blocking)
+ * but must not close the client. */
+typedef void hasp_client_done_fn(struct hasp_client *client, const struct hasp_result *res,
+				 void *arg);
+
 /* Counters: nothing is logged per datagram. */
 struct hasp_client_stats {
 	uint64_t tx_requests;       /* first transmissions */
@@ -185,6 +261,10 @@ struct hasp_client_stats {
 	uint64_t wait_rechecks;     /* LOCK_READs sent while queued */
 	uint64_t wait_cancels;      /* CANCELs sent for WAITs given up */
 	uint64_t wait_grants_released; /* grants that came as a WAIT was given up, released */
+	uint64_t lock_renews;       /* automatic RENEWs sent (auto_renew) */
+	uint64_t lock_checks;       /* CHECKs of watched locks after a gap or session expiry */
+	uint64_t locks_lost;        /* lock_lost_fn calls */
+	uint64_t locks_unwatched;   /* acquired while the watch table was full: not watched */
 };
 
 /* Fills `cfg` with the defaults above and no cluster. */
@@ -207,8 +287,7 @@ void hasp_client_close(struct hasp_client *client);
 int hasp_client_set_deadline(struct hasp_client *client, uint32_t deadline_ms)
 	__attribute__((warn_unused_result));
 
-/* Opens the session now (otherwise the first request does). Returns the
- * status (OK) or -HASP_E*. */
+/* Opens the session now (otherwise the first request does). 0 or -HASP_E*. */
 int hasp_client_connect(struct hasp_client *client) __attribute__((warn_unused_result));
 /* The current session id, 0 when none is open. */
 uint64_t hasp_client_session_id(struct hasp_client *client);
@@ -216,32 +295,35 @@ void hasp_client_stats_get(struct hasp_client *client, struct hasp_client_stats 
 
 /* ---- locks ---- */
 
-/* Returns GRANTED (lock filled), BUSY (TRY mode; lock->token is the holder's
- * token), or another status; in WAIT mode the call returns GRANTED when the
- * grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ) or
- * -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
+/* 0: granted, `lock` filled. -HASP_EBUSY (TRY mode): held by another,
+ * lock->token is the holder's token. In WAIT mode the call returns 0 when
+ * the grant arrives (LOCK_GRANTED event, or seen by the periodic LOCK_READ)
+ * or -HASP_ETIMEDOUT after wait_timeout_ms. A WAIT given up is cancelled on the
  * cluster (CANCEL; a grant that arrived meanwhile is released) before the
- * call returns, within one more deadline (docs/CLIENT.md). */
+ * call returns, within one more deadline (docs/CLIENT.md). A WAIT cancelled
+ * from another thread (hasp_client_cancel_wait) returns -HASP_ECANCELED the
+ * same way. */
 int hasp_client_acquire(struct hasp_client *client, const char *name,
 			const struct hasp_acquire_opts *opts, struct hasp_lock *lock)
 	__attribute__((warn_unused_result));
-/* OK or NOT_HOLDER. */
+/* 0: released; -HASP_ENOTHOLDER: `token` does not hold it (any more). */
 int hasp_client_release(struct hasp_client *client, const char *name, uint64_t token)
 	__attribute__((warn_unused_result));
-/* GRANTED or NOT_HOLDER. `ttl_ms` 0 keeps the lock's current TTL. When
+/* 0 (renewed) or -HASP_ENOTHOLDER. `ttl_ms` 0 keeps the lock's current TTL. When
  * `lock` is not NULL its TTL and validity deadline are refreshed from
  * this renew's send time and the TTL the node answered. */
 int hasp_client_renew(struct hasp_client *client, const char *name, uint64_t token,
 		      uint32_t ttl_ms, struct hasp_lock *lock) __attribute__((warn_unused_result));
-/* OK when `token` is the current holder's, else NOT_HOLDER. */
+/* 0 when `token` is the current holder's, else -HASP_ENOTHOLDER. */
 int hasp_client_check(struct hasp_client *client, const char *name, uint64_t token)
 	__attribute__((warn_unused_result));
-/* OK (info filled) or NOT_FOUND (free). */
+/* 0 (info filled) or -HASP_ENOENT (the lock is free). */
 int hasp_client_lock_read(struct hasp_client *client, const char *name,
 			  struct hasp_lock_info *info) __attribute__((warn_unused_result));
 
 /* The conservative monotonic deadline (ns) until which `lock` is ours: its
- * own valid_until_ns, or for a lease lock the lease's current deadline as
+ * own valid_until_ns (or the later one its automatic renewals reached), or
+ * for a lease lock the lease's current deadline as
  * kept by this client (0 when this client does not know the lease). */
 uint64_t hasp_client_lock_valid_until(struct hasp_client *client, const struct hasp_lock *lock)
 	__attribute__((warn_unused_result));
@@ -252,14 +334,14 @@ bool hasp_client_lock_safe(struct hasp_client *client, const struct hasp_lock *l
 
 /* ---- leases ---- */
 
-/* OK (lease filled and kept alive by hasp_client_keepalive) or a status. */
+/* 0: `lease` filled (may be NULL) and kept alive by hasp_client_keepalive. */
 int hasp_client_lease_grant(struct hasp_client *client, uint32_t ttl_ms,
 			    struct hasp_lease *lease) __attribute__((warn_unused_result));
-/* OK (lease may be NULL) or LEASE_EXPIRED / NOT_FOUND. Also works on a lease
- * this client did not grant. */
+/* 0 (lease may be NULL) or -HASP_ELEASE / -HASP_ENOENT (gone: forgotten).
+ * Also works on a lease this client did not grant. */
 int hasp_client_lease_keepalive(struct hasp_client *client, uint64_t lease_id,
 				struct hasp_lease *lease) __attribute__((warn_unused_result));
-/* OK or a status; the lease is forgotten either way. */
+/* 0 or -HASP_E*; the lease is forgotten either way. */
 int hasp_client_lease_revoke(struct hasp_client *client, uint64_t lease_id)
 	__attribute__((warn_unused_result));
 
@@ -277,10 +359,10 @@ void hasp_client_keepalive_stop(struct hasp_client *client);
 
 /* ---- watches and events ---- */
 
-/* OK or a status. Watches are re-sent when a new session opens. */
+/* 0 or -HASP_E*. Watches are re-sent when a new session opens. */
 int hasp_client_watch(struct hasp_client *client, const char *name, bool prefix)
 	__attribute__((warn_unused_result));
-/* OK or NOT_FOUND. */
+/* 0 or -HASP_ENOENT. */
 int hasp_client_unwatch(struct hasp_client *client, const char *name, bool prefix)
 	__attribute__((warn_unused_result));
 /* Takes the next pushed event, waiting up to timeout_ms (0: do not wait).
@@ -288,31 +370,125 @@ int hasp_client_unwatch(struct hasp_client *client, const char *name, bool prefi
 int hasp_client_next_event(struct hasp_client *client, struct hasp_event *ev,
 			   uint32_t timeout_ms) __attribute__((warn_unused_result));
 /* Waits up to timeout_ms for events and passes each buffered one to
- * cfg->event_fn on this thread. Returns the count delivered or -HASP_E*
- * (-HASP_EINVAL when no event_fn was configured). */
-int hasp_client_poll(struct hasp_client *client, uint32_t timeout_ms)
+ * cfg->event_fn on this thread; *delivered (may be NULL) is their count,
+ * 0 when none came in time. Returns 0, or -HASP_EINVAL when no event_fn
+ * was configured. */
+int hasp_client_poll(struct hasp_client *client, uint32_t timeout_ms, uint32_t *delivered)
 	__attribute__((warn_unused_result));
+
+/* ---- the asynchronous core ----
+ *
+ * Each *_async call checks its arguments (the same -HASP_E* as the
+ * blocking call, nothing started then), starts the operation and returns
+ * 0 at once with its id in *id (may be NULL). The operation completes
+ * through `fn`, called from hasp_client_process() with a struct
+ * hasp_result whose rc is what the blocking call would have returned. The
+ * application's loop drives everything:
+ *
+ *     int fd = hasp_client_fd(c);          // poll it for POLLIN
+ *     for (;;) {
+ *         poll(&(struct pollfd){ fd, POLLIN }, 1, hasp_client_timeout_ms(c));
+ *         hasp_client_process(c, NULL);    // sends, retransmits, completes
+ *     }
+ *
+ * One client holds up to 32 requests in flight at once (the session's
+ * window; more wait for a slot); one thread may drive any number of
+ * clients, each with its own session. Blocking calls may be made on the
+ * same client from other threads meanwhile. The loop also runs the
+ * keepalives (hasp_client_keepalive) when hasp_client_keepalive_start was
+ * not called. */
+
+/* The file descriptor to wait on for POLLIN (an epoll set of the socket
+ * and a wake-up eventfd; the client owns and closes it). >= 0, or
+ * -HASP_ESYS. Thread-safe. */
+int hasp_client_fd(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Milliseconds until hasp_client_process must run even without POLLIN
+ * (a retransmission, a recheck, a deadline): 0 now, -1 when nothing
+ * asynchronous is in progress (wait on the fd alone). Thread-safe. */
+int hasp_client_timeout_ms(struct hasp_client *client) __attribute__((warn_unused_result));
+/* Reads what arrived, moves every asynchronous operation on, and calls the
+ * callbacks of those that ended (*completed, may be NULL, counts them).
+ * Never waits for the network. Returns 0 or -HASP_EINVAL. Call it from one
+ * thread at a time per client. */
+int hasp_client_process(struct hasp_client *client, uint32_t *completed)
+	__attribute__((warn_unused_result));
+/* Stops the asynchronous operation `id`: it completes with -HASP_ECANCELED
+ * through its callback at the next hasp_client_process. A WAIT acquire
+ * first removes its queue entry on the cluster (CANCEL; a grant that came
+ * meanwhile is released); one whose grant arrived before the cancel
+ * completes with 0 and the lock is the caller's. Any other request stops at
+ * once, its outcome unknown (as after -HASP_ETIMEDOUT). Returns 0, or
+ * -HASP_ENOENT (no such operation in progress). Thread-safe. */
+int hasp_client_cancel(struct hasp_client *client, uint64_t id)
+	__attribute__((warn_unused_result));
+/* Cancels every WAIT acquire of `name` in progress on this client,
+ * blocking (the hasp_client_acquire call returns -HASP_ECANCELED) or
+ * asynchronous, as hasp_client_cancel does. Call it from any thread.
+ * Returns 0 or -HASP_ENOENT (none waits). */
+int hasp_client_cancel_wait(struct hasp_client *client, const char *name)
+	__attribute__((warn_unused_result));
+
+int hasp_client_acquire_async(struct hasp_client *client, const char *name,
+			      const struct hasp_acquire_opts *opts, hasp_client_done_fn *fn,
+			      void *arg, uint64_t *id) __attribute__((warn_unused_result));
+int hasp_client_release_async(struct hasp_client *client, const char *name, uint64_t token,
+			      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* res->lock carries the new ttl_ms and valid_until_ns (name and token too). */
+int hasp_client_renew_async(struct hasp_client *client, const char *name, uint64_t token,
+			    uint32_t ttl_ms, hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_check_async(struct hasp_client *client, const char *name, uint64_t token,
+			    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lock_read_async(struct hasp_client *client, const char *name,
+				hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_grant_async(struct hasp_client *client, uint32_t ttl_ms,
+				  hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_keepalive_async(struct hasp_client *client, uint64_t lease_id,
+				      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id,
+				   hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* The value and expected value are copied: the caller's buffers may go at
+ * once. */
+int hasp_client_kv_put_async(struct hasp_client *client, const char *key, const void *value,
+			     size_t value_size, uint64_t lease_id, hasp_client_done_fn *fn,
+			     void *arg, uint64_t *id) __attribute__((warn_unused_result));
+int hasp_client_kv_get_async(struct hasp_client *client, const char *key,
+			     hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_kv_delete_async(struct hasp_client *client, const char *key,
+				hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
+			     const struct hasp_kv_cas *cas, hasp_client_done_fn *fn, void *arg,
+			     uint64_t *id) __attribute__((warn_unused_result));
 
 /* ---- KV ---- */
 
-/* OK (*revision set when not NULL) or a status. */
+/* 0 (*revision set when not NULL) or -HASP_E*. */
 int hasp_client_kv_put(struct hasp_client *client, const char *key, const void *value,
 		       size_t value_size, uint64_t lease_id, uint64_t *revision)
 	__attribute__((warn_unused_result));
-/* OK (out filled) or NOT_FOUND. */
+/* 0 (out filled) or -HASP_ENOENT. */
 int hasp_client_kv_get(struct hasp_client *client, const char *key, struct hasp_kv_value *out)
 	__attribute__((warn_unused_result));
-/* OK or NOT_FOUND. */
+/* 0 or -HASP_ENOENT. */
 int hasp_client_kv_delete(struct hasp_client *client, const char *key, uint64_t *revision)
 	__attribute__((warn_unused_result));
-/* OK or COMPARE_FAILED. */
+/* 0 or -HASP_ECOMPARE; either way *revision (when not NULL) is the key's
+ * revision after the call (0: absent). */
 int hasp_client_kv_cas(struct hasp_client *client, const char *key,
 		       const struct hasp_kv_cas *cas, uint64_t *revision)
 	__attribute__((warn_unused_result));
 /* Calls fn for each key with `prefix` ("" or NULL: every key) in key order,
  * at most `limit` of them (0: all), following the MORE flag across
- * datagrams with start-after = the last key received. Returns OK when done
- * (or stopped by fn), another status, or -HASP_E*. */
+ * datagrams with start-after = the last key received. Returns 0 when done
+ * (or stopped by fn) or -HASP_E*. */
 int hasp_client_kv_range(struct hasp_client *client, const char *prefix, uint32_t limit,
 			 hasp_client_range_fn *fn, void *arg) __attribute__((warn_unused_result));
 

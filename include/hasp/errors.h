@@ -42,7 +42,14 @@
 	X(ESTATE, 28, "operation not allowed in this state")                  \
 	X(ENOTHOLDER, 29, "not the holder of the lock")                       \
 	X(ESTALE, 30, "fencing token is stale")                               \
-	X(EPERM, 31, "not permitted without a valid credential")
+	X(ECOMPARE, 31, "compare failed: the key is not as expected")         \
+	X(ESESSION, 32, "session expired")                                    \
+	X(ELEASE, 33, "lease expired or unknown")                             \
+	X(EFORBIDDEN, 34, "forbidden for this identity")                      \
+	X(EREFUSED, 35, "request refused by the cluster as malformed")        \
+	X(ECANCELED, 36, "canceled")                                          \
+	X(ELOST, 37, "lock lost: its validity can no longer be guaranteed")   \
+	X(EPERM, 38, "not permitted without a valid credential")
 
 enum hasp_error {
 #define HASP_ERROR_ENUM(name, value, msg) HASP_##name = value,

@@ -82,4 +82,23 @@ enum hasp_event_type {
 /* The name of a status ("GRANTED"); "?" for unknown values. */
 const char *hasp_status_name(uint32_t status);
 
+/* libhasp's return convention (include/hasp/client.h): the value a call
+ * returns for a final reply status. 0 for OK and GRANTED, else a negative
+ * -HASP_E* code (include/hasp/errors.h):
+ *   BUSY -HASP_EBUSY, NOT_HOLDER -HASP_ENOTHOLDER, NOT_FOUND -HASP_ENOENT,
+ *   COMPARE_FAILED -HASP_ECOMPARE, SESSION_EXPIRED -HASP_ESESSION,
+ *   LEASE_EXPIRED -HASP_ELEASE, FULL -HASP_EFULL, FORBIDDEN -HASP_EFORBIDDEN,
+ *   BAD_REQUEST -HASP_EREFUSED, BAD_VERSION -HASP_EVERSION,
+ *   BAD_OPCODE -HASP_EOPCODE, BAD_NAME -HASP_ENAME, BAD_TTL -HASP_ERANGE,
+ *   TOO_LARGE -HASP_ETOOBIG, NOT_LEADER -HASP_ENOTLEADER,
+ *   QUEUED, UNAVAILABLE and OVERLOADED -HASP_EAGAIN,
+ *   anything else -HASP_ECORRUPT. */
+int hasp_status_error(uint32_t status);
+
+/* The reverse, for tools that print the cluster's word ("BUSY"): the status
+ * a cluster refusal came from, or -1 when `error` (given as -HASP_E* or
+ * HASP_E*) is not one of EBUSY, ENOTHOLDER, ENOENT, ECOMPARE, ESESSION,
+ * ELEASE, EFULL, EFORBIDDEN, EREFUSED. 0 gives OK. */
+int hasp_error_status(int error);
+
 #endif

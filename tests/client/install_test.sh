@@ -1,7 +1,7 @@
 #!/bin/sh
 # libhasp as an application sees it (issue: a library that installs like
 # one): `meson install` into a staging directory, then
-#   - the shared library has the soname libhasp.so.0 and exports only the
+#   - the shared library has the soname libhasp.so.1 and exports only the
 #     public hasp_* API;
 #   - the installed headers compile on their own (no internal header);
 #   - examples/lock-fence builds with `pkg-config --cflags --libs hasp`
@@ -26,12 +26,12 @@ cflags=$(pkg-config --cflags hasp) || fail "pkg-config --cflags hasp"
 libs=$(pkg-config --libs hasp) || fail "pkg-config --libs hasp"
 echo "install: pkg-config hasp: $cflags $libs"
 
-so=$(find "$stage" -name 'libhasp.so.0' | head -1)
-[ -n "$so" ] || fail "no libhasp.so.0"
+so=$(find "$stage" -name 'libhasp.so.1' | head -1)
+[ -n "$so" ] || fail "no libhasp.so.1"
 soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
-[ "$soname" = libhasp.so.0 ] || fail "soname is '$soname'"
+[ "$soname" = libhasp.so.1 ] || fail "soname is '$soname'"
 extra=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' |
-	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_fence_|HASP_0$)' || true)
+	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_status_error$|hasp_error_status$|hasp_fence_|HASP_1$)' || true)
 [ -z "$extra" ] || fail "libhasp.so exports internal symbols: $extra"
 [ -n "$(find "$stage" -name libhasp.a)" ] || fail "no static libhasp.a"
 
@@ -51,7 +51,7 @@ rc=0
 LD_LIBRARY_PATH=$libdir HASP_CLUSTER=127.0.0.1:9 "$stage/lock-fence" example/lock 1000 \
 	> "$stage/out" 2>&1 || rc=$?
 [ $rc -eq 3 ] || { cat "$stage/out"; fail "lock-fence exited $rc, expected 3 (no answer)"; }
-LD_LIBRARY_PATH=$libdir ldd "$stage/lock-fence" | grep -q "libhasp.so.0 => $libdir" || fail "not linked to the installed libhasp.so.0"
+LD_LIBRARY_PATH=$libdir ldd "$stage/lock-fence" | grep -q "libhasp.so.1 => $libdir" || fail "not linked to the installed libhasp.so.1"
 
 # The static library, as `pkg-config --static` describes it.
 slibs=$(pkg-config --static --libs hasp)

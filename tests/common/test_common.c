@@ -36,6 +36,39 @@ static void test_status_names(void **state)
 		assert_string_not_equal(hasp_status_name(s), "?");
 }
 
+/* libhasp's return convention: every status is 0 or a negative code with a
+ * message of its own, and a cluster refusal maps back to its status. */
+static void test_status_error_map(void **state)
+{
+	(void)state;
+	assert_int_equal(hasp_status_error(HASP_STATUS_OK), 0);
+	assert_int_equal(hasp_status_error(HASP_STATUS_GRANTED), 0);
+	assert_int_equal(hasp_status_error(HASP_STATUS_BUSY), -HASP_EBUSY);
+	assert_int_equal(hasp_status_error(HASP_STATUS_NOT_HOLDER), -HASP_ENOTHOLDER);
+	assert_int_equal(hasp_status_error(HASP_STATUS_NOT_FOUND), -HASP_ENOENT);
+	assert_int_equal(hasp_status_error(HASP_STATUS_COMPARE_FAILED), -HASP_ECOMPARE);
+	assert_int_equal(hasp_status_error(HASP_STATUS_SESSION_EXPIRED), -HASP_ESESSION);
+	assert_int_equal(hasp_status_error(HASP_STATUS_LEASE_EXPIRED), -HASP_ELEASE);
+	assert_int_equal(hasp_status_error(HASP_STATUS_FORBIDDEN), -HASP_EFORBIDDEN);
+	assert_int_equal(hasp_status_error(HASP_STATUS_BAD_TTL), -HASP_ERANGE);
+	assert_int_equal(hasp_status_error(HASP_STATUS_COUNT), -HASP_ECORRUPT);
+	assert_int_equal(hasp_status_error(9999), -HASP_ECORRUPT);
+	for (uint32_t s = 0; s < HASP_STATUS_COUNT; s++) {
+		int err = hasp_status_error(s);
+		assert_true(err <= 0);
+		assert_string_not_equal(hasp_strerror(err), "unknown error");
+		int back = hasp_error_status(err);
+		/* The reverse is exact where it is defined. */
+		if (back >= 0)
+			assert_int_equal(hasp_status_error((uint32_t)back), err);
+	}
+	assert_int_equal(hasp_error_status(-HASP_EBUSY), HASP_STATUS_BUSY);
+	assert_int_equal(hasp_error_status(HASP_ENOTHOLDER), HASP_STATUS_NOT_HOLDER);
+	assert_int_equal(hasp_error_status(0), HASP_STATUS_OK);
+	assert_int_equal(hasp_error_status(-HASP_ETIMEDOUT), -1); /* not a refusal */
+	assert_int_equal(hasp_error_status(-HASP_ENAME), -1);     /* may be local */
+}
+
 static void test_prng_same_seed_same_sequence(void **state)
 {
 	(void)state;
@@ -184,6 +217,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_strerror_names_every_code),
 		cmocka_unit_test(test_status_names),
+		cmocka_unit_test(test_status_error_map),
 		cmocka_unit_test(test_prng_same_seed_same_sequence),
 		cmocka_unit_test(test_prng_below_stays_in_bounds_and_covers),
 		cmocka_unit_test(test_alloc_counts_and_injects_failures),

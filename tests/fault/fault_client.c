@@ -152,11 +152,11 @@ static int do_acquire(struct hasp_client *c, const char *lock, uint32_t ttl_ms, 
 	       wait ? "wait" : "try");
 	struct hasp_acquire_opts o = { .ttl_ms = ttl_ms, .wait = wait, .wait_timeout_ms = wait_ms };
 	int rc = hasp_client_acquire(c, lock, &o, out);
-	if (rc == HASP_STATUS_GRANTED)
+	if (rc == 0)
 		record("acquire", "ok", "\"lock\":\"%s\",\"token\":%" PRIu64 ",\"valid_until\":%" PRIu64,
 		       lock, out->token, hasp_client_lock_valid_until(c, out));
 	else
-		record("acquire", outcome(rc, HASP_STATUS_GRANTED), "\"lock\":\"%s\",\"rc\":%d", lock, rc);
+		record("acquire", outcome(rc, 0), "\"lock\":\"%s\",\"rc\":%d", lock, rc);
 	return rc;
 }
 
@@ -165,7 +165,7 @@ static void do_release(struct hasp_client *c, const struct hasp_lock *l)
 {
 	record("release", "invoke", "\"lock\":\"%s\",\"token\":%" PRIu64, l->name, l->token);
 	int rc = hasp_client_release(c, l->name, l->token);
-	record("release", outcome(rc, HASP_STATUS_OK), "\"lock\":\"%s\",\"token\":%" PRIu64 ",\"rc\":%d",
+	record("release", outcome(rc, 0), "\"lock\":\"%s\",\"token\":%" PRIu64 ",\"rc\":%d",
 	       l->name, l->token, rc);
 }
 
@@ -174,11 +174,11 @@ static int do_renew(struct hasp_client *c, struct hasp_lock *l, uint32_t ttl_ms)
 	record("renew", "invoke", "\"lock\":\"%s\",\"token\":%" PRIu64 ",\"ttl_ms\":%u", l->name,
 	       l->token, ttl_ms);
 	int rc = hasp_client_renew(c, l->name, l->token, ttl_ms, l);
-	if (rc == HASP_STATUS_GRANTED)
+	if (rc == 0)
 		record("renew", "ok", "\"lock\":\"%s\",\"token\":%" PRIu64 ",\"valid_until\":%" PRIu64,
 		       l->name, l->token, hasp_client_lock_valid_until(c, l));
 	else
-		record("renew", outcome(rc, HASP_STATUS_GRANTED), "\"lock\":\"%s\",\"token\":%" PRIu64
+		record("renew", outcome(rc, 0), "\"lock\":\"%s\",\"token\":%" PRIu64
 		       ",\"rc\":%d", l->name, l->token, rc);
 	return rc;
 }
@@ -188,12 +188,12 @@ static void do_read(struct hasp_client *c, const char *lock)
 	record("read", "invoke", "\"lock\":\"%s\"", lock);
 	struct hasp_lock_info info;
 	int rc = hasp_client_lock_read(c, lock, &info);
-	if (rc == HASP_STATUS_OK)
+	if (rc == 0)
 		record("read", "ok", "\"lock\":\"%s\",\"holder_token\":%" PRIu64, lock, info.token);
-	else if (rc == HASP_STATUS_NOT_FOUND)
+	else if (rc == -HASP_ENOENT)
 		record("read", "ok", "\"lock\":\"%s\",\"holder_token\":0", lock);
 	else
-		record("read", outcome(rc, HASP_STATUS_OK), "\"lock\":\"%s\",\"rc\":%d", lock, rc);
+		record("read", outcome(rc, 0), "\"lock\":\"%s\",\"rc\":%d", lock, rc);
 }
 
 static void do_kv_read(struct hasp_client *c, const char *key)
@@ -201,13 +201,13 @@ static void do_kv_read(struct hasp_client *c, const char *key)
 	record("kv_read", "invoke", "\"key\":\"%s\"", key);
 	static struct hasp_kv_value v;
 	int rc = hasp_client_kv_get(c, key, &v);
-	if (rc == HASP_STATUS_OK)
+	if (rc == 0)
 		record("kv_read", "ok", "\"key\":\"%s\",\"value\":\"%.*s\"", key, (int)v.value_size,
 		       (const char *)v.value);
-	else if (rc == HASP_STATUS_NOT_FOUND)
+	else if (rc == -HASP_ENOENT)
 		record("kv_read", "ok", "\"key\":\"%s\",\"value\":null", key);
 	else
-		record("kv_read", outcome(rc, HASP_STATUS_OK), "\"key\":\"%s\",\"rc\":%d", key, rc);
+		record("kv_read", outcome(rc, 0), "\"key\":\"%s\",\"rc\":%d", key, rc);
 }
 
 static void do_kv(struct hasp_client *c, struct prng *rng, uint64_t n)
@@ -219,7 +219,7 @@ static void do_kv(struct hasp_client *c, struct prng *rng, uint64_t n)
 		record("kv_put", "invoke", "\"key\":\"%s\",\"value\":\"%s\"", key, value);
 		uint64_t rev = 0;
 		int rc = hasp_client_kv_put(c, key, value, strlen(value), 0, &rev);
-		record("kv_put", outcome(rc, HASP_STATUS_OK), "\"key\":\"%s\",\"value\":\"%s\",\"rc\":%d",
+		record("kv_put", outcome(rc, 0), "\"key\":\"%s\",\"value\":\"%s\",\"rc\":%d",
 		       key, value, rc);
 		return;
 	}
@@ -286,7 +286,7 @@ static int run_worker(struct hasp_client *c, uint64_t seed, uint64_t seconds, ch
 		struct hasp_lock l;
 		uint32_t ttl = 300 + (uint32_t)prng_below(&rng, 1700);
 		bool wait = prng_below(&rng, 3) == 0;
-		if (do_acquire(c, lock, ttl, wait, 1500, &l) != HASP_STATUS_GRANTED)
+		if (do_acquire(c, lock, ttl, wait, 1500, &l) != 0)
 			continue;
 		/* Use the lock while libhasp says it is safe. */
 		for (int w = 0; w < 3 && hasp_client_lock_safe(c, &l, 20); w++) {
@@ -295,7 +295,7 @@ static int run_worker(struct hasp_client *c, uint64_t seed, uint64_t seconds, ch
 			sleep_ms(prng_below(&rng, 30));
 			if (prng_below(&rng, 4) == 0 && hasp_client_lock_safe(c, &l, 0)) {
 				uint32_t renew_ttl = 200 + (uint32_t)prng_below(&rng, 2500); /* grow or shrink */
-				if (do_renew(c, &l, renew_ttl) != HASP_STATUS_GRANTED)
+				if (do_renew(c, &l, renew_ttl) != 0)
 					break;
 			}
 		}
@@ -319,7 +319,7 @@ static int run_cycler(struct hasp_client *c, uint64_t seed, uint64_t seconds, co
 	uint64_t end = clock_monotonic_ns() + seconds * 1000000000ull;
 	while (running(end)) {
 		struct hasp_lock l;
-		if (do_acquire(c, lock, 2000, true, 3000, &l) != HASP_STATUS_GRANTED)
+		if (do_acquire(c, lock, 2000, true, 3000, &l) != 0)
 			continue;
 		if (hasp_client_lock_safe(c, &l, 20) && resource_write(lock, l.token, false) < 0)
 			return 1;
@@ -334,7 +334,7 @@ static int run_watcher(struct hasp_client *c, uint64_t seconds, char **locks, in
 	for (int i = 0; i < lock_count; i++) {
 		record("watch", "invoke", "\"lock\":\"%s\"", locks[i]);
 		int rc = hasp_client_watch(c, locks[i], false);
-		record("watch", outcome(rc, HASP_STATUS_OK), "\"lock\":\"%s\",\"rc\":%d", locks[i], rc);
+		record("watch", outcome(rc, 0), "\"lock\":\"%s\",\"rc\":%d", locks[i], rc);
 	}
 	uint64_t end = clock_monotonic_ns() + seconds * 1000000000ull;
 	struct hasp_client_stats st;
@@ -389,7 +389,7 @@ static int run_pause(struct hasp_client *c, const char *lock, uint32_t ttl_ms)
 {
 	struct hasp_lock l;
 	for (int tries = 0; tries < 50; tries++) {
-		if (do_acquire(c, lock, ttl_ms, false, 0, &l) == HASP_STATUS_GRANTED)
+		if (do_acquire(c, lock, ttl_ms, false, 0, &l) == 0)
 			break;
 		sleep_ms(100);
 		l.token = 0;
@@ -414,7 +414,7 @@ static int run_hold(struct hasp_client *c, const char *lock, uint32_t ttl_ms)
 {
 	struct hasp_lock l = { .token = 0 };
 	for (int tries = 0; tries < 50 && l.token == 0; tries++) {
-		if (do_acquire(c, lock, ttl_ms, false, 0, &l) != HASP_STATUS_GRANTED) {
+		if (do_acquire(c, lock, ttl_ms, false, 0, &l) != 0) {
 			l.token = 0;
 			sleep_ms(100);
 		}
@@ -434,13 +434,13 @@ static int run_rewait(struct hasp_client *c, const char *lock, uint32_t ttl1, ui
 		      uint32_t ttl2, uint32_t wait2)
 {
 	struct hasp_lock l;
-	if (do_acquire(c, lock, ttl1, true, wait1, &l) == HASP_STATUS_GRANTED) {
+	if (do_acquire(c, lock, ttl1, true, wait1, &l) == 0) {
 		fprintf(stderr, "fault_client rewait: the first wait was granted; the lock was free\n");
 		return 1;
 	}
 	printf("gave up\n");
 	fflush(stdout);
-	if (do_acquire(c, lock, ttl2, true, wait2, &l) != HASP_STATUS_GRANTED)
+	if (do_acquire(c, lock, ttl2, true, wait2, &l) != 0)
 		return 0; /* refused: a clear status is an allowed contract */
 	while (hasp_client_lock_safe(c, &l, 20)) {
 		if (resource_write(lock, l.token, false) < 0)

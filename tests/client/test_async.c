@@ -1,0 +1,373 @@
+/*
+ * libhasp's asynchronous core against the scripted responder: one thread
+ * drives hundreds of requests through hasp_client_fd / _timeout_ms /
+ * _process, a lost datagram is retransmitted on the loop's timer, a WAIT
+ * completes through its pushed grant, a WAIT is cancelled by id and, from
+ * another thread, a blocking WAIT by name (CANCEL reaches the cluster),
+ * and blocking threads share a client with the loop.
+ *
+ * Loops end when every operation has completed: each one completes by its
+ * own deadline (3 s), so no loop here can run unbounded; a count bound
+ * stops them anyway.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "hasp/client.h"
+#include "tests/client/client_test.h"
+#include "tests/client/responder.h"
+#include "tests/test_util.h"
+
+#define OPS_MAX 512
+#define LOOP_TURNS_MAX 100000
+
+struct script {
+	uint64_t drop_seq;      /* this seq's first transmission is lost (0: none) */
+	bool dropped;
+	uint64_t grant_at_ns;   /* push LOCK_GRANTED for "job" then (0: never) */
+	bool grant_sent;
+	uint32_t acquires_seen;
+};
+
+static void script_async(struct responder *r, int node, const struct hasp_wire_msg *req,
+			 const struct sockaddr_in *from, void *arg)
+{
+	struct script *s = arg;
+	struct hasp_wire_msg rep;
+
+	if (req == NULL) {
+		responder_lock(r);
+		bool due = s->grant_at_ns != 0 && !s->grant_sent &&
+			   clock_monotonic_ns() >= s->grant_at_ns;
+		if (due)
+			s->grant_sent = true;
+		responder_unlock(r);
+		if (due)
+			responder_push_grant(r, 0, "job", 77, 5000);
+		return;
+	}
+	if (responder_answer_session(r, node, req, from))
+		return;
+	if (s->drop_seq != 0 && req->hdr.seq == s->drop_seq && !s->dropped) {
+		s->dropped = true;
+		return; /* lost */
+	}
+	switch (req->hdr.opcode) {
+	case HASP_OP_ACQUIRE:
+		responder_lock(r);
+		s->acquires_seen++;
+		responder_unlock(r);
+		if (req->body.acquire.mode == HASP_ACQUIRE_WAIT) {
+			responder_reply_init(&rep, req, HASP_STATUS_QUEUED);
+			rep.body.queued.position = 1;
+			responder_send(r, node, from, &rep);
+		} else if (req->body.acquire.name.size == 4 &&
+			   memcmp(req->body.acquire.name.data, "busy", 4) == 0) {
+			responder_reply_init(&rep, req, HASP_STATUS_BUSY);
+			rep.body.busy.holder_token = 5;
+			responder_send(r, node, from, &rep);
+		} else {
+			reply_granted(r, node, req, from, 1000 + req->hdr.seq);
+		}
+		return;
+	case HASP_OP_LOCK_READ: /* another session holds it */
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.lock_info.holder_session_id = 999;
+		rep.body.lock_info.token = 5;
+		rep.body.lock_info.ttl_remaining_ms = 1000;
+		rep.body.lock_info.waiter_count = 1;
+		responder_send(r, node, from, &rep);
+		return;
+	case HASP_OP_KV_GET:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_value.revision = req->hdr.seq;
+		rep.body.kv_value.value.data = (const uint8_t *)"val";
+		rep.body.kv_value.value.size = 3;
+		responder_send(r, node, from, &rep);
+		return;
+	default:
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+	}
+}
+
+struct results {
+	uint32_t count;
+	uint64_t ids[OPS_MAX];
+	int rcs[OPS_MAX];
+	uint8_t ops[OPS_MAX];
+	uint64_t tokens[OPS_MAX];
+	uint64_t revisions[OPS_MAX];
+	char values[OPS_MAX][4];
+};
+
+static void on_done(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct results *out = arg;
+	uint32_t i = out->count++;
+
+	assert_non_null(c);
+	assert_true(i < OPS_MAX);
+	out->ids[i] = res->id;
+	out->rcs[i] = res->rc;
+	out->ops[i] = res->op;
+	out->tokens[i] = res->lock.token;
+	out->revisions[i] = res->value.revision;
+	memcpy(out->values[i], res->value.value, 3);
+	out->values[i][3] = '\0';
+}
+
+/* The application's loop: wait on the fd for the client's timeout, then
+ * process, until `want` operations completed. */
+static void loop_turn(struct hasp_client *c)
+{
+	struct pollfd pfd = { .fd = hasp_client_fd(c), .events = POLLIN };
+	int timeout = hasp_client_timeout_ms(c);
+	uint32_t completed = 0;
+
+	assert_true(pfd.fd >= 0);
+	/* Something is in progress until every op completed. */
+	assert_true(timeout >= 0);
+	assert_true(poll(&pfd, 1, timeout) >= 0);
+	assert_int_equal(hasp_client_process(c, &completed), 0);
+}
+
+static void run_loop(struct hasp_client *c, const struct results *out, uint32_t want)
+{
+	for (int turn = 0; turn < LOOP_TURNS_MAX && out->count < want; turn++)
+		loop_turn(c);
+	assert_int_equal(out->count, want);
+}
+
+static void test_one_thread_drives_many_requests(void **state)
+{
+	static struct script s = { .drop_seq = 7 };
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	enum { N = 300 };
+	uint64_t started[N];
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	/* Nothing in progress: wait on the fd alone. */
+	assert_int_equal(hasp_client_timeout_ms(c), -1);
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "a/%d", i);
+		struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+		switch (i % 3) {
+		case 0:
+			assert_int_equal(hasp_client_acquire_async(c, name, &opts, on_done, &out,
+								   &started[i]), 0);
+			break;
+		case 1:
+			assert_int_equal(hasp_client_check_async(c, name, 1, on_done, &out, &started[i]), 0);
+			break;
+		default:
+			assert_int_equal(hasp_client_kv_get_async(c, name, on_done, &out, &started[i]), 0);
+		}
+	}
+	/* Arguments are checked before anything starts. */
+	struct hasp_acquire_opts bad = { .ttl_ms = 1 };
+	assert_int_equal(hasp_client_acquire_async(c, "x", &bad, on_done, &out, NULL), -HASP_ERANGE);
+	assert_int_equal(hasp_client_check_async(c, "has space", 1, on_done, &out, NULL), -HASP_ENAME);
+	assert_int_equal(hasp_client_timeout_ms(c), 0); /* work to do now */
+	run_loop(c, &out, N);
+
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(out.rcs[i], 0);
+		/* Ids are unique and each is one that was handed out. */
+		assert_true(out.ids[i] >= 1 && out.ids[i] <= N);
+		for (uint32_t j = 0; j < i; j++)
+			assert_true(out.ids[j] != out.ids[i]);
+		uint64_t k = out.ids[i] - 1;
+		assert_int_equal(started[k], out.ids[i]);
+		assert_int_equal(out.ops[i], k % 3 == 0 ? HASP_OP_ACQUIRE
+					     : k % 3 == 1 ? HASP_OP_CHECK : HASP_OP_KV_GET);
+		if (k % 3 == 0)
+			assert_true(out.tokens[i] > 1000); /* 1000 + its seq */
+		if (k % 3 == 2)
+			assert_string_equal(out.values[i], "val");
+	}
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.tx_requests, N + 1);  /* each once, and the session open */
+	assert_true(st.tx_retransmits >= 1);       /* seq 7 was lost: the loop's timer resent it */
+	assert_int_equal(st.rx_replies, N + 1);
+	assert_int_equal(st.timeouts, 0);
+	/* Nothing left but the session's next keepalive, which the loop sends. */
+	assert_true(hasp_client_timeout_ms(c) > 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+static void test_wait_granted_by_event_and_cancelled_by_id(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	uint64_t id1 = 0, id2 = 0, id3 = 0;
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 100;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true };
+	responder_lock(&r);
+	s.grant_at_ns = clock_monotonic_ns() + 100 * MS;
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_acquire_async(c, "job", &opts, on_done, &out, &id1), 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.ids[0], id1);
+	assert_int_equal(out.rcs[0], 0);
+	assert_int_equal(out.tokens[0], 77); /* from the pushed LOCK_GRANTED */
+
+	/* Never granted: cancelled by id once it is queued (its rechecks
+	 * keep seeing another holder). */
+	assert_int_equal(hasp_client_acquire_async(c, "other", &opts, on_done, &out, &id2), 0);
+	assert_int_equal(hasp_client_check_async(c, "job", 77, on_done, &out, &id3), 0);
+	run_loop(c, &out, 2); /* the CHECK completes; the WAIT stays queued */
+	assert_int_equal(out.ids[1], id3);
+	for (int i = 0; i < 100 && responder_count(&r, HASP_OP_LOCK_READ, -1) == 0; i++)
+		loop_turn(c); /* until a recheck went out */
+	assert_true(responder_count(&r, HASP_OP_LOCK_READ, -1) >= 1);
+	assert_int_equal(hasp_client_cancel(c, id2), 0);
+	run_loop(c, &out, 3);
+	assert_int_equal(out.ids[2], id2);
+	assert_int_equal(out.rcs[2], -HASP_ECANCELED);
+	assert_int_equal(responder_count(&r, HASP_OP_CANCEL, -1), 1); /* the queue entry went */
+	assert_int_equal(hasp_client_cancel(c, id2), -HASP_ENOENT);   /* over already */
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.wait_cancels, 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+struct blocking_wait {
+	struct hasp_client *c;
+	int rc;
+};
+
+static void *blocking_wait_main(void *arg)
+{
+	struct blocking_wait *b = arg;
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true }; /* no time limit */
+	struct hasp_lock lock;
+
+	b->rc = hasp_client_acquire(b->c, "other", &opts, &lock);
+	return NULL;
+}
+
+/* A blocking WAIT without a time limit ends when another thread cancels
+ * it, and its queue entry is removed on the cluster. */
+static void test_blocking_wait_cancelled_from_another_thread(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct blocking_wait b = { 0 };
+	pthread_t t;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.wait_recheck_ms = 60000; /* the waiter sits in one long wait */
+	b.c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_cancel_wait(b.c, "other"), -HASP_ENOENT); /* nobody waits */
+	assert_int_equal(pthread_create(&t, NULL, blocking_wait_main, &b), 0);
+	/* Until the ACQUIRE was answered QUEUED (bounded: 3000 x 1 ms). */
+	for (int i = 0; i < 3000 && responder_count(&r, HASP_OP_ACQUIRE, -1) == 0; i++)
+		usleep(1000);
+	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, -1), 1);
+	assert_int_equal(hasp_client_cancel_wait(b.c, "other"), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(b.rc, -HASP_ECANCELED);
+	assert_int_equal(responder_count(&r, HASP_OP_CANCEL, -1), 1);
+	hasp_client_stats_get(b.c, &st);
+	assert_int_equal(st.wait_cancels, 1);
+	hasp_client_close(b.c);
+	responder_stop(&r);
+}
+
+struct checker {
+	struct hasp_client *c;
+	int failures;
+};
+
+static void *checker_main(void *arg)
+{
+	struct checker *k = arg;
+
+	for (int i = 0; i < 50; i++)
+		k->failures += hasp_client_check(k->c, "job", 1) != 0;
+	return NULL;
+}
+
+/* Blocking calls on other threads and the loop share one client: every
+ * request completes once (a TSan target: docs/CLIENT.md "Threads"). */
+static void test_blocking_threads_and_the_loop_share_a_client(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct checker k[2];
+	pthread_t t[2];
+	char cluster[128];
+	enum { N = 100 };
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	for (int i = 0; i < 2; i++) {
+		k[i] = (struct checker){ .c = c };
+		assert_int_equal(pthread_create(&t[i], NULL, checker_main, &k[i]), 0);
+	}
+	for (int i = 0; i < N; i++)
+		assert_int_equal(hasp_client_kv_get_async(c, "key", on_done, &out, NULL), 0);
+	run_loop(c, &out, N);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(k[i].failures, 0);
+	}
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(out.rcs[i], 0);
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.tx_requests, N + 100 + 1);
+	assert_int_equal(st.timeouts, 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+int main(void)
+{
+	test_util_install_assert_handler();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_one_thread_drives_many_requests, responder_teardown),
+		cmocka_unit_test_teardown(test_wait_granted_by_event_and_cancelled_by_id,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_blocking_wait_cancelled_from_another_thread,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_blocking_threads_and_the_loop_share_a_client,
+					  responder_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
