@@ -2,7 +2,8 @@
  * What a dataplane lcore does when there is no traffic.
  *
  * POLL   busy-polls forever: real hardware with dedicated cores.
- * HYBRID spin `spin_max` empty iterations, then ppoll() the port's fds (tap
+ * HYBRID spin `spin_max` empty iterations (default 1: wait after the first
+ *        empty one), then ppoll() the port's fds (tap
  *        queues, AF_PACKET sockets), the node's wake fds (an io_uring
  *        eventfd) and our own wake eventfd until the next timer deadline.
  *        Several nodes then share two cores at well under 1 % idle CPU.
@@ -41,7 +42,13 @@ enum idle_mode {
 };
 
 #define IDLE_FDS_MAX 16u
-#define IDLE_SPIN_DEFAULT 256u
+/* One empty iteration, then wait. Each iteration on net_tap is a readv()
+ * system call that costs about 2 us of CPU on this VM whether or not a frame
+ * is there, so a spin buys nothing a ppoll() does not, and 256 of them after
+ * every burst were most of a node's CPU (docs/PERFORMANCE.md, "Cost per lock
+ * cycle": 5x the cycles and a sixth of the CPU per cycle at 16 clients).
+ * Dedicated cores use IDLE_POLL instead. */
+#define IDLE_SPIN_DEFAULT 1u
 /* Longest single wait: bounds how stale a forgotten deadline can get. */
 #define IDLE_WAIT_MAX_NS 100000000ull /* 100 ms */
 #define IDLE_SLEEP_MAX_NS 500000ull   /* 0.5 ms */

@@ -5,6 +5,7 @@
 #include "perf/peers/peer_driver.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +30,17 @@ struct worker {
 };
 
 static uint64_t started_count; /* atomic: cycles started by all threads */
+
+/* Open loop: the gap to this thread's next arrival, exponential with mean
+ * clients / rate seconds (Poisson arrivals at `rate` over all threads). */
+static uint64_t next_gap_ns(const struct peer_args *a, uint64_t *rng)
+{
+	*rng ^= *rng << 13; /* xorshift64 */
+	*rng ^= *rng >> 7;
+	*rng ^= *rng << 17;
+	double u = ((double)(*rng >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+	return (uint64_t)(-log(u) * 1e9 * (double)a->clients / a->rate);
+}
 static uint64_t measure_start_ns, run_end_ns;
 
 static void *worker_main(void *arg)
@@ -45,8 +57,24 @@ static void *worker_main(void *arg)
 	}
 	void *conn = w->ops->connect(a, w->index, keys, owned);
 	uint64_t j = 0;
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (w->index + 1u);
+	uint64_t arrival = clock_monotonic_ns();
 	while (conn != NULL) {
 		uint64_t now = clock_monotonic_ns();
+		if (a->rate > 0) {
+			/* Latency runs from the intended arrival, so a server
+			 * stall shows as queueing (no coordinated omission). */
+			arrival += next_gap_ns(a, &rng);
+			if (arrival >= run_end_ns)
+				break;
+			if (arrival > now) {
+				struct timespec ts = { (time_t)(arrival / 1000000000u),
+						       (long)(arrival % 1000000000u) };
+				while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+				}
+			}
+			now = arrival;
+		}
 		if (now >= run_end_ns ||
 		    __atomic_fetch_add(&started_count, 1, __ATOMIC_RELAXED) >= a->count_max)
 			break;
@@ -101,7 +129,7 @@ static void usage(const char *system)
 	fprintf(stderr,
 		"usage: peer-%s --endpoints LIST [--clients N] [--keys K] [--ttl MS]\n"
 		"       [--count N] [--duration S] [--warmup S] [--durability LABEL]\n"
-		"       [--prefix P] [--out FILE]\n",
+		"       [--prefix P] [--rate CYCLES_PER_S] [--out FILE]\n",
 		system);
 }
 
@@ -118,6 +146,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		{ "durability", required_argument, NULL, 'D' },
 		{ "prefix", required_argument, NULL, 'p' },
 		{ "out", required_argument, NULL, 'o' },
+		{ "rate", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct peer_args a = { .clients = 16, .keys = 1024, .ttl_ms = 5000, .count_max = 1000000,
@@ -136,12 +165,14 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		case 'D': a.durability = optarg; break;
 		case 'p': a.prefix = optarg; break;
 		case 'o': a.out_path = optarg; break;
+		case 'r': a.rate = atof(optarg); break;
 		default: usage(ops->system); return 2;
 		}
 	}
 	/* Every run is bounded in count and time. */
 	if (a.endpoints == NULL || a.clients < 1 || a.clients > THREADS_MAX || a.keys < 1 ||
-	    a.count_max < 1 || a.duration_ms < 1 || a.duration_ms > 3600000u) {
+	    a.count_max < 1 || a.duration_ms < 1 || a.duration_ms > 3600000u || !(a.rate >= 0) ||
+	    a.rate > 1e7) {
 		usage(ops->system);
 		return 2;
 	}
@@ -195,10 +226,11 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		fprintf(out, ",\"cpu\":");
 		bench_json_string(out, m.cpu);
 		fprintf(out, "},\"config\":{\"workload\":\"cycle\",\"clients\":%u,\"keys\":%u,"
-			     "\"contended\":false,\"mode\":\"try\",\"loop\":\"closed\","
+			     "\"contended\":false,\"mode\":\"try\",\"loop\":\"%s\",\"rate\":%.1f,"
 			     "\"count_max\":%llu,\"duration_ms\":%u,\"warmup_ms\":%u,\"lock_ttl_ms\":%u,"
 			     "\"endpoints\":",
-			a.clients, a.keys, (unsigned long long)a.count_max, a.duration_ms, a.warmup_ms,
+			a.clients, a.keys, a.rate > 0 ? "open" : "closed", a.rate,
+			(unsigned long long)a.count_max, a.duration_ms, a.warmup_ms,
 			a.ttl_ms);
 		bench_json_string(out, a.endpoints);
 		fprintf(out, "},\"results\":{\"ops\":%llu,\"ops_per_s\":%.1f,\"cycles\":%llu,"

@@ -9,7 +9,9 @@
  * keys i, i + N, i + 2N, ... below K, so no two threads ever contend (the
  * same partition hasp-bench uses for its uncontended workload). Acquire
  * latency runs from the call to the grant; every run is bounded by a
- * cycle count and a duration. The output is one JSON object with the
+ * cycle count and a duration. With --rate R the loop is open: each thread
+ * starts cycles at Poisson arrivals of rate R / N and measures latency from
+ * the intended arrival (a late start counts as queueing). The output is one JSON object with the
  * same results layout as hasp-bench (tools/bench_report.h), so perf/peers/run
  * and the plots read both alike.
  *
@@ -32,6 +34,7 @@ struct peer_args {
 	uint32_t warmup_ms;
 	const char *prefix;
 	const char *out_path;
+	double rate; /* > 0: open loop, Poisson arrivals at this many cycles/s */
 };
 
 enum peer_outcome {

@@ -37,6 +37,20 @@ static void test_idle_spins_then_sleeps_until_work_shows_up(void **state)
 	idle_deinit(&idle);
 }
 
+/* The default spin: a hybrid lcore waits after its first empty poll (each
+ * poll of net_tap is a system call; 256 of them after every burst were most
+ * of a node's CPU, docs/PERFORMANCE.md "Cost per lock cycle"). */
+static void test_idle_default_waits_after_the_first_empty_poll(void **state)
+{
+	(void)state;
+	struct idle idle;
+	assert_int_equal(idle_init(&idle, IDLE_HYBRID, 0), 0);
+	assert_int_equal(idle.spin_max, IDLE_SPIN_DEFAULT);
+	assert_false(idle_note(&idle, true));
+	assert_true(idle_note(&idle, false));
+	idle_deinit(&idle);
+}
+
 static void test_idle_poll_mode_never_sleeps(void **state)
 {
 	(void)state;
@@ -198,6 +212,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_idle_spins_then_sleeps_until_work_shows_up),
+		cmocka_unit_test(test_idle_default_waits_after_the_first_empty_poll),
 		cmocka_unit_test(test_idle_poll_mode_never_sleeps),
 		cmocka_unit_test(test_idle_hybrid_readable_fd_ends_the_wait_even_if_ready_before),
 		cmocka_unit_test(test_idle_hybrid_node_eventfd_ends_the_wait),
