@@ -65,6 +65,16 @@ static void append_range(struct wal *w, uint64_t from, uint64_t to, uint64_t ter
 	}
 }
 
+/* One write per entry, each durable before the next: the low-concurrency
+ * pattern where packing applies. */
+static void append_drained(struct wal *w, uint64_t from, uint64_t to, uint32_t size)
+{
+	for (uint64_t i = from; i <= to; i++) {
+		append_range(w, i, i, 1, size);
+		assert_int_equal(wal_drain(w), 0);
+	}
+}
+
 struct collected {
 	uint64_t first, last, count;
 	uint64_t terms[4096];
@@ -539,10 +549,7 @@ static void test_wal_packs_small_writes_behind_durable_ones(void **state)
 	const uint64_t per_entry = 2 * WAL_BATCH_HEADER_SIZE + wal_record_size(100);
 
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
-	for (uint64_t i = 1; i <= 20; i++) {
-		append_range(&f->wal, i, i, 1, 100);
-		assert_int_equal(wal_drain(&f->wal), 0);
-	}
+	append_drained(&f->wal, 1, 20, 100);
 	/* Every write after the first packed behind the one before it: 20
 	 * entry batches and 20 watermark batches in 232 bytes per entry. */
 	assert_int_equal(f->wal.stats.packed_writes, 39);
@@ -557,10 +564,7 @@ static void test_wal_packs_small_writes_behind_durable_ones(void **state)
 	assert_int_equal(c.first, 1);
 	assert_int_equal(c.last, 20);
 	/* After recovery the next write starts on a fresh block, then packs. */
-	append_range(&f->wal, 21, 21, 1, 100);
-	assert_int_equal(wal_drain(&f->wal), 0);
-	append_range(&f->wal, 22, 22, 1, 100);
-	assert_int_equal(wal_drain(&f->wal), 0);
+	append_drained(&f->wal, 21, 22, 100);
 	assert_int_equal(f->wal.stats.packed_writes, 3);
 	reopen(f);
 	replay(&f->wal, &c);
@@ -582,8 +586,7 @@ static void test_wal_does_not_pack_behind_a_write_in_flight(void **state)
 	f->disk = simdisk_create(&dc);
 	f->cfg.io = simdisk_io(f->disk);
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
-	append_range(&f->wal, 1, 1, 1, 100);
-	assert_int_equal(wal_drain(&f->wal), 0);
+	append_drained(&f->wal, 1, 1, 100);
 	uint64_t packed = f->wal.stats.packed_writes;
 	append_range(&f->wal, 2, 2, 1, 100);
 	assert_int_equal(wal_submit(&f->wal), 0);
@@ -620,10 +623,7 @@ static void test_wal_torn_rewrite_of_the_tail_block_keeps_durable_records(void *
 		f->disk = simdisk_create(&dc);
 		f->cfg.io = simdisk_io(f->disk);
 		assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
-		for (uint64_t i = 1; i <= 3; i++) {
-			append_range(&f->wal, i, i, 1, 300);
-			assert_int_equal(wal_drain(&f->wal), 0);
-		}
+		append_drained(&f->wal, 1, 3, 300);
 		uint64_t packed = f->wal.stats.packed_writes;
 		append_range(&f->wal, 4, 4, 1, 300);
 		assert_int_equal(wal_submit(&f->wal), 0);
@@ -654,10 +654,7 @@ static void test_wal_reads_and_continues_an_old_format_log(void **state)
 
 	f->cfg.format_version = 1;
 	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
-	for (uint64_t i = 1; i <= 3; i++) {
-		append_range(&f->wal, i, i, 1, 100);
-		assert_int_equal(wal_drain(&f->wal), 0);
-	}
+	append_drained(&f->wal, 1, 3, 100);
 	assert_int_equal(f->wal.stats.packed_writes, 0);
 	assert_int_equal(f->wal.segments[0].version, 1);
 	f->cfg.format_version = 0;
@@ -667,8 +664,7 @@ static void test_wal_reads_and_continues_an_old_format_log(void **state)
 	/* The version 1 segment stays unpacked until the log rolls over. */
 	uint32_t rollovers = 0;
 	for (uint64_t i = 4; i <= 60; i++) {
-		append_range(&f->wal, i, i, 1, 100);
-		assert_int_equal(wal_drain(&f->wal), 0);
+		append_drained(&f->wal, i, i, 100);
 		if (f->wal.segments[f->wal.segment_count - 1].version == 1)
 			assert_int_equal(f->wal.stats.packed_writes, 0);
 		rollovers = (uint32_t)f->wal.stats.rollovers;
