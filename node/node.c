@@ -40,6 +40,7 @@ LOG_TOPIC_DEFINE(node);
 
 #define NS_PER_MS 1000000ull
 #define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
+#define NODE_SNAP_POLL_NS 1000000ull /* look for the snapshot writer's exit every 1 ms */
 /* Snapshot save failures: retry after 100 ms, doubling up to 30 s; one log
  * line per 10 s at most after the first. */
 #define NODE_SNAP_BACKOFF_MIN_NS (100ull * NS_PER_MS)
@@ -178,11 +179,14 @@ static int save_snapshot(struct node *n, uint64_t index, uint64_t term, const st
 	return snapshot_save(n->st.io, &meta, membership, data, n->cfg.snapshots_kept);
 }
 
+static void snapshot_settle(struct node *n);
+
 static void persist_snap_install(struct node *n, const struct raft_update *up)
 {
 	uint32_t next = n->snap_cur ^ 1u;
 	int rc;
 
+	snapshot_settle(n); /* a save in flight fills snap_buf[next] */
 	if (up->snap_size > n->snap_buf_size) {
 		n->stats.snap_chunk_dropped++;
 		return;
@@ -562,13 +566,14 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	n->events = hasp_calloc(n->events_max, sizeof(*n->events));
 	n->range = hasp_calloc(NODE_RANGE_MAX + 1, sizeof(*n->range));
 	n->snap_buf_size = snapshot_buf_size(&lcfg);
-	n->snap_buf[0] = hasp_alloc(n->snap_buf_size);
-	n->snap_buf[1] = hasp_alloc(n->snap_buf_size);
+	/* Shared with the snapshot writer process (node/snap_fork.h). */
+	n->snap_buf[0] = snap_shared_alloc(n->snap_buf_size);
+	n->snap_buf[1] = snap_shared_alloc(n->snap_buf_size);
 	n->snap_recv = hasp_alloc(n->snap_buf_size);
 	n->rx_entries_max = msg_codec_entries_max(HASP_MTU_JUMBO);
 	n->rx_entries = hasp_calloc(n->rx_entries_max, sizeof(*n->rx_entries));
 	if (n->events == NULL || n->range == NULL || n->snap_buf[0] == NULL || n->snap_buf[1] == NULL ||
-	    n->snap_recv == NULL || n->rx_entries == NULL) {
+	    n->snap_recv == NULL || n->rx_entries == NULL || snap_fork_init(&n->snap_fork) != 0) {
 		snprintf(err, err_size, "out of memory (snapshot buffers of %llu bytes)",
 			 (unsigned long long)n->snap_buf_size);
 		rc = -HASP_ENOMEM;
@@ -664,6 +669,7 @@ void node_stop(struct node *n)
 {
 	n->stopping = true;
 	dispatch_step_down(n);
+	snapshot_settle(n);
 	drain_storage(n);
 }
 
@@ -683,8 +689,9 @@ void node_deinit(struct node *n)
 	client_auth_deinit(&n->client_auth);
 	hasp_free(n->events);
 	hasp_free(n->range);
-	hasp_free(n->snap_buf[0]);
-	hasp_free(n->snap_buf[1]);
+	snap_fork_deinit(&n->snap_fork); /* waits for a save in flight */
+	snap_shared_free(n->snap_buf[0], n->snap_buf_size);
+	snap_shared_free(n->snap_buf[1], n->snap_buf_size);
 	hasp_free(n->snap_recv);
 	hasp_free(n->rx_entries);
 	n->events = NULL;
@@ -874,26 +881,36 @@ const char *node_degraded(const struct node *n, char *buf, size_t size)
 	return NULL;
 }
 
-/* Takes a snapshot of the state at the applied index, makes it durable,
- * reports it to raft (which compacts its log) and drops WAL segments it
- * covers. Blocking: snapshots are rare (every snapshot_threshold entries). */
-static void take_snapshot(struct node *n)
+/* The snapshot job: serializes the state machine into the job's buffer and
+ * saves it (temp file, fsync, rename, directory fsync, trim). Runs in the
+ * forked child on a real disk (it sees the state as it was at the fork, the
+ * applied index of the job), inline on the simulated disk. Allocates
+ * nothing (locks_snapshot_write and snapshot_save do not). */
+static int snapshot_job(void *arg, uint64_t *written)
 {
-	uint32_t next = n->snap_cur ^ 1u;
-	size_t size = locks_snapshot_size(&n->sm);
-	size_t written = 0;
-	uint64_t index = n->applied;
-	uint64_t term = raft_term_at(&n->raft, index);
+	struct node *n = arg;
+	uint8_t *buf = n->snap_buf[n->snap_job_buf];
+	size_t size = locks_snapshot_size(&n->sm), out = 0;
 
-	n->snapshot_wanted = false;
-	if (term == 0)
-		return;
-	if (size > n->snap_buf_size ||
-	    locks_snapshot_write(&n->sm, n->snap_buf[next], n->snap_buf_size, &written) != 0) {
+	*written = 0;
+	if (size > n->snap_buf_size || locks_snapshot_write(&n->sm, buf, n->snap_buf_size, &out) != 0)
+		return -HASP_ETOOBIG;
+	*written = out;
+	return save_snapshot(n, n->snap_job_index, n->snap_job_term, &n->raft.conf, buf, out);
+}
+
+/* The job ended: on success the buffer becomes the one raft sends, raft
+ * compacts its log and the WAL drops the segments the snapshot covers.
+ * `report` false: an InstallSnapshot supersedes it (counted, not reported). */
+static void snapshot_finish(struct node *n, int rc, uint64_t written, bool report)
+{
+	uint32_t next = n->snap_job_buf;
+	uint64_t index = n->snap_job_index;
+
+	if (rc == -HASP_ETOOBIG) {
 		n->stats.snapshot_too_big++;
 		return;
 	}
-	int rc = save_snapshot(n, index, term, &n->raft.conf, n->snap_buf[next], written);
 	if (rc != 0) {
 		snapshot_failed(n, index, rc);
 		return;
@@ -904,15 +921,51 @@ static void take_snapshot(struct node *n)
 	n->snap_fail_streak = 0;
 	n->snap_fail_error = 0;
 	n->snap_retry_ns = 0;
+	n->stats.snapshots_taken++;
+	if (!report)
+		return;
 	n->snap_size[next] = written;
 	n->snap_cur = next;
-	n->stats.snapshots_taken++;
 	struct raft_event ev = { .type = RAFT_EVENT_SNAPSHOT,
 				 .snapshot = { .index = index, .data = n->snap_buf[next], .size = written } };
 	node_step(n, &ev);
 	if (wal_compact(&n->st.wal, index) < 0)
 		LOG_WARN(node, "WAL compaction failed dir=%s index=%llu", n->cfg.data_dir,
 			 (unsigned long long)index);
+}
+
+/* Waits for a save in flight (blocking) and records its result without
+ * reporting it to raft: before an InstallSnapshot reuses its buffer, and
+ * at a stop. */
+static void snapshot_settle(struct node *n)
+{
+	int rc;
+	uint64_t written;
+
+	if (snap_fork_done(&n->snap_fork, true, &rc, &written))
+		snapshot_finish(n, rc, written, false);
+}
+
+/* Takes a snapshot of the state at the applied index, makes it durable,
+ * reports it to raft (which compacts its log) and drops WAL segments it
+ * covers. On a real disk the work runs in a forked child (node/snap_fork.h)
+ * and the loop finishes it in node_work once the child is done; the lcore
+ * stops only for fork(). On the simulated disk, or when fork fails, it runs
+ * here, blocking. */
+static void take_snapshot(struct node *n)
+{
+	uint64_t written = 0;
+
+	n->snapshot_wanted = false;
+	n->snap_job_index = n->applied;
+	n->snap_job_term = raft_term_at(&n->raft, n->applied);
+	n->snap_job_buf = n->snap_cur ^ 1u;
+	if (n->snap_job_term == 0)
+		return;
+	if (n->st.uring != NULL && snap_fork_start(&n->snap_fork, snapshot_job, n) == 0)
+		return;
+	int rc = snapshot_job(n, &written);
+	snapshot_finish(n, rc, written, true);
 }
 
 static bool leader_timers(struct node *n, uint64_t *deadline_ns)
@@ -1033,7 +1086,17 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 		node_step(n, &ev);
 		did = true;
 	}
-	if (n->snapshot_wanted && !n->failed) {
+	if (snap_fork_running(&n->snap_fork)) {
+		int rc;
+		uint64_t written;
+		if (snap_fork_done(&n->snap_fork, false, &rc, &written)) {
+			snapshot_finish(n, rc, written, !n->failed);
+			did = true;
+		} else if (now_ns + NODE_SNAP_POLL_NS < *deadline_ns) {
+			*deadline_ns = now_ns + NODE_SNAP_POLL_NS;
+		}
+	}
+	if (n->snapshot_wanted && !n->failed && !snap_fork_running(&n->snap_fork)) {
 		if (now_ns >= n->snap_retry_ns) {
 			take_snapshot(n);
 			did = true;

@@ -30,6 +30,7 @@
 #include "node/client_auth.h"
 #include "node/node_hist.h"
 #include "node/peer_auth.h"
+#include "node/snap_fork.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
 #include "locks/locks.h"
@@ -292,6 +293,12 @@ struct node {
 	uint64_t snap_transfer_ns;
 	bool snap_report;          /* an installed snapshot to pass back to raft */
 	uint64_t snap_report_index;
+	/* The snapshot being saved (in a child process on a real disk:
+	 * node/snap_fork.h): its index and term and the buffer it fills. */
+	struct snap_fork snap_fork;
+	uint64_t snap_job_index;
+	uint64_t snap_job_term;
+	uint32_t snap_job_buf;
 
 	/* Raft decode scratch and datagram buffer. */
 	struct raft_entry *rx_entries;

@@ -41,7 +41,7 @@ struct result {
 	double appends_per_s;
 	double p50_us, p99_us, p999_us;
 	uint64_t count;
-	double space_factor; /* bytes written / record bytes */
+	double space_factor; /* log bytes used / record bytes */
 	bool direct;
 };
 
@@ -254,8 +254,8 @@ int main(int argc, char **argv)
 			       b.appends_per_s > 0 ? a.appends_per_s / b.appends_per_s : 0);
 		}
 	}
-	printf("\n# filesystem %s, O_DIRECT %s; space = bytes written per record byte "
-	       "(batch header + padding to 4 KiB)\n",
+	printf("\n# filesystem %s, O_DIRECT %s; space = log bytes per record byte "
+	       "(batch headers, block rest left behind; packed, format version 2)\n",
 	       fs, first.direct ? "yes" : "no (buffered fallback)");
 	hasp_free(samples);
 	hasp_free(append_ns);

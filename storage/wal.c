@@ -4,13 +4,19 @@
  * headers, compaction, reset) live in wal_segment.c, recovery and replay in
  * wal_recover.c and wal_scan.c, the format in wal_format.c.
  *
- * Partial blocks: every write starts on a fresh 4 KiB block and is padded to
- * the next one, so a block that holds a record is written exactly once and a
- * record is immutable once written. No write ever rewrites a block another
- * write (in flight or durable) touched, so out-of-order completion cannot
- * undo data and a torn write cannot damage records reported durable. The
- * cost is padding (counted in stats.padding_bytes; docs/STORAGE.md has the
- * measured numbers); under load the writes are large and it vanishes.
+ * Partial blocks: a write is padded with zeros to the next 4 KiB block.
+ * When the write before it is durable (state DONE or freed), the next write
+ * packs: it starts at that write's last, partial block, carries the block's
+ * old bytes unchanged, and puts its batch right after them. Two rules make
+ * that safe (docs/STORAGE.md, "Partial blocks"):
+ * - Never two writes to one block in flight: a write packs only behind a
+ *   durable one; behind one still in flight it starts on a fresh block, so
+ *   out-of-order completion cannot land an older copy of a block last.
+ * - A torn rewrite cannot lose old records: every byte of them is the same
+ *   in the old and the new copy of the block, so any mix of the two (per
+ *   sector, or a sector torn inside) still holds them; only the new batch
+ *   may be damaged, and it was not reported durable.
+ * Padding that remains is counted in stats.padding_bytes.
  */
 #include "storage/wal.h"
 
@@ -90,28 +96,48 @@ static void wal_seal(struct wal *w, struct wal_write *s)
 	struct wal_batch_header b = { 0 };
 
 	HASP_ASSERT(s->state == WAL_WRITE_FILLING);
-	HASP_ASSERT(s->record_count > 0 || s->used == WAL_BATCH_HEADER_SIZE);
-	b.records_size = s->used - WAL_BATCH_HEADER_SIZE;
+	HASP_ASSERT(s->record_count > 0 || s->used == s->batch_off + WAL_BATCH_HEADER_SIZE);
+	b.records_size = s->used - s->batch_off - WAL_BATCH_HEADER_SIZE;
 	b.record_count = s->record_count;
 	b.first_index = s->first_index;
 	b.watermark = w->durable_index;
 	b.segment_seq = s->segment_seq;
-	wal_batch_header_encode(s->buf, &b);
+	wal_batch_header_encode(s->buf + s->batch_off, &b);
 	s->size = (uint32_t)wal_block_round_up(s->used);
 	memset(s->buf + s->used, 0, s->size - s->used);
 	s->end_index = w->last_index;
 	s->state = WAL_WRITE_READY;
 	w->watermark_written = b.watermark;
-	w->stats.padding_bytes += s->size - b.records_size;
+
+	/* Space: from the end of the previous batch in this segment (the rest
+	 * of a block left behind counts) to the end of this one. */
+	uint64_t end = s->offset + s->used;
+	uint64_t start = s->segment_seq == w->log_end_seq && w->log_end <= s->offset + s->batch_off
+				 ? w->log_end
+				 : s->offset + s->batch_off;
+	w->stats.padding_bytes += end - start - b.records_size;
 	w->stats.records_bytes += b.records_size;
+	w->stats.device_bytes += s->size;
+	w->log_end = end;
+	w->log_end_seq = s->segment_seq;
+
+	/* Its last block, if partial, is where the next write may pack. */
+	w->tail_len = s->used % BLOCK;
+	if (w->tail_len != 0) {
+		uint32_t at = s->used - w->tail_len;
+		memcpy(w->tail_buf, s->buf + at, w->tail_len);
+		w->tail_offset = s->offset + at;
+		w->tail_segment_seq = s->segment_seq;
+		w->tail_owner = s;
+	}
 #ifdef HASP_DEBUG_ASSERTS
 	{
 		/* Check the batch before it leaves, as recovery will after. */
 		uint64_t exp = s->start_index, next, first = w->first_index;
 		struct wal_batch_header check;
-		HASP_DASSERT(wal_scan_batch(s->buf, s->size, 0, s->segment_seq, &first, &exp, &check,
-					    &next, NULL, NULL) == 0);
-		HASP_DASSERT(next == s->size);
+		HASP_DASSERT(wal_scan_batch(s->buf, s->size, s->batch_off, s->segment_seq, &first,
+					    &exp, &check, &next, NULL, NULL) == 0);
+		HASP_DASSERT(next == s->used);
 		HASP_DASSERT(exp == w->last_index + 1);
 	}
 #endif
@@ -124,29 +150,60 @@ static uint64_t wal_slot_capacity(const struct wal *w, const struct wal_write *s
 	return left < w->cfg.write_size_max ? left : w->cfg.write_size_max;
 }
 
-/* Opens the next write slot at the frontier of the active segment. The
- * caller checked that a slot is free and the segment has room. */
-static struct wal_write *wal_slot_open(struct wal *w, uint64_t next_index)
+/* True when a new write of `need` bytes (batch header included) may start
+ * inside the last write's partial block: that write is durable (so no two
+ * writes to the block are ever in flight together), the block is the last
+ * one used in the active segment, the segment's format packs, and the write
+ * fits. */
+static bool wal_can_pack(const struct wal *w, uint64_t need)
+{
+	const struct wal_segment *seg;
+
+	if (w->tail_len == 0 || w->segment_count == 0)
+		return false;
+	seg = &w->segments[w->segment_count - 1];
+	if (seg->version < 2 || w->tail_segment_seq != seg->seq ||
+	    w->tail_offset + BLOCK != w->write_offset ||
+	    !(w->tail_owner->state == WAL_WRITE_DONE || w->tail_owner->state == WAL_WRITE_FREE))
+		return false;
+	uint64_t left = seg->size - w->tail_offset;
+	uint64_t cap = left < w->cfg.write_size_max ? left : w->cfg.write_size_max;
+	return w->tail_len + need <= cap;
+}
+
+/* Opens the next write slot at the frontier of the active segment, packed
+ * into the last write's partial block when wal_can_pack() allows. The
+ * caller checked that a slot is free and the segment has room for `need`
+ * bytes on a fresh block. */
+static struct wal_write *wal_slot_open(struct wal *w, uint64_t next_index, uint64_t need)
 {
 	struct wal_write *s = wal_slot(w, w->write_used);
+	bool pack = wal_can_pack(w, need);
 
 	HASP_ASSERT(w->write_used < w->write_count);
 	HASP_ASSERT(s->state == WAL_WRITE_FREE);
 	HASP_ASSERT(s->ops_pending == 0);
 	s->state = WAL_WRITE_FILLING;
-	s->used = WAL_BATCH_HEADER_SIZE;
+	s->batch_off = pack ? w->tail_len : 0;
+	if (pack) {
+		/* The block's bytes as they are on disk, unchanged. */
+		memcpy(s->buf, w->tail_buf, w->tail_len);
+		w->stats.packed_writes++;
+	}
+	s->used = s->batch_off + WAL_BATCH_HEADER_SIZE;
 	s->record_count = 0;
 	s->first_index = 0;
 	s->start_index = next_index;
 	s->segment = w->segment_count - 1;
 	s->segment_seq = w->segments[s->segment].seq;
 	s->fd = w->segments[s->segment].fd;
-	s->offset = w->write_offset;
+	s->offset = pack ? w->tail_offset : w->write_offset;
 	s->done_bytes = 0;
 	s->write_done = false;
 	s->reported = false;
+	w->tail_len = 0; /* this write owns the block now */
 	w->write_used++;
-	w->write_offset = s->offset + BLOCK;
+	w->write_offset = s->offset + wal_block_round_up(s->used);
 	return s;
 }
 
@@ -177,7 +234,7 @@ static int wal_put(struct wal *w, const struct wal_record_header *r, const void 
 			if ((rc = wal_segment_activate(w, next_index)) != 0)
 				return rc;
 		}
-		s = wal_slot_open(w, next_index);
+		s = wal_slot_open(w, next_index, need);
 	}
 	wal_record_encode(s->buf + s->used, r, payload);
 	s->used += rsize;
@@ -302,7 +359,7 @@ static bool wal_watermark_idle(struct wal *w)
 	    w->segment_count == 0 || w->header_pending ||
 	    w->write_offset + BLOCK > w->segments[w->segment_count - 1].size)
 		return false;
-	struct wal_write *s = wal_slot_open(w, w->last_index + 1);
+	struct wal_write *s = wal_slot_open(w, w->last_index + 1, WAL_BATCH_HEADER_SIZE);
 	wal_seal(w, s);
 	w->stats.watermark_writes++;
 	return true;

@@ -16,6 +16,10 @@
  * Group commit: appends that arrive while writes are in flight accumulate in
  * the open write, which starts as soon as a write slot frees. Each write is
  * one batch: a batch header, the records, zeros to the next 4 KiB block.
+ * Packing: when the write before it is durable, a write starts inside that
+ * write's last, partial block and rewrites it (its old bytes unchanged), so
+ * small writes do not each take a 4 KiB block (docs/STORAGE.md, "Partial
+ * blocks").
  * Every write gets its own fdatasync (linked SQE), RWF_DSYNC, or drained
  * fdatasync (config), and durability is reported strictly in write order,
  * whatever order the kernel completes them in.
@@ -63,6 +67,10 @@ struct wal_config {
 	uint32_t writes_inflight_max; /* 1..WAL_WRITES_MAX */
 	uint32_t segment_count_max;   /* segment files at most (open fds) */
 	enum wal_sync_mode sync_mode;
+	/* Segment format for new segments: 0 or WAL_FORMAT_VERSION (packs
+	 * small writes), or 1 (every write on a fresh block: what older
+	 * versions wrote; tests and comparisons). */
+	uint16_t format_version;
 };
 
 /* One entry. The caller keeps `data`; wal_append copies it. */
@@ -78,7 +86,12 @@ struct wal_stats {
 	uint64_t appends;
 	uint64_t writes;            /* group-commit writes started */
 	uint64_t records_bytes;     /* record bytes written (headers + payloads) */
-	uint64_t padding_bytes;     /* batch headers and zero padding to blocks */
+	uint64_t padding_bytes;     /* log space not holding records: batch headers,
+				     * the unused rest of blocks left behind */
+	uint64_t device_bytes;      /* bytes the writes carried (whole blocks,
+				     * rewritten tail bytes included) */
+	uint64_t packed_writes;     /* writes that started inside the previous
+				     * write's last block */
 	uint64_t short_writes;      /* continued */
 	uint64_t retries;           /* -EINTR/-EAGAIN resubmitted */
 	uint64_t full;              /* appends refused with -HASP_EFULL */
@@ -108,7 +121,9 @@ enum wal_write_state {
 struct wal_write {
 	enum wal_write_state state;
 	uint8_t *buf; /* write_size_max bytes, 4 KiB aligned */
-	uint32_t used;        /* bytes filled, batch header included */
+	uint32_t used;        /* bytes filled from the block start: a packed
+			       * write's copied tail, its batch header, records */
+	uint32_t batch_off;   /* where its batch header is in buf (0 unless packed) */
 	uint32_t size;        /* bytes written: used rounded up to a block */
 	uint32_t done_bytes;  /* written so far (short writes continue) */
 	uint32_t record_count;
@@ -132,6 +147,7 @@ struct wal_segment {
 	uint64_t index_max; /* highest entry index written in it */
 	uint64_t keep_min;  /* lowest keep index of its truncation markers */
 	uint64_t size;      /* bytes, from its header */
+	uint16_t version;   /* format version of its header */
 	int fd;
 };
 
@@ -158,6 +174,16 @@ struct wal {
 	uint16_t header_attempt;
 	uint8_t header_ops_pending;
 	uint64_t write_offset; /* next free block in the active segment */
+	/* The last sealed write's partial last block (packing): its bytes, how
+	 * many hold data (0: none to pack into), where it is, and which write
+	 * owns it (packing waits until that write is durable). */
+	uint8_t *tail_buf;
+	uint32_t tail_len;
+	uint64_t tail_offset;
+	uint64_t tail_segment_seq;
+	const struct wal_write *tail_owner;
+	uint64_t log_end;         /* end of the newest sealed batch in its segment */
+	uint64_t log_end_seq;     /* ... and that segment's sequence number */
 	struct wal_write *writes; /* ring of write_count slots in write order */
 	uint32_t write_count;
 	uint32_t write_head;      /* oldest not yet freed */

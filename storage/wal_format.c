@@ -18,9 +18,10 @@ void wal_segment_header_encode(uint8_t *buf, const struct wal_segment_header *h)
 {
 	HASP_ASSERT(h->block_size == HASP_WAL_BLOCK_SIZE);
 	HASP_ASSERT(h->segment_size % HASP_WAL_BLOCK_SIZE == 0);
+	HASP_ASSERT(h->version >= WAL_FORMAT_VERSION_MIN && h->version <= WAL_FORMAT_VERSION);
 	memset(buf, 0, WAL_SEGMENT_HEADER_SIZE);
 	put_u64le(buf + 0, WAL_SEGMENT_MAGIC);
-	put_u16le(buf + 8, WAL_FORMAT_VERSION);
+	put_u16le(buf + 8, h->version);
 	put_u16le(buf + 10, WAL_SEGMENT_HEADER_SIZE);
 	put_u32le(buf + 12, h->block_size);
 	put_u64le(buf + 16, h->seq);
@@ -36,7 +37,8 @@ int wal_segment_header_decode(const uint8_t *buf, struct wal_segment_header *h)
 	if (get_u32le(buf + 60) != crc32c(buf, 60))
 		return -HASP_ECORRUPT;
 	h->version = get_u16le(buf + 8);
-	if (h->version != WAL_FORMAT_VERSION || get_u16le(buf + 10) != WAL_SEGMENT_HEADER_SIZE)
+	if (h->version < WAL_FORMAT_VERSION_MIN || h->version > WAL_FORMAT_VERSION ||
+	    get_u16le(buf + 10) != WAL_SEGMENT_HEADER_SIZE)
 		return -HASP_EVERSION;
 	h->block_size = get_u32le(buf + 12);
 	h->seq = get_u64le(buf + 16);

@@ -2,20 +2,24 @@
  * The on-disk format of the write-ahead log: segment headers, batch headers
  * and records, with their encoders and checkers. Pure functions over bytes;
  * the tables below are the format's single definition (docs/STORAGE.md copies
- * them). All integers are little-endian. Version 1.
+ * them). All integers are little-endian. Version 2 (version 1 is read).
  *
  * A segment file `wal-<seq as 16 hex digits>.seg` is preallocated to the
  * configured size. Block 0 holds the segment header; every later write (one
- * group commit, a "batch") starts on a block boundary with a batch header,
- * followed by its records, each 8-byte aligned, and zeros to the next block
- * boundary. Blocks never written read as zeros (fallocate), which is how the
- * end of the data in a segment is recognised.
+ * group commit, a "batch") is a batch header followed by its records, each
+ * 8-byte aligned, then zeros to the next block boundary. In version 1 every
+ * batch starts on a block boundary. Version 2 also packs: a batch may start
+ * right after the previous one (8-byte aligned, inside its last block), the
+ * write then rewriting that block with its old bytes unchanged. After a
+ * batch comes either the next batch, or zeros to the block end and the next
+ * batch on the next block. Blocks never written read as zeros (fallocate),
+ * which is how the end of the data in a segment is recognised.
  *
  * Segment header (block 0):
  * | off | size | field                                           |
  * |-----|------|-------------------------------------------------|
  * |   0 |    8 | magic 0x314c4157_50534148 ("HASPWAL1")          |
- * |   8 |    2 | version (1)                                     |
+ * |   8 |    2 | version (2; 1 = no packing)                     |
  * |  10 |    2 | header size (64)                                |
  * |  12 |    4 | block size (4096)                               |
  * |  16 |    8 | segment sequence number (matches the file name) |
@@ -24,7 +28,7 @@
  * |  40 |   20 | reserved, zero                                  |
  * |  60 |    4 | CRC32C of bytes 0..59                           |
  *
- * Batch header (at a block boundary, once per group-commit write):
+ * Batch header (8-byte aligned, once per group-commit write):
  * | off | size | field                                                 |
  * |-----|------|-------------------------------------------------------|
  * |   0 |    4 | magic 0x48574231 ("1BWH" on disk)                     |
@@ -58,7 +62,9 @@
 
 #include "common/limits.h"
 
-#define WAL_FORMAT_VERSION 1u
+#define WAL_FORMAT_VERSION 2u
+/* The oldest segment version read: 1, every batch on a block boundary. */
+#define WAL_FORMAT_VERSION_MIN 1u
 #define WAL_SEGMENT_MAGIC 0x314c415750534148ull
 #define WAL_BATCH_MAGIC 0x48574231u
 #define WAL_SEGMENT_HEADER_SIZE 64u
@@ -75,7 +81,7 @@ struct wal_segment_header {
 	uint64_t first_index;
 	uint64_t segment_size;
 	uint32_t block_size;
-	uint16_t version;
+	uint16_t version; /* WAL_FORMAT_VERSION_MIN..WAL_FORMAT_VERSION */
 };
 
 struct wal_batch_header {

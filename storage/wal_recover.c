@@ -22,7 +22,9 @@ static int wal_config_check(const struct wal_config *cfg)
 	    cfg->write_size_max % BLOCK != 0 || cfg->write_size_max < BLOCK ||
 	    cfg->write_size_max > cfg->segment_size - BLOCK || cfg->writes_inflight_max == 0 ||
 	    cfg->writes_inflight_max > WAL_WRITES_MAX || cfg->segment_count_max < 2 ||
-	    cfg->sync_mode > WAL_SYNC_DRAIN)
+	    cfg->sync_mode > WAL_SYNC_DRAIN ||
+	    (cfg->format_version != 0 && (cfg->format_version < WAL_FORMAT_VERSION_MIN ||
+					  cfg->format_version > WAL_FORMAT_VERSION)))
 		return -HASP_ECONFIG;
 	return 0;
 }
@@ -62,8 +64,7 @@ static int wal_repair(struct wal *w, const struct wal_scan *sc)
 		const struct wal_segment *seg = &w->segments[keep - 1];
 		LOG_WARN(storage, "wal torn tail: cutting file=%s offset=%llu index=%llu", s->name,
 			 (unsigned long long)sc->stop_offset, (unsigned long long)(sc->last_index + 1));
-		rc = io.ops->zero_range(io.ctx, seg->fd, sc->stop_offset,
-					s->file_size - sc->stop_offset);
+		rc = wal_scan_zero_from(io, seg->fd, sc->stop_offset, s->file_size);
 		if (rc == 0)
 			rc = io.ops->fsync(io.ctx, seg->fd);
 		if (rc != 0) {
@@ -93,6 +94,7 @@ static int wal_open_segments(struct wal *w, const struct wal_scan *sc)
 		seg->index_max = s->index_max;
 		seg->keep_min = s->keep_min;
 		seg->size = s->header.segment_size;
+		seg->version = s->header.version;
 		rc = io.ops->open(io.ctx, s->name, STORAGE_OPEN_DIRECT, &seg->fd, &direct);
 		if (rc != 0) {
 			wal_fail(w, "open", s->name, 0, 0, rc);
@@ -123,7 +125,9 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 	w->writes = hasp_calloc(w->write_count, sizeof(w->writes[0]));
 	w->segments = hasp_calloc(cfg->segment_count_max, sizeof(w->segments[0]));
 	w->header_buf = hasp_alloc_aligned(BLOCK, BLOCK);
-	if (w->writes == NULL || w->segments == NULL || w->header_buf == NULL) {
+	w->tail_buf = hasp_alloc_aligned(BLOCK, BLOCK);
+	if (w->writes == NULL || w->segments == NULL || w->header_buf == NULL ||
+	    w->tail_buf == NULL) {
 		rc = -HASP_ENOMEM;
 		goto fail;
 	}
@@ -189,7 +193,9 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 	w->first_index = sc.first_index;
 	w->last_index = sc.last_index;
 	w->durable_index = sc.last_index;
-	w->write_offset = w->segment_count > 0 ? sc.stop_offset : 0;
+	/* The next write starts on a fresh block (the cut zeroed the rest of
+	 * a partial one); packing resumes after it. */
+	w->write_offset = w->segment_count > 0 ? wal_block_round_up(sc.stop_offset) : 0;
 	w->markers = sc.markers;
 	w->marker_count = sc.marker_count;
 	sc.markers = NULL;
@@ -219,6 +225,7 @@ void wal_close(struct wal *w)
 	hasp_free(w->writes);
 	hasp_free(w->segments);
 	hasp_free(w->header_buf);
+	hasp_free(w->tail_buf);
 	hasp_free(w->markers);
 	memset(w, 0, sizeof(*w));
 }
@@ -283,8 +290,10 @@ int wal_replay(struct wal *w, int (*visit)(void *arg, const struct wal_entry *e)
 		if ((rc = wal_scan_read_segment(w->cfg.io, w->segments[i].name, &image, &size)) != 0)
 			break;
 		c.segment = i;
-		while (c.rc == 0 && wal_scan_batch(image, size, at, w->segments[i].seq, &log_first,
-						   &expected, &b, &next, wal_replay_record, &c) == 0)
+		while (c.rc == 0 &&
+		       wal_scan_batch(image, size, at = wal_scan_skip_padding(image, size, at),
+				      w->segments[i].seq, &log_first, &expected, &b, &next,
+				      wal_replay_record, &c) == 0)
 			at = next;
 		hasp_free(image);
 	}

@@ -1,8 +1,10 @@
 /*
  * The WAL recovery scan (rules in wal_scan.h). It reads each segment whole
  * (recovery is not the hot path; a segment is tens of MiB at most), walks the
- * batches of the valid prefix, then probes every block boundary of the rest
- * for batch headers whose watermarks prove that something durable is missing.
+ * batches of the valid prefix, then probes every 8-byte position of the
+ * rest that is not in an all-zero block for batch headers whose watermarks
+ * prove that something durable is missing (packed batches, format version
+ * 2, start anywhere 8-byte aligned).
  */
 #include "storage/wal_scan.h"
 
@@ -99,8 +101,8 @@ int wal_scan_batch(const uint8_t *image, uint64_t image_size, uint64_t offset, u
 	uint64_t first = *log_first_index;
 	uint64_t first_entry = 0;
 
-	HASP_ASSERT(offset % BLOCK == 0);
-	if (offset + BLOCK > image_size)
+	HASP_ASSERT(offset % WAL_RECORD_ALIGN == 0);
+	if (offset + WAL_BATCH_HEADER_SIZE > image_size)
 		return -HASP_ENOENT;
 	if (wal_bytes_zero(image + offset, WAL_BATCH_HEADER_SIZE))
 		return -HASP_ENOENT;
@@ -150,8 +152,43 @@ int wal_scan_batch(const uint8_t *image, uint64_t image_size, uint64_t offset, u
 	}
 	*expected = exp;
 	*log_first_index = first;
-	*next_offset = wal_block_round_up(end);
+	*next_offset = end;
 	return 0;
+}
+
+uint64_t wal_scan_skip_padding(const uint8_t *image, uint64_t image_size, uint64_t offset)
+{
+	uint64_t aligned = wal_block_round_up(offset);
+
+	if (aligned == offset || aligned > wal_block_round_up(image_size) ||
+	    !wal_bytes_zero(image + offset, aligned - offset))
+		return offset;
+	return aligned;
+}
+
+int wal_scan_zero_from(struct storage_io io, int fd, uint64_t offset, uint64_t size)
+{
+	uint64_t aligned = wal_block_round_up(offset);
+	size_t got;
+	int rc;
+
+	HASP_ASSERT(offset % WAL_RECORD_ALIGN == 0);
+	if (offset % BLOCK != 0) {
+		uint64_t block = aligned - BLOCK;
+		uint8_t *buf = hasp_alloc_aligned(BLOCK, BLOCK);
+		if (buf == NULL)
+			return -ENOMEM;
+		memset(buf, 0, BLOCK);
+		rc = io.ops->pread(io.ctx, fd, buf, BLOCK, block, &got);
+		if (rc == 0) {
+			memset(buf + (offset - block), 0, aligned - offset);
+			rc = io.ops->pwrite(io.ctx, fd, buf, BLOCK, block);
+		}
+		hasp_free(buf);
+		if (rc != 0)
+			return rc;
+	}
+	return aligned < size ? io.ops->zero_range(io.ctx, fd, aligned, size - aligned) : 0;
 }
 
 struct scan_record_ctx {
@@ -193,14 +230,19 @@ static void scan_record(void *arg, uint64_t offset, const struct wal_record_head
 		c->v->record(c->v->arg, s, offset, r, payload);
 }
 
-/* Probes every block boundary in [from, size) of a segment image for valid
- * batch headers; folds their watermarks into the after-region summary. */
+/* Probes every 8-byte position in [from, size) of a segment image, skipping
+ * all-zero blocks, for valid batch headers; folds their watermarks into the
+ * after-region summary. */
 static void scan_after(struct wal_scan *sc, const struct wal_scan_segment *s, const uint8_t *image,
 		       uint64_t size, uint64_t from, const struct wal_scan_visitor *v)
 {
 	struct wal_batch_header b;
 
-	for (uint64_t at = from; at + BLOCK <= size; at += BLOCK) {
+	for (uint64_t at = from; at + WAL_BATCH_HEADER_SIZE <= size; at += WAL_RECORD_ALIGN) {
+		if (at % BLOCK == 0 && at + BLOCK <= size && wal_bytes_zero(image + at, BLOCK)) {
+			at += BLOCK - WAL_RECORD_ALIGN;
+			continue;
+		}
 		if (wal_batch_header_decode(image + at, &b) != 0 || b.segment_seq != s->seq)
 			continue;
 		if (v != NULL && v->batch != NULL)
@@ -299,6 +341,7 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 					sc->first_index = expected;
 				}
 				for (;;) {
+					at = wal_scan_skip_padding(image, size, at);
 					if (v != NULL && v->batch != NULL) {
 						/* Print the batch before its records: check
 						 * first, then walk again with the visitor. */
@@ -325,9 +368,10 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 				sc->last_index = expected - 1;
 				LOG_DEBUG(storage, "wal scan: file=%s prefix ends offset=%llu expected=%llu rc=%d",
 					  s->name, (unsigned long long)at, (unsigned long long)expected, rc);
-				if (at + BLOCK <= size) {
-					/* A zero or bad block before the end of the
-					 * segment: the prefix stops here. */
+				if (at % BLOCK != 0 ? at < size : at + BLOCK <= size) {
+					/* A zero or bad block (or bad bytes right after a
+					 * batch) before the end of the segment: the
+					 * prefix stops here. */
 					stopped = true;
 					sc->stop_segment = i;
 					sc->stop_offset = at;
@@ -383,8 +427,7 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 	if (sc->after_found && sc->after_watermark_max > sc->last_index) {
 		if (sc->prefix_segment_count == 0)
 			scan_corrupt(sc, sc->segments[0].name, 0, "bad segment header before valid data");
-		else if (sc->stop_offset + BLOCK <=
-			 sc->segments[sc->stop_segment].file_size)
+		else if (sc->stop_offset < sc->segments[sc->stop_segment].file_size)
 			scan_corrupt(sc, sc->segments[sc->stop_segment].name, sc->stop_offset,
 				     "bad batch followed by writes that prove it was durable");
 		else

@@ -7,9 +7,11 @@
  * Rules (docs/STORAGE.md, "Recovery"):
  * - The prefix is the run of batches, from the first segment on, whose batch
  *   header and every record check out and whose indexes continue the log
- *   (truncation markers may move it back). It ends at the first block that
- *   is zero (never written), or bad, or at a segment whose header is bad or
- *   does not continue the log.
+ *   (truncation markers may move it back). After a batch comes the next one
+ *   (packed, format version 2), or zeros to the block end and the next one
+ *   on the next block. It ends at the first place that is zero (never
+ *   written) or bad, or at a segment whose header is bad or does not
+ *   continue the log.
  * - Everything after that stop point is the "after region". Every batch
  *   header there that checks out carries a watermark: the highest index that
  *   had been reported durable when it was written. If any watermark reaches
@@ -36,7 +38,8 @@ struct wal_scan_segment {
 	struct wal_segment_header header;
 	uint64_t index_max;  /* highest entry index recorded in the prefix part */
 	uint64_t keep_min;   /* lowest keep index of its truncation markers */
-	uint64_t end_offset; /* end of the prefix part (block aligned) */
+	uint64_t end_offset; /* end of the prefix part (block aligned unless
+			      * bad bytes follow a batch inside its block) */
 	bool in_prefix;      /* the segment (or its start) belongs to the prefix */
 	bool empty;          /* never written: all zeros (an unused spare) */
 };
@@ -93,9 +96,11 @@ int wal_scan_run(struct wal_scan *sc, struct storage_io io, uint32_t segment_cou
 		 const struct wal_scan_visitor *v) __attribute__((warn_unused_result));
 void wal_scan_free(struct wal_scan *sc);
 
-/* Validates the batch at `offset` of a segment image and, when it checks out,
- * advances *expected past it (applying truncation markers) and calls `record`
- * for each record. Returns 0, -HASP_ENOENT (zero block: no batch) or
+/* Validates the batch at `offset` (8-byte aligned) of a segment image and,
+ * when it checks out, advances *expected past it (applying truncation
+ * markers), calls `record` for each record and sets *next_offset to the
+ * batch's end (where a packed batch may follow; see wal_scan_skip_padding).
+ * Returns 0, -HASP_ENOENT (zero header: no batch) or
  * -HASP_ECORRUPT. A truncation marker that keeps less than *log_first_index
  * lowers it: the entries after it were appended again (compaction may have
  * dropped older segments in between). */
@@ -105,6 +110,18 @@ int wal_scan_batch(const uint8_t *image, uint64_t image_size, uint64_t offset, u
 		   void (*record)(void *arg, uint64_t offset, const struct wal_record_header *r,
 				  const uint8_t *payload),
 		   void *arg) __attribute__((warn_unused_result));
+
+/* Where the next batch after a batch ending at `offset` may start: the next
+ * block boundary when the rest of offset's block is zero (padding), else
+ * offset itself (a packed batch, or bad bytes). */
+uint64_t wal_scan_skip_padding(const uint8_t *image, uint64_t image_size, uint64_t offset);
+
+/* Zeroes a segment file from `offset` (8-byte aligned) to `size`. A partial
+ * first block is read and written back with its bytes before `offset`
+ * unchanged, so a torn rewrite keeps them (old and new copy agree there).
+ * Blocking. Returns 0 or a negative errno. */
+int wal_scan_zero_from(struct storage_io io, int fd, uint64_t offset, uint64_t size)
+	__attribute__((warn_unused_result));
 
 /* Reads a whole segment into a fresh aligned buffer (hasp_free it). */
 int wal_scan_read_segment(struct storage_io io, const char *name, uint8_t **image,

@@ -200,6 +200,8 @@ int wal_segment_activate(struct wal *w, uint64_t first_index)
 	h.first_index = first_index;
 	h.segment_size = seg->size;
 	h.block_size = BLOCK;
+	h.version = w->cfg.format_version != 0 ? w->cfg.format_version : WAL_FORMAT_VERSION;
+	seg->version = h.version;
 	memset(w->header_buf, 0, BLOCK);
 	wal_segment_header_encode(w->header_buf, &h);
 	w->header_fd = seg->fd;

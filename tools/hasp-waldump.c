@@ -11,7 +11,7 @@
  *       are printed), or a damaged snapshot. Exit 1: usage or I/O error.
  *
  *   hasp-waldump --truncate-at <segment file> <offset> <dir>
- *       Cuts the WAL at a block-aligned batch offset: zeroes the rest of
+ *       Cuts the WAL at a batch offset (as printed): zeroes the rest of
  *       that segment, deletes every later segment, syncs. Entries from that
  *       point on are gone: only do it after confirming that a majority of
  *       the other replicas hold them (docs/STORAGE.md, "Operator repair").
@@ -157,11 +157,11 @@ static int truncate_at(struct storage_io io, const char *file, uint64_t offset)
 	bool direct, found = false;
 	int fd, rc;
 
-	if (!wal_segment_name_parse(file, &seq) || offset % HASP_WAL_BLOCK_SIZE != 0 ||
+	if (!wal_segment_name_parse(file, &seq) || offset % WAL_RECORD_ALIGN != 0 ||
 	    offset < HASP_WAL_BLOCK_SIZE) {
 		fprintf(stderr, "--truncate-at needs a segment file name and a batch offset "
 				"(a multiple of %u, at least %u)\n",
-			HASP_WAL_BLOCK_SIZE, HASP_WAL_BLOCK_SIZE);
+			WAL_RECORD_ALIGN, HASP_WAL_BLOCK_SIZE);
 		return 1;
 	}
 	if (wal_scan_run(&sc, io, 1u << 20, NULL) != 0) {
@@ -181,8 +181,7 @@ static int truncate_at(struct storage_io io, const char *file, uint64_t offset)
 			    sc.segments[i].file_size < sc.segments[i].header.segment_size)
 				rc = io.ops->allocate(io.ctx, fd, sc.segments[i].header.segment_size);
 			if (rc == 0 && offset < sc.segments[i].file_size) {
-				rc = io.ops->zero_range(io.ctx, fd, offset,
-							sc.segments[i].file_size - offset);
+				rc = wal_scan_zero_from(io, fd, offset, sc.segments[i].file_size);
 				if (rc == 0)
 					rc = io.ops->fsync(io.ctx, fd);
 			}

@@ -979,6 +979,19 @@ static void test_node_wiped_follower_catches_up_and_health_reports_lag(void **st
 	sim_destroy(s);
 }
 
+/* KV_PUT name = "v" through node l; must answer OK. */
+static void sim_put_v(struct sim *s, int l, uint64_t sid, uint64_t seq, const char *name,
+		      uint8_t *keep)
+{
+	struct hasp_wire_msg reply;
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid,
+					      .seq = seq } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)name, strlen(name) },
+						     .value = { (const uint8_t *)"v", 1 } };
+	assert_true(sim_call(s, l, &put, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+}
+
 /* docs/STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -1011,12 +1024,7 @@ static void test_node_lcore_allocates_nothing_after_start(void **state)
 		assert_true(sim_call(s, l, &req, &reply, keep));
 		assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
 		snprintf(name, sizeof(name), "k/%llu", (unsigned long long)i);
-		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = sid,
-						      .seq = seq++ } };
-		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)name, strlen(name) },
-							     .value = { (const uint8_t *)"v", 1 } };
-		assert_true(sim_call(s, l, &put, &reply, keep));
-		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+		sim_put_v(s, l, sid, seq++, name, keep);
 	}
 	assert_true(s->nodes[l].stats.events_pushed >= 1);
 
@@ -1037,6 +1045,12 @@ static void test_node_lcore_allocates_nothing_after_start(void **state)
 	forbid_io_window(true);
 	sim_run_ms(s, 3000);
 	assert_true(s->nodes[r].applied >= s->nodes[l].raft.commit - 1);
+	/* Enough entries to roll 64 KiB segments over several times with the
+	 * WAL packing small writes (docs/STORAGE.md, "Partial blocks"). */
+	for (uint64_t i = 0; i < 1500; i++) {
+		snprintf(name, sizeof(name), "k/%llu", (unsigned long long)(i % 40));
+		sim_put_v(s, l, sid, seq++, name, keep);
+	}
 
 	forbid_io_window(false);
 	hasp_alloc_stats_get(&after);

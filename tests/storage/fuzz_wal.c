@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t seq = size > 32 ? image[at + 32] : 0;
 		if (wal_scan_batch(image, image_size, at, seq, &first, &expected, &b, &next,
 				   fuzz_record, image) == 0) {
-			HASP_ASSERT(next > at && next % HASP_WAL_BLOCK_SIZE == 0);
+			HASP_ASSERT(next > at && next % WAL_RECORD_ALIGN == 0);
 			HASP_ASSERT(next <= image_size);
 		}
 	}

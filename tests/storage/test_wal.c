@@ -65,6 +65,16 @@ static void append_range(struct wal *w, uint64_t from, uint64_t to, uint64_t ter
 	}
 }
 
+/* One write per entry, each durable before the next: the low-concurrency
+ * pattern where packing applies. */
+static void append_drained(struct wal *w, uint64_t from, uint64_t to, uint32_t size)
+{
+	for (uint64_t i = from; i <= to; i++) {
+		append_range(w, i, i, 1, size);
+		assert_int_equal(wal_drain(w), 0);
+	}
+}
+
 struct collected {
 	uint64_t first, last, count;
 	uint64_t terms[4096];
@@ -109,7 +119,7 @@ static uint64_t batch_offset_of(struct simdisk *d, const char *name, uint64_t in
 	struct wal_batch_header b;
 
 	assert_non_null(data);
-	for (uint64_t at = BLOCK; at + BLOCK <= size; at += BLOCK) {
+	for (uint64_t at = BLOCK; at + WAL_BATCH_HEADER_SIZE <= size; at += WAL_RECORD_ALIGN) {
 		if (wal_batch_header_decode(data + at, &b) == 0 && b.first_index == index)
 			return at;
 	}
@@ -440,7 +450,8 @@ static void test_wal_refuses_bad_record_followed_by_writes_that_prove_it_durable
 	assert_int_equal(wal_open(&f->wal, &f->cfg), -HASP_ECORRUPT);
 	/* Nothing was repaired: the data is still there for the operator. */
 	data = simdisk_file_data(f->disk, "wal-0000000000000001.seg", &size);
-	assert_false(wal_bytes_zero(data + at + BLOCK, BLOCK));
+	assert_false(wal_bytes_zero(data + at + WAL_BATCH_HEADER_SIZE + wal_record_size(100),
+				    WAL_BATCH_HEADER_SIZE));
 	assert_non_null(simdisk_file_data(f->disk, "wal-0000000000000002.seg", &size));
 	fixture_free(f);
 }
@@ -528,6 +539,147 @@ static void test_wal_full_is_reported_not_grown(void **state)
 	fixture_free(f);
 }
 
+/* Low concurrency: one small entry per write, each drained (durable, then an
+ * idle watermark). Packed, a write takes its batch's bytes, not a block. */
+static void test_wal_packs_small_writes_behind_durable_ones(void **state)
+{
+	(void)state;
+	struct fixture *f = fixture_new(17);
+	struct collected c;
+	const uint64_t per_entry = 2 * WAL_BATCH_HEADER_SIZE + wal_record_size(100);
+
+	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+	append_drained(&f->wal, 1, 20, 100);
+	/* Every write after the first packed behind the one before it: 20
+	 * entry batches and 20 watermark batches in 232 bytes per entry. */
+	assert_int_equal(f->wal.stats.packed_writes, 39);
+	assert_int_equal(f->wal.stats.records_bytes, 20 * wal_record_size(100));
+	assert_int_equal(f->wal.stats.records_bytes + f->wal.stats.padding_bytes, 20 * per_entry);
+	assert_int_equal(f->wal.write_offset, BLOCK + wal_block_round_up(20 * per_entry));
+	/* O_DIRECT writes whole blocks: the device still sees 4 KiB per write
+	 * (two where a batch crosses a block boundary). */
+	assert_true(f->wal.stats.device_bytes >= 40 * BLOCK);
+	reopen(f);
+	replay(&f->wal, &c);
+	assert_int_equal(c.first, 1);
+	assert_int_equal(c.last, 20);
+	/* After recovery the next write starts on a fresh block, then packs. */
+	append_drained(&f->wal, 21, 22, 100);
+	assert_int_equal(f->wal.stats.packed_writes, 3);
+	reopen(f);
+	replay(&f->wal, &c);
+	assert_int_equal(c.last, 22);
+	fixture_free(f);
+}
+
+/* Behind a write still in flight a write starts on a fresh block: two
+ * writes to one block are never in flight together. */
+static void test_wal_does_not_pack_behind_a_write_in_flight(void **state)
+{
+	(void)state;
+	struct simdisk_config dc;
+	struct fixture *f = fixture_new(18);
+
+	simdisk_destroy(f->disk);
+	simdisk_config_default(&dc, 18);
+	dc.complete_per_million = 0; /* nothing completes until drained */
+	f->disk = simdisk_create(&dc);
+	f->cfg.io = simdisk_io(f->disk);
+	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+	append_drained(&f->wal, 1, 1, 100);
+	uint64_t packed = f->wal.stats.packed_writes;
+	append_range(&f->wal, 2, 2, 1, 100);
+	assert_int_equal(wal_submit(&f->wal), 0);
+	assert_int_equal(wal_inflight(&f->wal), 1);
+	assert_int_equal(f->wal.stats.packed_writes, packed + 1); /* behind a durable one */
+	append_range(&f->wal, 3, 3, 1, 100);
+	assert_int_equal(wal_submit(&f->wal), 0);
+	assert_int_equal(wal_inflight(&f->wal), 2);
+	assert_int_equal(f->wal.stats.packed_writes, packed + 1); /* not behind 2 */
+	const struct wal *w = &f->wal;
+	assert_int_equal(w->writes[(w->write_head + 1) % w->write_count].offset,
+			 w->writes[w->write_head].offset + BLOCK);
+	assert_int_equal(wal_drain(&f->wal), 0);
+	assert_int_equal(wal_durable_index(&f->wal), 3);
+	fixture_free(f);
+}
+
+/* A power cut while a packed write rewrites the tail block: every sector of
+ * the block may be old, new or torn inside. Entries reported durable before
+ * it survive every time; the new entry survives or is cut whole. */
+static void test_wal_torn_rewrite_of_the_tail_block_keeps_durable_records(void **state)
+{
+	(void)state;
+	uint32_t kept = 0, cut = 0;
+
+	for (uint64_t seed = 1; seed <= 64; seed++) {
+		struct simdisk_config dc;
+		struct fixture *f = fixture_new(seed);
+		struct collected c;
+
+		simdisk_destroy(f->disk);
+		simdisk_config_default(&dc, seed);
+		dc.torn_sector_per_million = 500000;
+		f->disk = simdisk_create(&dc);
+		f->cfg.io = simdisk_io(f->disk);
+		assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+		append_drained(&f->wal, 1, 3, 300);
+		uint64_t packed = f->wal.stats.packed_writes;
+		append_range(&f->wal, 4, 4, 1, 300);
+		assert_int_equal(wal_submit(&f->wal), 0);
+		assert_int_equal(f->wal.stats.packed_writes, packed + 1);
+		if (seed % 2 == 0)
+			(void)wal_poll(&f->wal, false); /* it may have landed, or not */
+		wal_close(&f->wal);
+		simdisk_crash(f->disk);
+		assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+		replay(&f->wal, &c);
+		assert_int_equal(c.first, 1);
+		assert_true(c.last == 3 || c.last == 4);
+		kept += c.last == 4;
+		cut += c.last == 3;
+		fixture_free(f);
+	}
+	/* Both outcomes happened: the cut really hit the rewrite. */
+	assert_true(kept > 0 && cut > 0);
+}
+
+/* A log written in format version 1 (every write on a fresh block) is read
+ * and continued: its segments are not packed, new segments are. */
+static void test_wal_reads_and_continues_an_old_format_log(void **state)
+{
+	(void)state;
+	struct fixture *f = fixture_new(19);
+	struct collected c;
+
+	f->cfg.format_version = 1;
+	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+	append_drained(&f->wal, 1, 3, 100);
+	assert_int_equal(f->wal.stats.packed_writes, 0);
+	assert_int_equal(f->wal.segments[0].version, 1);
+	f->cfg.format_version = 0;
+	reopen(f);
+	replay(&f->wal, &c);
+	assert_int_equal(c.last, 3);
+	/* The version 1 segment stays unpacked until the log rolls over. */
+	uint32_t rollovers = 0;
+	for (uint64_t i = 4; i <= 60; i++) {
+		append_drained(&f->wal, i, i, 100);
+		if (f->wal.segments[f->wal.segment_count - 1].version == 1)
+			assert_int_equal(f->wal.stats.packed_writes, 0);
+		rollovers = (uint32_t)f->wal.stats.rollovers;
+	}
+	assert_true(rollovers > 0);
+	assert_int_equal(f->wal.segments[f->wal.segment_count - 1].version, WAL_FORMAT_VERSION);
+	assert_true(f->wal.stats.packed_writes > 0);
+	reopen(f);
+	replay(&f->wal, &c);
+	assert_int_equal(c.first, 1);
+	assert_int_equal(c.last, 60);
+	assert_int_equal(c.count, 60);
+	fixture_free(f);
+}
+
 /* The facade over the simulated disk, as the Raft simulator uses it: what
  * was reported durable (entries and hard state) survives a power cut. */
 static void test_storage_facade_over_simdisk_survives_a_crash(void **state)
@@ -584,6 +736,10 @@ int main(void)
 		cmocka_unit_test(test_wal_refuses_damage_to_the_newest_durable_batch_after_idle),
 		cmocka_unit_test(test_wal_eio_fails_loudly_and_stops_durability),
 		cmocka_unit_test(test_wal_full_is_reported_not_grown),
+		cmocka_unit_test(test_wal_packs_small_writes_behind_durable_ones),
+		cmocka_unit_test(test_wal_does_not_pack_behind_a_write_in_flight),
+		cmocka_unit_test(test_wal_torn_rewrite_of_the_tail_block_keeps_durable_records),
+		cmocka_unit_test(test_wal_reads_and_continues_an_old_format_log),
 		cmocka_unit_test(test_storage_facade_over_simdisk_survives_a_crash),
 	};
 

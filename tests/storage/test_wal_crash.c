@@ -75,7 +75,7 @@ static uint64_t seed_count = 2000;
 /* What the seeds exercised, printed at the end so a run shows its reach. */
 static struct {
 	uint64_t lives, failed_lives, torn_tails, truncations, compactions, flips_refused,
-		flips_recovered, durable_entries;
+		flips_recovered, durable_entries, packed_writes, old_format_lives;
 } tally;
 static const char *program = "test_wal_crash";
 
@@ -333,6 +333,9 @@ static void config_for_seed(struct run *r, struct simdisk_config *dc)
 	r->cfg.writes_inflight_max = (uint32_t)prng_range(&r->prng, 1, 8);
 	r->cfg.segment_count_max = 4096;
 	r->cfg.sync_mode = (enum wal_sync_mode)prng_below(&r->prng, 3);
+	/* One seed in four starts with the old format (no packing); its later
+	 * lives may open that log with the current one (an upgrade). */
+	r->cfg.format_version = prng_below(&r->prng, 4) == 0 ? WAL_FORMAT_VERSION_MIN : 0;
 }
 
 /* Returns true when the seed passes; fills r->why otherwise. */
@@ -368,6 +371,7 @@ static bool run_seed(struct run *r)
 					 prng_below(&r->prng, 2) ? EIO : ENOSPC);
 		}
 		tally.lives++;
+		tally.old_format_lives += r->cfg.format_version == WAL_FORMAT_VERSION_MIN;
 		if (workload(r) != 0) {
 			ok = false;
 			wal_close(&r->wal);
@@ -377,7 +381,10 @@ static bool run_seed(struct run *r)
 		tally.truncations += r->wal.stats.truncations;
 		tally.compactions += r->wal.stats.segments_dropped;
 		tally.durable_entries += r->durable;
+		tally.packed_writes += r->wal.stats.packed_writes;
 		wal_close(&r->wal);
+		if (r->cfg.format_version != 0 && prng_below(&r->prng, 2))
+			r->cfg.format_version = 0; /* the next life runs the current format */
 		simdisk_crash(r->disk);
 		simdisk_fail_clear(r->disk);
 		bool flipped = flip_seed && simdisk_flip_bit(r->disk, "wal-");
@@ -452,10 +459,17 @@ static void test_wal_crash_recovers_durable_prefix(void **state)
 	assert_int_equal(log_set_level("storage", LOG_LEVEL_INFO), 0);
 	printf("lives=%" PRIu64 " failed_by_eio=%" PRIu64 " torn_tails_cut=%" PRIu64
 	       " truncations=%" PRIu64 " segments_compacted=%" PRIu64 " flips_refused=%" PRIu64
-	       " flips_recovered=%" PRIu64 " durable_entries_checked=%" PRIu64 "\n",
+	       " flips_recovered=%" PRIu64 " durable_entries_checked=%" PRIu64
+	       " packed_writes=%" PRIu64 " old_format_lives=%" PRIu64 "\n",
 	       tally.lives, tally.failed_lives, tally.torn_tails, tally.truncations,
 	       tally.compactions, tally.flips_refused, tally.flips_recovered,
-	       tally.durable_entries);
+	       tally.durable_entries, tally.packed_writes, tally.old_format_lives);
+	/* The runs must have packed, and started from the old format too, or
+	 * they prove nothing about either. */
+	if (seed_count >= 100) {
+		assert_true(tally.packed_writes > 0);
+		assert_true(tally.old_format_lives > 0);
+	}
 	hasp_free(r->versions);
 	hasp_free(r);
 	assert_int_equal(failures, 0);

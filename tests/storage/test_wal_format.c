@@ -68,7 +68,7 @@ static void test_segment_header_round_trips_and_rejects_damage(void **state)
 {
 	(void)state;
 	uint8_t buf[WAL_SEGMENT_HEADER_SIZE];
-	struct wal_segment_header h = { 3, 1000, 64 * 4096, 4096, 1 }, out;
+	struct wal_segment_header h = { 3, 1000, 64 * 4096, 4096, WAL_FORMAT_VERSION }, out;
 
 	wal_segment_header_encode(buf, &h);
 	assert_int_equal(wal_segment_header_decode(buf, &out), 0);
@@ -80,9 +80,13 @@ static void test_segment_header_round_trips_and_rejects_damage(void **state)
 	assert_int_equal(wal_segment_header_decode(buf, &out), -HASP_ECORRUPT);
 	memset(buf, 0, sizeof(buf));
 	assert_int_equal(wal_segment_header_decode(buf, &out), -HASP_EMAGIC);
-	/* A future version with a valid checksum is refused as a version. */
+	/* The old version (no packing) is still read. */
+	h.version = WAL_FORMAT_VERSION_MIN;
 	wal_segment_header_encode(buf, &h);
-	put_u16le(buf + 8, 2);
+	assert_int_equal(wal_segment_header_decode(buf, &out), 0);
+	assert_int_equal(out.version, 1);
+	/* A future version with a valid checksum is refused as a version. */
+	put_u16le(buf + 8, WAL_FORMAT_VERSION + 1);
 	put_u32le(buf + 60, crc32c(buf, 60));
 	assert_int_equal(wal_segment_header_decode(buf, &out), -HASP_EVERSION);
 }
@@ -117,7 +121,7 @@ static uint64_t build_batch(uint8_t *image, uint64_t first, uint32_t count, uint
 	}
 	b.records_size = at - WAL_BATCH_HEADER_SIZE;
 	wal_batch_header_encode(image, &b);
-	return wal_block_round_up(at);
+	return at;
 }
 
 static void test_scan_batch_accepts_whole_batches_only(void **state)
@@ -128,12 +132,26 @@ static void test_scan_batch_accepts_whole_batches_only(void **state)
 	uint64_t expected = 10, next, first = 1;
 
 	memset(image, 0, sizeof(image));
-	assert_int_equal(build_batch(image, 10, 5, 1), 4096);
+	uint64_t end = build_batch(image, 10, 5, 1);
+	assert_int_equal(end, WAL_BATCH_HEADER_SIZE + 5 * wal_record_size(3));
 	assert_int_equal(wal_scan_batch(image, sizeof(image), 0, 1, &first, &expected, &b, &next, NULL,
 					NULL),
 			 0);
 	assert_int_equal(expected, 15);
-	assert_int_equal(next, 4096);
+	assert_int_equal(next, end);
+	/* Zeros to the block end: the next batch would start on the next block. */
+	assert_int_equal(wal_scan_skip_padding(image, sizeof(image), end), 4096);
+	/* A packed batch right after it (format version 2) is read in place. */
+	uint64_t end2 = end + build_batch(image + end, 15, 2, 1);
+	assert_int_equal(wal_scan_skip_padding(image, sizeof(image), end), end);
+	assert_int_equal(wal_scan_batch(image, sizeof(image), end, 1, &first, &expected, &b, &next,
+					NULL, NULL),
+			 0);
+	assert_int_equal(expected, 17);
+	assert_int_equal(next, end2);
+	assert_int_equal(wal_scan_skip_padding(image, sizeof(image), end2), 4096);
+	memset(image + end, 0, end2 - end);
+	expected = 10;
 	/* The next block is zero: no batch. */
 	assert_int_equal(wal_scan_batch(image, sizeof(image), 4096, 1, &first, &expected, &b, &next,
 					NULL, NULL),

@@ -83,7 +83,10 @@ static void test_waldump_prints_a_good_directory(void **state)
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 0);
 	printf("%s", out);
 	assert_non_null(strstr(out, "segment wal-0000000000000001.seg seq=1 first_index=1"));
-	assert_non_null(strstr(out, "record offset=12336 index=2 term=1 type=4 length=100"));
+	/* Packed (format version 2): entry 1's batch at 4096 (48 + 136 bytes),
+	 * its idle watermark batch (48), then entry 2's batch at 4328. */
+	assert_non_null(strstr(out, "batch wal-0000000000000001.seg offset=4328 first_index=2"));
+	assert_non_null(strstr(out, "record offset=4376 index=2 term=1 type=4 length=100"));
 	assert_non_null(strstr(out, "wal: first_index=1 last_index=5"));
 	assert_non_null(strstr(out, "status=clean"));
 	assert_non_null(strstr(out, "records=0 bytes=0 watermark=5")); /* the idle watermark */
@@ -104,27 +107,28 @@ static void test_waldump_names_file_and_offset_of_corruption_and_repairs(void **
 
 	assert_non_null(mkdtemp(dir));
 	build_dir(dir);
-	/* Flip one payload byte of entry 2 (its batch is at 12288; each entry
-	 * was drained, so an idle watermark batch follows each): later batches
-	 * prove entry 2 was durable, so this is corruption, not a torn write. */
+	/* Flip one payload byte of entry 2 (its batch is at 4328, packed in
+	 * block 1; each entry was drained, so an idle watermark batch follows
+	 * each): later batches prove entry 2 was durable, so this is
+	 * corruption, not a torn write. */
 	snprintf(path, sizeof(path), "%s/wal-0000000000000001.seg", dir);
 	int fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
 	uint8_t b;
-	assert_int_equal(pread(fd, &b, 1, 12288 + 48 + 32 + 10), 1);
+	assert_int_equal(pread(fd, &b, 1, 4328 + 48 + 32 + 10), 1);
 	b ^= 0x10;
-	assert_int_equal(pwrite(fd, &b, 1, 12288 + 48 + 32 + 10), 1);
+	assert_int_equal(pwrite(fd, &b, 1, 4328 + 48 + 32 + 10), 1);
 	close(fd);
 
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 2);
 	printf("%s", out);
-	assert_non_null(strstr(out, "CORRUPT file=wal-0000000000000001.seg offset=12288"));
-	assert_non_null(strstr(out, "--truncate-at wal-0000000000000001.seg 12288"));
+	assert_non_null(strstr(out, "CORRUPT file=wal-0000000000000001.seg offset=4328"));
+	assert_non_null(strstr(out, "--truncate-at wal-0000000000000001.seg 4328"));
 
 	struct storage_config cfg = { .dir = dir, .segment_size = 256 << 10 };
 	assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
 
-	snprintf(args, sizeof(args), "--truncate-at wal-0000000000000001.seg 12288 %s", dir);
+	snprintf(args, sizeof(args), "--truncate-at wal-0000000000000001.seg 4328 %s", dir);
 	assert_int_equal(run_tool(args, out, sizeof(out)), 0);
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "last_index=1 "));
@@ -146,10 +150,12 @@ static void test_waldump_names_file_and_offset_of_corruption_and_repairs(void **
 
 static void test_waldump_reports_a_cut_segment_and_repairs(void **state)
 {
-	/* A segment cut short (preallocated to 256 KiB, now 20 KiB, in the
-	 * middle of entry 4's batch): the node refuses, the tool names the
-	 * file and suggests the cut at the end of what remains, and after the
-	 * repair (which gives the file its size back) the node starts. */
+	/* A segment cut short (preallocated to 256 KiB, now 4796 bytes, in the
+	 * middle of entry 4's packed batch at 4792): the node refuses, the tool
+	 * names the file and suggests the cut at the end of what remains
+	 * (inside the block), and after the repair (which gives the file its
+	 * size back and keeps the block's bytes before the cut) the node
+	 * starts. */
 	(void)state;
 	char dir[] = "/tmp/hasp-waldump-test-XXXXXX";
 	char path[256], args[512];
@@ -161,17 +167,17 @@ static void test_waldump_reports_a_cut_segment_and_repairs(void **state)
 	assert_non_null(mkdtemp(dir));
 	build_dir(dir);
 	snprintf(path, sizeof(path), "%s/wal-0000000000000001.seg", dir);
-	assert_int_equal(truncate(path, 20480 + 100), 0);
+	assert_int_equal(truncate(path, 4796), 0);
 	assert_int_equal(storage_open(&s, &cfg, &hs), -HASP_ECORRUPT);
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 2);
 	printf("%s", out);
-	assert_non_null(strstr(out, "LOST file=wal-0000000000000001.seg offset=20580: segment "
+	assert_non_null(strstr(out, "LOST file=wal-0000000000000001.seg offset=4796: segment "
 				    "shorter than its preallocated size"));
 	const char *cut = strstr(out, "--truncate-at wal-0000000000000001.seg ");
 	assert_non_null(cut);
 	unsigned long long offset = strtoull(cut + strlen("--truncate-at wal-0000000000000001.seg "),
 					     NULL, 10);
-	assert_true(offset >= 4096 && offset <= 20480 && offset % 4096 == 0);
+	assert_int_equal(offset, 4792);
 
 	snprintf(args, sizeof(args), "--truncate-at wal-0000000000000001.seg %llu %s", offset, dir);
 	assert_int_equal(run_tool(args, out, sizeof(out)), 0);
@@ -180,7 +186,7 @@ static void test_waldump_reports_a_cut_segment_and_repairs(void **state)
 	assert_int_equal(st.st_size, 256 << 10);
 	assert_int_equal(run_tool(dir, out, sizeof(out)), 0);
 	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
-	assert_true(wal_last_index(&s.wal) >= 1 && wal_last_index(&s.wal) < 5);
+	assert_int_equal(wal_last_index(&s.wal), 3);
 	assert_int_equal(hs.term, 3);
 	storage_close(&s);
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
