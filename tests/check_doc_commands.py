@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 root, progs = sys.argv[1], {"hasp": sys.argv[2], "haspctl": sys.argv[3]}
-GLOBAL_VALUED = {"--cluster", "--timeout", "--socket", "--addr", "--nodes", "--config"}
+GLOBAL_VALUED = {"--cluster", "--timeout", "--socket", "--addr", "--nodes", "--config", "--admin-key"}
 GLOBAL_FLAGS = {"--json", "--dry-run"}
 PLACEHOLDER = re.compile(r"[<>\[\]|]|\.\.\.|\$\(")
 ENV = dict(os.environ, HASP_CLUSTER="10.0.0.1:7000", HASP_ADMIN="/nonexistent/admin.sock")
