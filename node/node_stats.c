@@ -46,6 +46,8 @@
 	X(watch_rate_limited) \
 	X(watch_coalesced) \
 	X(watch_full) \
+	X(watch_events_sent) \
+	X(watch_dropped) \
 	X(session_table_full) \
 	X(sessions_pruned) \
 	X(snapshots_taken) \
