@@ -31,6 +31,7 @@
 #include "node/node_hist.h"
 #include "node/peer_auth.h"
 #include "node/snap_fork.h"
+#include "node/watch_index.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
 #include "locks/locks.h"
@@ -90,6 +91,8 @@ struct node_stats {
 	uint64_t watch_rate_limited;   /* watch events held back by the token bucket */
 	uint64_t watch_coalesced;      /* held-back events replaced by a newer one */
 	uint64_t watch_full;           /* WATCH refused: table full (FULL) */
+	uint64_t watch_events_sent;    /* watch events pushed (at once or from the held FIFO) */
+	uint64_t watch_dropped;        /* held watch events discarded (step-down, UNWATCH, session end) */
 	uint64_t session_table_full;   /* session address not remembered */
 	uint64_t sessions_pruned;      /* addresses dropped after InstallSnapshot (session gone) */
 	uint64_t snapshots_taken;
@@ -172,23 +175,7 @@ struct node_session {
 	uint32_t last_event_sub;
 	uint32_t ip;
 	uint16_t port;
-};
-
-/* A watch (node-local, leader only) and its held-back event. */
-struct node_watch {
-	uint64_t session_id; /* 0: free */
-	bool prefix;
-	bool held;           /* an event waits for a token */
-	uint8_t name_len;
-	uint8_t held_type;
-	uint8_t held_name_len;
-	uint64_t held_revision;
-	uint64_t held_index; /* the held event's identity */
-	uint32_t held_sub;
-	bool held_gap;       /* the held event replaced another: the watcher missed one */
-	bool missed;         /* the node stopped leading since: events were not sent */
-	uint8_t name[HASP_NAME_SIZE_MAX];
-	uint8_t held_name[HASP_NAME_SIZE_MAX];
+	uint32_t watch_head; /* its watches (node/watch_index.h), or WATCH_NONE */
 };
 
 struct node;
@@ -263,8 +250,7 @@ struct node {
 	struct node_session *sessions; /* power of two */
 	uint32_t sessions_mask;
 
-	struct node_watch *watches;
-	uint32_t watch_count;
+	struct watch_index watches; /* node/watch_index.h */
 	double watch_tokens;
 	uint64_t watch_refill_ns;
 

@@ -781,7 +781,7 @@ static void publish(struct node_admin *na)
 		.applied_index = n->applied,
 		.proposals_pending = n->role == RAFT_LEADER && last > n->raft.commit ? last - n->raft.commit : 0,
 		.locks_held = lc.locks, .leases = lc.leases, .waiters = lc.waiters,
-		.watchers = n->watch_count, .sessions = lc.sessions,
+		.watchers = n->watches.count, .sessions = lc.sessions,
 	};
 	node_metrics_sync(&na->nm, &ns, n->leader_id);
 	node_metrics_replies(&na->nm, n);
@@ -798,6 +798,14 @@ static void publish(struct node_admin *na)
 	metric_set(m->snapshot_failing, (int64_t)n->snap_fail_streak);
 	metric_set(m->snapshot_last_error, n->snap_fail_streak > 0 ? -(int64_t)n->snap_fail_error : 0);
 	metric_set(m->requests[0], (int64_t)s->client_rx);
+	/* The node (and so every watch event) runs on lcore 0; the other
+	 * lcores only receive (docs/PERFORMANCE.md "Watch fan-out"). */
+	metric_set(m->watch_events[0][NODE_WATCH_SENT], (int64_t)s->watch_events_sent);
+	metric_set(m->watch_events[0][NODE_WATCH_DEFERRED], (int64_t)s->watch_rate_limited);
+	metric_set(m->watch_events[0][NODE_WATCH_COALESCED], (int64_t)s->watch_coalesced);
+	metric_set(m->watch_events[0][NODE_WATCH_DROPPED], (int64_t)s->watch_dropped);
+	metric_set(m->watch_capacity, (int64_t)n->watches.capacity);
+	metric_set(m->watch_bytes_per_watch, (int64_t)watch_index_bytes_per_watch(&n->watches));
 
 	/* Drops by reason: node counters plus the dataplane's. */
 	const struct dp_stats *d = &na->dp;

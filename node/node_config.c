@@ -55,7 +55,7 @@ void node_config_default(struct node_config *cfg)
 	cfg->snapshot_threshold = 2048;
 	cfg->snapshot_trailing = 512;
 	cfg->snapshots_kept = 2;
-	cfg->watches_max = 1024;
+	cfg->watches_max = 131072;
 	cfg->watches_per_session_max = 64;
 	cfg->watch_rate = 100000;
 	cfg->watch_burst = 1000;

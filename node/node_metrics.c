@@ -51,6 +51,12 @@ const char *control_drop_reason_name(enum control_drop_reason reason)
 	return drop_names[reason];
 }
 
+static const char *const watch_outcome_names[NODE_WATCH_OUTCOMES] = {
+#define NODE_WATCH_NAME(name, text) text,
+	NODE_WATCH_OUTCOME_TABLE(NODE_WATCH_NAME)
+#undef NODE_WATCH_NAME
+};
+
 #define G(field, name, help) ok &= (nm->field = metrics_gauge(m, name, help, NULL, 0)) != NULL
 #define C(field, name, help) ok &= (nm->field = metrics_counter(m, name, help, NULL, 0)) != NULL
 
@@ -85,6 +91,9 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 	C(notifications_sent, "hasp_notifications_sent_total", "Events pushed to waiters and watchers.");
 	C(notifications_rate_limited, "hasp_notifications_rate_limited_total",
 	  "Watch events held back or coalesced by the rate limit.");
+	G(watch_capacity, "hasp_watch_capacity", "Watches this node can hold (watches_max, reserved at start).");
+	G(watch_bytes_per_watch, "hasp_watch_bytes_per_watch",
+	  "Bytes reserved per watch of capacity (registry entry and index share).");
 	C(snapshots, "hasp_snapshots_total", "Snapshots taken or installed.");
 	C(snapshot_failures, "hasp_snapshot_failures_total", "Snapshot saves that failed (ENOSPC, EIO).");
 	G(snapshot_failing, "hasp_snapshot_failing", "Snapshot saves failed in a row (0: the last one worked).");
@@ -111,6 +120,14 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 			nm->dropped[l][r] = metrics_counter(m, "hasp_packets_dropped_total",
 							    "Packets dropped, per lcore and reason.", two, 2);
 			ok &= nm->dropped[l][r] != NULL;
+		}
+		for (uint32_t o = 0; o < NODE_WATCH_OUTCOMES && ok; o++) {
+			struct metrics_label two[] = { { "lcore", lc }, { "outcome", watch_outcome_names[o] } };
+			nm->watch_events[l][o] = metrics_counter(m, "hasp_watch_events_total",
+								 "Watch events by outcome, per lcore (sent, deferred "
+								 "by the rate limit, coalesced, dropped while held).",
+								 two, 2);
+			ok &= nm->watch_events[l][o] != NULL;
 		}
 	}
 	return ok ? 0 : -HASP_EFULL;

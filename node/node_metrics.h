@@ -59,6 +59,22 @@ struct control_node_state {
 	uint64_t sessions;
 };
 
+/* Outcomes of a watch event (hasp_watch_events_total{outcome}): pushed,
+ * held back by the rate limit, replaced while held, discarded while held
+ * (step-down, UNWATCH, the session's end). */
+#define NODE_WATCH_OUTCOME_TABLE(X) \
+	X(NODE_WATCH_SENT, "sent") \
+	X(NODE_WATCH_DEFERRED, "deferred") \
+	X(NODE_WATCH_COALESCED, "coalesced") \
+	X(NODE_WATCH_DROPPED, "dropped")
+
+enum node_watch_outcome {
+#define NODE_WATCH_ENUM(name, text) name,
+	NODE_WATCH_OUTCOME_TABLE(NODE_WATCH_ENUM)
+#undef NODE_WATCH_ENUM
+	NODE_WATCH_OUTCOMES
+};
+
 struct node_metrics {
 	struct metrics *m;
 	uint32_t lcore_count;
@@ -75,11 +91,13 @@ struct node_metrics {
 	struct metric *notifications_sent, *notifications_rate_limited, *snapshots;
 	struct metric *snapshot_failures, *snapshot_failing, *snapshot_last_error;
 	struct metric *leader_file_errors, *build_info;
+	struct metric *watch_capacity, *watch_bytes_per_watch;
 	/* histograms */
 	struct metric *wal_fsync, *batch_size;
 	/* per lcore */
 	struct metric *requests[NODE_METRICS_LCORES_MAX];
 	struct metric *dropped[NODE_METRICS_LCORES_MAX][NODE_DROP_COUNT];
+	struct metric *watch_events[NODE_METRICS_LCORES_MAX][NODE_WATCH_OUTCOMES];
 	/* per peer (registered on first use) */
 	uint32_t peer_ids[CONTROL_MEMBERS_MAX];
 	struct metric *peer_rtt[CONTROL_MEMBERS_MAX];

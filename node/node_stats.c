@@ -54,6 +54,8 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(watch_rate_limited) \
 	X(watch_coalesced) \
 	X(watch_full) \
+	X(watch_events_sent) \
+	X(watch_dropped) \
 	X(session_table_full) \
 	X(sessions_pruned) \
 	X(snapshots_taken) \

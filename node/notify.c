@@ -16,8 +16,11 @@
  * state), marked so that the client reports the gap. Held events go out
  * from node_work() as tokens refill.
  *
- * Watches are a node-local table scanned per event (O(watches)); v1 sizes
- * it with watches_max. A leader change drops them: the client library
+ * Watches are node-local, in the registry of node/watch_index.c (capacity
+ * watches_max, allocated at start): an event costs its matching watchers
+ * (one lookup by name, one per prefix length in use), a session's end
+ * costs its own watches, and held events wait on a FIFO, so nothing here
+ * scans every watch. A new leader has none of them: the client library
  * re-registers its watches when it opens a new session or a new leader
  * answers, and a watcher re-reads on a gap (libhasp's RESYNC event).
  */
@@ -38,30 +41,23 @@ int notify_init(struct node *n)
 		size <<= 1;
 	n->sessions = hasp_calloc(size, sizeof(*n->sessions));
 	n->sessions_mask = size - 1;
-	n->watches = hasp_calloc(n->cfg.watches_max, sizeof(*n->watches));
-	if (n->sessions == NULL || n->watches == NULL)
+	if (n->sessions == NULL)
 		return -HASP_ENOMEM;
+	/* Keyed per node: watch names are client input. */
+	int rc = watch_index_init(&n->watches, n->cfg.watches_max, prng_next(&n->prng));
+	if (rc != 0)
+		return rc;
 	/* Open addressing needs a power of two kept at most half full. */
 	HASP_ASSERT((size & (size - 1)) == 0 && size >= want);
-	HASP_ASSERT(n->watch_count == 0);
+	HASP_ASSERT(n->watches.count == 0);
 	return 0;
-}
-
-/* The watch count is the number of used watch slots (O(watches_max)). */
-static bool watch_count_ok(const struct node *n)
-{
-	uint32_t used = 0;
-	for (uint32_t w = 0; w < n->cfg.watches_max; w++)
-		used += n->watches[w].session_id != 0;
-	return used == n->watch_count;
 }
 
 void notify_deinit(struct node *n)
 {
 	hasp_free(n->sessions);
-	hasp_free(n->watches);
 	n->sessions = NULL;
-	n->watches = NULL;
+	watch_index_deinit(&n->watches);
 }
 
 static uint32_t session_hash(uint64_t id)
@@ -105,6 +101,7 @@ void notify_session_seen(struct node *n, uint64_t id, uint32_t ip, uint16_t port
 		s->id = id;
 		s->last_event_index = 0;
 		s->last_event_sub = 0;
+		s->watch_head = WATCH_NONE;
 	}
 	HASP_ASSERT(s->id == id);
 	s->ip = ip;
@@ -117,6 +114,8 @@ void notify_session_end(struct node *n, uint64_t id)
 	struct node_session *s = session_find(n, id);
 	if (s == NULL)
 		return;
+	/* Its watches go with it (and their held events). */
+	n->stats.watch_dropped += watch_index_remove_session(&n->watches, &s->watch_head);
 	uint32_t i = (uint32_t)(s - n->sessions);
 	n->sessions[i].id = 0;
 	for (uint32_t j = (i + 1) & n->sessions_mask; n->sessions[j].id != 0;
@@ -130,14 +129,7 @@ void notify_session_end(struct node *n, uint64_t id)
 			i = j;
 		}
 	}
-	for (uint32_t w = 0; w < n->cfg.watches_max; w++)
-		if (n->watches[w].session_id == id) {
-			HASP_ASSERT(n->watch_count > 0);
-			n->watches[w].session_id = 0;
-			n->watch_count--;
-		}
 	HASP_DASSERT(session_find(n, id) == NULL);
-	HASP_DASSERT(watch_count_ok(n));
 }
 
 void notify_sessions_prune(struct node *n)
@@ -170,18 +162,18 @@ struct push {
 /* Sends one EVENT to the session's address, chained to the last event sent
  * there (docs/PROTOCOL.md "Event identity"). The same event is sent to a
  * session once even when several of its waits and watches match it. */
-static void push_event(struct node *n, uint64_t session_id, const struct push *e)
+static bool push_event(struct node *n, uint64_t session_id, const struct push *e)
 {
 	/* Every event has an identity: the index of an applied command. */
 	HASP_ASSERT(e->index != 0 && e->index <= n->applied);
 	struct node_session *s = session_find(n, session_id);
 	if (s == NULL) {
 		n->stats.events_no_address++;
-		return;
+		return false;
 	}
 	if (s->last_event_index == e->index && s->last_event_sub == e->sub) {
 		n->stats.events_deduplicated++;
-		return;
+		return false;
 	}
 	/* With authentication an event is sealed with its session's key, like
 	 * a reply; a session the node cannot key (ended, identity removed)
@@ -192,7 +184,7 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 		key = client_auth_session_key(&n->client_auth, &n->sm, session_id, &who);
 		if (key == NULL) {
 			n->stats.events_no_address++;
-			return;
+			return false;
 		}
 	}
 	uint8_t type = e->type;
@@ -222,7 +214,7 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 	int size = hasp_wire_encode(&msg, buf, sizeof(buf));
 	if (size <= 0)
-		return;
+		return false;
 	if (key != NULL)
 		hasp_wire_seal(key, buf, (size_t)size);
 	n->loop.client_send(n, s->ip, s->port, buf, (size_t)size);
@@ -230,13 +222,7 @@ static void push_event(struct node *n, uint64_t session_id, const struct push *e
 	s->last_event_sub = e->sub;
 	n->stats.events_pushed++;
 	HASP_ASSERT(s->id == session_id);
-}
-
-static bool watch_matches(const struct node_watch *w, const uint8_t *name, uint8_t len)
-{
-	if (w->prefix)
-		return len >= w->name_len && memcmp(name, w->name, w->name_len) == 0;
-	return len == w->name_len && memcmp(name, w->name, len) == 0;
+	return true;
 }
 
 static void refill(struct node *n)
@@ -250,38 +236,62 @@ static void refill(struct node *n)
 	HASP_ASSERT(n->watch_tokens >= 0.0 && n->watch_tokens <= n->cfg.watch_burst);
 }
 
-static void watch_event(struct node *n, struct node_watch *w, const struct push *e)
+/* A watch missed events when the node stopped leading since it was last
+ * told something (or registered): its epoch is an older one. */
+static bool watch_missed(const struct watch_index *x, const struct watch *w)
 {
+	return w->epoch != x->epoch;
+}
+
+static void watch_push(struct node *n, struct watch *w, const struct push *e)
+{
+	w->epoch = n->watches.epoch;
+	if (push_event(n, w->session_id, e))
+		n->stats.watch_events_sent++;
+}
+
+struct watch_visit {
+	struct node *n;
+	const struct push *e;
+};
+
+/* One event for watch i (watch_visit_fn): sent while tokens last, else
+ * held, replacing an event already held (coalescing). */
+static void watch_event(void *arg, struct watch_index *x, uint32_t i)
+{
+	const struct watch_visit *v = arg;
+	struct node *n = v->n;
+	const struct push *e = v->e;
+	struct watch *w = &x->w[i];
 	HASP_ASSERT(w->session_id != 0);
 	HASP_ASSERT(e->name_len <= sizeof(w->held_name));
-	if (!w->held && n->watch_tokens >= 1.0) {
+	if (!w->queued && n->watch_tokens >= 1.0) {
 		n->watch_tokens -= 1.0;
 		struct push p = *e;
-		p.after_gap = p.after_gap || w->missed;
-		w->missed = false;
-		push_event(n, w->session_id, &p);
+		p.after_gap = p.after_gap || watch_missed(x, w);
+		watch_push(n, w, &p);
 		return;
 	}
 	n->stats.watch_rate_limited++;
-	if (w->missed) {
+	if (watch_missed(x, w)) {
 		w->held_gap = true;
-		w->missed = false;
+		w->epoch = x->epoch;
 	}
-	if (w->held) {
+	if (w->queued) {
 		/* One slot per watch: the newer event replaces the held one,
 		 * and the watcher is told it missed something (a RESYNC in
 		 * libhasp) rather than losing it silently. */
 		n->stats.watch_coalesced++;
 		w->held_gap = true;
 	}
-	w->held = true;
 	w->held_type = e->type;
 	w->held_revision = e->revision;
 	w->held_index = e->index;
 	w->held_sub = e->sub;
 	w->held_name_len = e->name_len;
 	memcpy(w->held_name, e->name, e->name_len);
-	HASP_ASSERT(w->held);
+	watch_index_hold(x, i);
+	HASP_ASSERT(w->queued);
 }
 
 void notify_events(struct node *n, uint64_t index, const struct locks_event *ev, uint32_t count)
@@ -308,12 +318,8 @@ void notify_events(struct node *n, uint64_t index, const struct locks_event *ev,
 			g.ttl_ms = ev[i].ttl_ms;
 			push_event(n, ev[i].session_id, &g);
 		}
-		if (n->watch_count == 0)
-			continue;
-		for (uint32_t w = 0; w < n->cfg.watches_max; w++)
-			if (n->watches[w].session_id != 0 &&
-			    watch_matches(&n->watches[w], ev[i].name, ev[i].name_len))
-				watch_event(n, &n->watches[w], &e);
+		struct watch_visit v = { n, &e };
+		watch_index_match(&n->watches, ev[i].name, ev[i].name_len, watch_event, &v);
 	}
 }
 
@@ -321,76 +327,68 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 			      bool add)
 {
 	bool prefix = (w->flags & HASP_WIRE_WATCH_PREFIX) != 0;
-	struct node_watch *free_slot = NULL;
-	uint32_t session_watches = 0;
+	struct watch_index *x = &n->watches;
 
 	/* The wire decoder bounds names (hasp_wire_decode_request). */
 	HASP_ASSERT(w->name.size <= HASP_NAME_SIZE_MAX);
 
 	if (session_id == 0)
 		return HASP_STATUS_SESSION_EXPIRED;
-	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
-		struct node_watch *x = &n->watches[i];
-		if (x->session_id == 0) {
-			if (free_slot == NULL)
-				free_slot = x;
-			continue;
+	/* A session's watches hang off its address entry: one the node could
+	 * not remember (session_table_full) cannot watch. */
+	struct node_session *s = session_find(n, session_id);
+	if (s == NULL) {
+		n->stats.watch_full++;
+		return HASP_STATUS_FULL;
+	}
+	uint8_t len = (uint8_t)w->name.size;
+	uint32_t i = watch_index_session_find(x, s->watch_head, w->name.data, len, prefix);
+	if (i != WATCH_NONE) {
+		if (add) {
+			/* Registered again: the client re-reads itself. */
+			x->w[i].epoch = x->epoch;
+		} else {
+			n->stats.watch_dropped += x->w[i].queued;
+			watch_index_remove(x, &s->watch_head, i);
 		}
-		session_watches += x->session_id == session_id;
-		if (x->session_id == session_id && x->prefix == prefix && x->name_len == w->name.size &&
-		    memcmp(x->name, w->name.data, w->name.size) == 0) {
-			x->missed = false; /* registered again: the client re-reads itself */
-			if (!add) {
-				x->session_id = 0;
-				n->watch_count--;
-			}
-			return HASP_STATUS_OK;
-		}
+		return HASP_STATUS_OK;
 	}
 	if (!add)
 		return HASP_STATUS_NOT_FOUND;
 	/* Bounded per session too, so that one client cannot take every
 	 * watch of the node. */
-	if (free_slot == NULL || session_watches >= n->cfg.watches_per_session_max) {
+	if (x->count >= x->capacity ||
+	    watch_index_session_count(x, s->watch_head) >= n->cfg.watches_per_session_max) {
 		n->stats.watch_full++;
 		return HASP_STATUS_FULL;
 	}
-	memset(free_slot, 0, sizeof(*free_slot));
-	free_slot->session_id = session_id;
-	free_slot->prefix = prefix;
-	free_slot->name_len = (uint8_t)w->name.size;
-	memcpy(free_slot->name, w->name.data, w->name.size);
-	n->watch_count++;
-	HASP_ASSERT(n->watch_count <= n->cfg.watches_max);
-	HASP_DASSERT(watch_count_ok(n));
+	i = watch_index_add(x, &s->watch_head, session_id, w->name.data, len, prefix);
+	HASP_ASSERT(i != WATCH_NONE);
 	return HASP_STATUS_OK;
 }
 
 bool notify_flush(struct node *n, uint64_t *deadline_ns)
 {
-	bool did = false, held = false;
+	bool did = false;
+	struct watch_index *x = &n->watches;
 	HASP_ASSERT(deadline_ns != NULL);
-	if (n->watch_count == 0)
+	if (x->held_count == 0)
 		return false;
 	refill(n);
-	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
-		struct node_watch *w = &n->watches[i];
-		if (w->session_id == 0 || !w->held)
-			continue;
-		if (n->watch_tokens < 1.0) {
-			held = true;
-			break;
-		}
+	/* Oldest held first. */
+	uint32_t i;
+	while ((i = watch_index_held_first(x)) != WATCH_NONE && n->watch_tokens >= 1.0) {
+		struct watch *w = &x->w[i];
 		n->watch_tokens -= 1.0;
-		w->held = false;
+		watch_index_unhold(x, i);
 		struct push e = { .index = w->held_index, .sub = w->held_sub, .type = w->held_type,
 				  .name_len = w->held_name_len, .revision = w->held_revision,
 				  .name = w->held_name, .after_gap = w->held_gap };
 		w->held_gap = false;
-		push_event(n, w->session_id, &e);
+		watch_push(n, w, &e);
 		did = true;
 	}
-	if (held) {
+	if (x->held_count > 0) {
 		uint64_t at = n->now_ns + 1000000000ull / n->cfg.watch_rate + 1;
 		if (at < *deadline_ns)
 			*deadline_ns = at;
@@ -401,23 +399,22 @@ bool notify_flush(struct node *n, uint64_t *deadline_ns)
 
 void notify_clear(struct node *n)
 {
-	if (n->watches == NULL)
+	struct watch_index *x = &n->watches;
+	if (x->w == NULL)
 		return;
 	/* The watches stay: a client whose node leads again without another
 	 * leader in between (a flapping election: same node, next term)
 	 * sees no new leader and would not register them again. What was
 	 * applied while this node did not lead was not pushed, so the next
 	 * event of each watch carries the gap marker (libhasp: RESYNC),
-	 * unless the client registers the watch again first. A held event
-	 * is dropped the same way. Watches of ended sessions go with them
-	 * (notify_session_end). */
-	for (uint32_t i = 0; i < n->cfg.watches_max; i++) {
-		struct node_watch *w = &n->watches[i];
-		if (w->session_id == 0)
-			continue;
-		w->missed = true;
-		w->held = false;
-		w->held_gap = false;
+	 * unless the client registers the watch again first: a new epoch
+	 * marks every watch at once. A held event is dropped the same way.
+	 * Watches of ended sessions go with them (notify_session_end). */
+	watch_index_new_epoch(x);
+	uint32_t i;
+	while ((i = watch_index_held_first(x)) != WATCH_NONE) {
+		x->w[i].held_gap = false;
+		watch_index_unhold(x, i);
+		n->stats.watch_dropped++;
 	}
-	HASP_DASSERT(watch_count_ok(n));
 }

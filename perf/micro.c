@@ -22,6 +22,7 @@
 #include "common/crc32c.h"
 #include "hasp/wire.h"
 #include "locks/locks.h"
+#include "node/watch_index.h"
 #include "perf/raft_group.h"
 #include "storage/wal_format.h"
 
@@ -203,6 +204,69 @@ MEASURE static void micro_measure_crc32c_4k(uint64_t n)
 	}
 }
 
+/* ---- watch fan-out (node/watch_index.c) ---- */
+
+/* 100,000 watches: 10,000 sessions with a shared lock, a shared prefix and
+ * eight names of their own (as tests/node/test_watch_index.c). */
+enum { WATCH_SESSIONS = 10000, WATCH_PER = 10 };
+static struct watch_index watches;
+
+static void setup_watches(void)
+{
+	if (watch_index_init(&watches, WATCH_SESSIONS * WATCH_PER, 99) != 0)
+		exit(1);
+	for (uint32_t s = 0; s < WATCH_SESSIONS; s++) {
+		uint32_t head = WATCH_NONE;
+		char name[32];
+		if (watch_index_add(&watches, &head, s + 1, (const uint8_t *)"lock/hot", 8, false) == WATCH_NONE ||
+		    watch_index_add(&watches, &head, s + 1, (const uint8_t *)"jobs/", 5, true) == WATCH_NONE)
+			exit(1);
+		for (uint32_t k = 0; k < WATCH_PER - 2; k++) {
+			int len = snprintf(name, sizeof(name), "own/%u/%u", s, k);
+			if (watch_index_add(&watches, &head, s + 1, (const uint8_t *)name, (uint8_t)len,
+					    k == 0) == WATCH_NONE)
+				exit(1);
+		}
+	}
+}
+
+static void watch_visit(void *arg, struct watch_index *x, uint32_t i)
+{
+	(void)arg;
+	sink += x->w[i].session_id;
+}
+
+/* An event on a name one watch matches, among 100,000. */
+MEASURE static void micro_measure_watch_match_one(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		watch_index_match(&watches, (const uint8_t *)"own/7/3", 7, watch_visit, NULL);
+}
+
+/* An event on the lock 10,000 of the 100,000 watch (per event). */
+MEASURE static void micro_measure_watch_match_10k(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		watch_index_match(&watches, (const uint8_t *)"lock/hot", 8, watch_visit, NULL);
+}
+
+/* What one event cost before the index: notify.c scanned every watch and
+ * compared its name (kept here as the reference the index is measured
+ * against). */
+MEASURE static void micro_measure_watch_scan_100k(uint64_t n)
+{
+	static const uint8_t name[] = "own/7/3";
+	for (uint64_t i = 0; i < n; i++)
+		for (uint32_t k = 0; k < watches.capacity; k++) {
+			const struct watch *w = &watches.w[k];
+			uint8_t len = sizeof(name) - 1;
+			bool match = w->prefix ? len >= w->name_len && memcmp(name, w->name, w->name_len) == 0
+					       : len == w->name_len && memcmp(name, w->name, len) == 0;
+			if (w->session_id != 0 && match)
+				sink += w->session_id;
+		}
+}
+
 struct micro_case {
 	const char *name;
 	void (*setup)(void);
@@ -216,6 +280,9 @@ static const struct micro_case cases[] = {
 	{ "raft_commit", setup_raft, micro_measure_raft_commit },
 	{ "wal_encode", NULL, micro_measure_wal_encode },
 	{ "crc32c_4k", NULL, micro_measure_crc32c_4k },
+	{ "watch_match_one", setup_watches, micro_measure_watch_match_one },
+	{ "watch_match_10k", setup_watches, micro_measure_watch_match_10k },
+	{ "watch_scan_100k", setup_watches, micro_measure_watch_scan_100k },
 };
 
 int main(int argc, char **argv)

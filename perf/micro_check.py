@@ -35,6 +35,9 @@ ITERATIONS = {
     "raft_commit": 4096,
     "wal_encode": 20000,
     "crc32c_4k": 2000,
+    "watch_match_one": 20000,
+    "watch_match_10k": 20,
+    "watch_scan_100k": 2,
 }
 
 

@@ -647,13 +647,18 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 	/* Two sent at once, the third held, the fourth and fifth replace it
 	 * (and mark the gap); "other" does not match the prefix. */
 	assert_int_equal(n->stats.events_pushed, 2);
+	assert_int_equal(n->stats.watch_events_sent, 2);
 	assert_int_equal(n->stats.watch_rate_limited, 3);
 	assert_int_equal(n->stats.watch_coalesced, 2);
+	assert_int_equal(n->watches.held_count, 1);
 
 	/* The held (latest) event goes out when a token refills. */
 	s->inbox_count = 0;
 	sim_run_ms(s, 1500);
 	assert_int_equal(n->stats.events_pushed, 3);
+	assert_int_equal(n->stats.watch_events_sent, 3);
+	assert_int_equal(n->watches.held_count, 0);
+	assert_int_equal(n->stats.watch_dropped, 0);
 	bool seen = false;
 	for (uint32_t k = 0; k < s->inbox_count; k++) {
 		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
@@ -673,6 +678,80 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 		}
 	}
 	assert_true(seen);
+	sim_destroy(s);
+}
+
+/* The per-node watch counters: a held event that never goes out is counted
+ * as dropped (step-down, UNWATCH, the session's end), and a session's end
+ * takes every watch of it from the registry. */
+static void test_node_watch_held_events_dropped_are_counted(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(17));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	n->cfg.watch_rate = 1;
+	n->cfg.watch_burst = 1;
+	n->watch_tokens = 0; /* every watch event is held */
+	uint64_t w = sim_open(s, l, 61), a = sim_open(s, l, 62);
+	const char *watched[] = { "d/", "d/1", "e/" };
+	for (uint64_t k = 0; k < 3; k++) {
+		struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = k + 1 } };
+		req.body.watch = (struct hasp_wire_watch){
+			.name = { (const uint8_t *)watched[k], strlen(watched[k]) },
+			.flags = k == 1 ? 0 : HASP_WIRE_WATCH_PREFIX };
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	assert_int_equal(n->watches.count, 3);
+	uint64_t seq = 1;
+	const char *keys[] = { "d/1", "e/1", "e/2" };
+	for (uint64_t k = 0; k < 3; k++) {
+		struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = seq++ } };
+		put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)keys[k], 3 },
+							     .value = { (const uint8_t *)"v", 1 } };
+		assert_true(sim_call(s, l, &put, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	/* d/1 matched two watches (prefix and exact), e/1 and e/2 one: three
+	 * held (e/2 replaced e/1), none sent. */
+	assert_int_equal(n->stats.watch_rate_limited, 4);
+	assert_int_equal(n->stats.watch_coalesced, 1);
+	assert_int_equal(n->stats.watch_events_sent, 0);
+	assert_int_equal(n->watches.held_count, 3);
+
+	/* UNWATCH of a watch with a held event drops it. */
+	struct hasp_wire_msg un = { .hdr = { .opcode = HASP_OP_UNWATCH, .session_id = w, .seq = 4 } };
+	un.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"d/1", 3 } };
+	assert_true(sim_call(s, l, &un, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(n->stats.watch_dropped, 1);
+	assert_int_equal(n->watches.count, 2);
+	assert_int_equal(n->watches.held_count, 2);
+
+	/* A step-down drops what is held; the watches stay. */
+	notify_clear(n);
+	assert_int_equal(n->stats.watch_dropped, 3);
+	assert_int_equal(n->watches.held_count, 0);
+	assert_int_equal(n->watches.count, 2);
+
+	/* Held again, then the session ends: its watches and held events go. */
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = seq++ } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"e/3", 3 },
+						     .value = { (const uint8_t *)"v", 1 } };
+	n->watch_tokens = 0;
+	assert_true(sim_call(s, l, &put, &reply, keep));
+	assert_int_equal(n->watches.held_count, 1);
+	struct hasp_wire_msg close = { .hdr = { .opcode = HASP_OP_SESSION_CLOSE, .session_id = w, .seq = 5 } };
+	assert_true(sim_call(s, l, &close, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(n->watches.count, 0);
+	assert_int_equal(n->watches.held_count, 0);
+	assert_int_equal(n->stats.watch_dropped, 4);
+	assert_true(watch_index_check(&n->watches));
 	sim_destroy(s);
 }
 
@@ -698,7 +777,7 @@ static void test_node_watches_survive_a_step_down_with_a_gap(void **state)
 	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
 
 	notify_clear(n); /* what a step-down does to the watches */
-	assert_int_equal(n->watch_count, 1);
+	assert_int_equal(n->watches.count, 1);
 	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
 	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"w/1", 3 },
 						     .value = { (const uint8_t *)"v", 1 } };
@@ -1550,6 +1629,7 @@ int main(void)
 		cmocka_unit_test(test_node_client_auth_acts_only_on_verified_datagrams),
 		cmocka_unit_test(test_node_identities_reload_is_atomic_and_rotates_keys),
 		cmocka_unit_test(test_node_watches_survive_a_step_down_with_a_gap),
+		cmocka_unit_test(test_node_watch_held_events_dropped_are_counted),
 		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
 		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
 	};

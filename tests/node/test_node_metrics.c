@@ -33,6 +33,7 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 	node_metrics_fsync(&nm, 300000);
 	node_metrics_batch(&nm, 17);
 	node_metrics_dropped_set(&nm, 1, NODE_DROP_BAD_CHECKSUM, 5);
+	metric_set(nm.watch_events[0][NODE_WATCH_COALESCED], 7);
 	metric_observe(node_metrics_peer(&nm, 2), 125000);
 	assert_ptr_equal(node_metrics_peer(&nm, 2), node_metrics_peer(&nm, 2));
 
@@ -49,6 +50,7 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 		"hasp_watchers", "hasp_sessions", "hasp_expirations_total",
 		"hasp_notifications_sent_total", "hasp_notifications_rate_limited_total",
 		"hasp_packets_dropped_total", "hasp_requests_total", "hasp_admin_requests_total",
+		"hasp_watch_events_total", "hasp_watch_capacity", "hasp_watch_bytes_per_watch",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (fam_index(p, names[i]) < 0)
@@ -58,6 +60,8 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 	assert_true(find(p, "hasp_locks_held", "", "")->value == 4);
 	assert_true(find(p, "hasp_packets_dropped_total", "lcore=1;reason=bad_checksum", "")->value == 5);
 	assert_true(find(p, "hasp_packets_dropped_total", "lcore=0;reason=malformed", "")->value == 0);
+	assert_true(find(p, "hasp_watch_events_total", "lcore=0;outcome=coalesced", "")->value == 7);
+	assert_true(find(p, "hasp_watch_events_total", "lcore=1;outcome=dropped", "")->value == 0);
 	assert_true(find(p, "hasp_wal_fsync_duration_seconds_bucket", "", "0.0005")->value == 1);
 	assert_true(find(p, "hasp_wal_fsync_duration_seconds_bucket", "", "0.00025")->value == 0);
 	assert_true(find(p, "hasp_batch_size_bucket", "", "32")->value == 1);
