@@ -24,6 +24,7 @@
 #include "storage/hardstate.h"
 #include "storage/snapshot.h"
 #include "storage/uring.h"
+#include "tests/fsync_spy.h"
 #include "tests/test_util.h"
 
 struct fake_node {
@@ -500,7 +501,11 @@ static void test_haspctl_snapshot_save_then_restore_offline(void **state)
 	(void)state;
 	char out[256], restored[256], cmd[600];
 	snprintf(out, sizeof(out), "%s/backup.snap", dir);
+	fsync_spy_reset();
 	expect(ctl("--socket", N1, "snapshot", "save", out, NULL), 0, "saved snapshot index=42 term=3", NULL);
+	/* The renamed backup's name is durable: its directory was synced
+	 * (issue 11 item 15; it was not before). */
+	assert_true(fsync_spy_dir_synced(dir));
 	snprintf(cmd, sizeof(cmd), "cmp -s %s %s", out, snap_file);
 	assert_int_equal(system(cmd), 0);
 	struct stat sb;

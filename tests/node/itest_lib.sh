@@ -62,6 +62,14 @@ trap itest_cleanup EXIT
 trap 'exit 1' INT TERM
 
 # stats <n> <key>: a counter of node n (from its SIGUSR1 stats file).
+fail() { echo "FAIL: $*"; exit 1; }
+# node_sock <n>: node n's Unix admin socket (a file: works from anywhere).
+node_sock() { echo "$HASP_CLUSTER_DIR/n$1/data/admin.sock"; }
+# node_field <n> <key>: a value of `haspctl --json status` of node n.
+node_field() {
+	"$build/control/haspctl" --json --socket "$(node_sock "$1")" status |
+		python3 -c "import json,sys; print(json.load(sys.stdin)['result'][sys.argv[1]])" "$2"
+}
 stats() {
 	local f="$HASP_CLUSTER_DIR/n$1/stats.json"
 	rm -f "$f"

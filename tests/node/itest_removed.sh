@@ -14,12 +14,6 @@ shift 2
 . "$src/tests/node/itest_lib.sh"
 
 ctl="$build/control/haspctl"
-sock() { echo "$HASP_CLUSTER_DIR/n$1/data/admin.sock"; }
-field() { # <n> <key>: a value from `haspctl --json status` of node n
-	"$ctl" --json --socket "$(sock "$1")" status |
-		python3 -c "import json,sys; print(json.load(sys.stdin)['result'][sys.argv[1]])" "$2"
-}
-fail() { echo "FAIL: $*"; exit 1; }
 
 line=$("$cluster" up -n 3 | tail -1)
 export "${line?}"
@@ -32,8 +26,8 @@ echo "itest: leader=$l, removing node $r while it is down"
 "$cluster" stop "$r"
 removed=0
 for _ in $(seq 1 50); do
-	"$ctl" --socket "$(sock "$l")" members remove "$r" >/dev/null 2>&1 || true
-	"$ctl" --json --socket "$(sock "$l")" status |
+	"$ctl" --socket "$(node_sock "$l")" members remove "$r" >/dev/null 2>&1 || true
+	"$ctl" --json --socket "$(node_sock "$l")" status |
 		python3 -c "import json,sys; ids=[m['id'] for m in json.load(sys.stdin)['result']['members']]; sys.exit(int(sys.argv[1]) in ids)" "$r" &&
 		{ removed=1; break; }
 	sleep 0.2
@@ -46,14 +40,14 @@ done
 "$cluster" start "$r"
 said=0
 for _ in $(seq 1 150); do
-	[ "$(field "$r" role)" = removed ] && { said=1; break; }
+	[ "$(node_field "$r" role)" = removed ] && { said=1; break; }
 	sleep 0.2
 done
-[ $said -eq 1 ] || fail "node $r says '$(field "$r" role)', not removed"
+[ $said -eq 1 ] || fail "node $r says '$(node_field "$r" role)', not removed"
 [ "$(stats "$r" raft_removal_notices)" -ge 1 ] || fail "node $r counted no removal notice"
 grep -q "removed from the configuration node=$r .*told by a member" "$HASP_CLUSTER_DIR/n$r/log" ||
 	fail "no log line on node $r"
-rc=0; "$ctl" --socket "$(sock "$r")" health >/dev/null || rc=$?
+rc=0; "$ctl" --socket "$(node_sock "$r")" health >/dev/null || rc=$?
 [ $rc -ne 0 ] || fail "a removed node's health says healthy"
 
 # It stops campaigning: its election count stays put over many timeouts

@@ -14,12 +14,6 @@ shift 2
 
 ctl="$build/control/haspctl"
 waldump="$build/tools/hasp-waldump"
-sock() { echo "$HASP_CLUSTER_DIR/n$1/data/admin.sock"; }
-field() { # <n> <key>: a number from `haspctl --json status` of node n
-	"$ctl" --json --socket "$(sock "$1")" status |
-		python3 -c "import json,sys; print(json.load(sys.stdin)['result'][sys.argv[1]])" "$2"
-}
-fail() { echo "FAIL: $*"; exit 1; }
 
 line=$("$cluster" up -n 3 | tail -1)
 export "${line?}"
@@ -27,7 +21,7 @@ echo "itest: $line"
 for i in $(seq 1 40); do "$hasp" kv put "itest/repair/$i" "v$i" >/dev/null; done
 l=$("$cluster" leader)
 f=$((l % 3 + 1))
-term=$(field "$l" term)
+term=$(node_field "$l" term)
 echo "itest: leader=$l follower=$f term=$term"
 
 # ---- cut the follower's log to nothing (keeping its hard state) ----
@@ -40,7 +34,7 @@ for i in $(seq 41 60); do "$hasp" kv put "itest/repair/$i" "v$i" >/dev/null; don
 # Asked of whichever node leads now (a loaded machine may elect anew).
 degraded=0
 for _ in $(seq 1 50); do
-	rc=0; out=$("$ctl" --socket "$(sock "$("$cluster" leader)")" health) || rc=$?
+	rc=0; out=$("$ctl" --socket "$(node_sock "$("$cluster" leader)")" health) || rc=$?
 	[ $rc -eq 6 ] && echo "$out" | grep -q "^degraded: member $f" && { degraded=1; break; }
 	sleep 0.2
 done
@@ -49,17 +43,17 @@ done
 "$cluster" start "$f"
 caught=0
 for _ in $(seq 1 100); do
-	lc=$(field "$l" commit_index)
-	fa=$(field "$f" applied_index)
+	lc=$(node_field "$l" commit_index)
+	fa=$(node_field "$f" applied_index)
 	[ "$fa" -ge "$lc" ] && { caught=1; break; }
 	sleep 0.2
 done
 [ $caught -eq 1 ] || fail "follower $f stuck at applied $fa, leader commit $lc"
 [ "$("$cluster" leader)" = "$l" ] || fail "the leader changed"
-[ "$(field "$l" term)" = "$term" ] || fail "the term changed"
+[ "$(node_field "$l" term)" = "$term" ] || fail "the term changed"
 ok=0
 for _ in $(seq 1 50); do
-	"$ctl" --socket "$(sock "$l")" health | grep -qx healthy && { ok=1; break; }
+	"$ctl" --socket "$(node_sock "$l")" health | grep -qx healthy && { ok=1; break; }
 	sleep 0.2
 done
 [ $ok -eq 1 ] || fail "leader not healthy after the follower caught up"

@@ -16,6 +16,7 @@
 #include "hasp/errors.h"
 #include "storage/storage.h"
 #include "storage/uring.h"
+#include "tests/fsync_spy.h"
 #include "tests/test_util.h"
 
 static char base[128];
@@ -96,9 +97,13 @@ static void test_new_data_dir_is_created_and_usable(void **state)
 
 	snprintf(dir, sizeof(dir), "%s/fresh", base);
 	struct storage_config cfg = { .dir = dir, .segment_size = 1 << 20 };
+	fsync_spy_reset();
 	assert_int_equal(storage_open(&s, &cfg, &hs), 0);
 	storage_close(&s);
 	assert_int_equal(access(dir, W_OK), 0);
+	/* The new directory's name is durable: its parent was synced (issue
+	 * 11 item 15; it was not before). */
+	assert_true(fsync_spy_dir_synced(base));
 	assert_int_equal(uring_fsync_parent_dir(dir), 0);
 	assert_int_equal(uring_fsync_parent_dir("relative-name"), 0); /* the cwd */
 	assert_int_equal(uring_fsync_parent_dir(""), -EINVAL);
