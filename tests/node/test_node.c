@@ -363,6 +363,50 @@ static void test_node_expiry_hands_lock_to_waiter_with_pushed_event(void **state
 	sim_destroy(s);
 }
 
+/* A waiter that also watches its lock gets the hand-off once (correctness
+ * issue, item 3: the grant to the waiter and the watch event were two
+ * datagrams carrying the same event). */
+static void test_node_waiter_that_watches_gets_its_grant_once(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(14));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	uint64_t a = sim_open(s, l, 61), b = sim_open(s, l, 62);
+	struct hasp_wire_msg req = acquire_req(a, 1, "lock/w", 100, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	req = acquire_req(b, 1, "lock/w", 5000, HASP_ACQUIRE_WAIT);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
+	struct hasp_wire_msg watch = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = b, .seq = 2 } };
+	watch.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"lock/w", 6 } };
+	assert_true(sim_call(s, l, &watch, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+
+	/* A's lease expires; B is granted the lock as a waiter and sees it as
+	 * a watcher: one event, and the node says it dropped the copy. */
+	uint64_t dedup = n->stats.events_deduplicated;
+	s->inbox_count = 0;
+	sim_run_ms(s, 2000);
+	int grants = 0, released = 0;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) != 0 || reply.hdr.opcode != HASP_OP_EVENT ||
+		    reply.hdr.session_id != b)
+			continue;
+		grants += reply.body.event.type == HASP_EVENT_LOCK_GRANTED;
+		released += reply.body.event.type == HASP_EVENT_LOCK_RELEASED;
+	}
+	assert_int_equal(released, 1); /* the watch saw A's lease end */
+	assert_int_equal(grants, 1);
+	assert_int_equal(n->stats.events_deduplicated, dedup + 1);
+	sim_destroy(s);
+}
+
 static void test_node_isolated_leader_replaced_grant_kept(void **state)
 {
 	(void)state;
@@ -1611,6 +1655,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_node_three_nodes_elect_grant_and_redirect),
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
+		cmocka_unit_test(test_node_waiter_that_watches_gets_its_grant_once),
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
