@@ -1,5 +1,5 @@
 /*
- * Host names where an address is taken (docs/CLIENT.md "Addresses"):
+ * Host names where an address is taken (docs/CLIENT.md, "The `hasp` CLI"):
  * "host:port" with host an IPv4 address or a name that getaddrinfo(3)
  * resolves to one (AF_INET; the first address). One helper for hasp,
  * haspctl, hasp-load and hasp-bench.
