@@ -38,21 +38,27 @@
 
 #define NS_PER_MS 1000000ull
 
+/* One command a line, its arguments from column 20 (a continuation there
+ * too): help2man renders each line as a tagged paragraph of its own, so the
+ * man page lists one command per line (tests/client/install_test.sh). */
 static const char usage_text[] =
 	"usage: hasp [--cluster host:port,...] [--json] [--timeout DURATION] <command> [args]\n"
-	"  acquire <name> [--ttl DURATION | --lease ID] [--wait]\n"
-	"  release <name> <token>\n"
-	"  renew <name> <token> [--ttl DURATION]\n"
-	"  check <name> <token>\n"
-	"  read <name>\n"
-	"  watch <name> [--prefix] [--count N]\n"
-	"  lease grant <ttl> | lease keepalive <id> | lease revoke <id>\n"
-	"  kv put <key> <value> [--lease ID]\n"
-	"  kv get <key> | kv delete <key>\n"
-	"  kv cas <key> <value> (--rev N | --expect OLD-VALUE) [--lease ID]\n"
-	"  kv range [prefix] [--limit N]\n"
-	"  run <name> [--try] [--ttl DURATION] [--grace DURATION] [--conflict-exit-code N]\n"
-	"      -- <command> [args...]\n"
+	"  acquire          <name> [--ttl DURATION | --lease ID] [--wait]\n"
+	"  release          <name> <token>\n"
+	"  renew            <name> <token> [--ttl DURATION]\n"
+	"  check            <name> <token>\n"
+	"  read             <name>\n"
+	"  watch            <name> [--prefix] [--count N]\n"
+	"  lease grant      <ttl>\n"
+	"  lease keepalive  <id>\n"
+	"  lease revoke     <id>\n"
+	"  kv put           <key> <value> [--lease ID]\n"
+	"  kv get           <key>\n"
+	"  kv delete        <key>\n"
+	"  kv cas           <key> <value> (--rev N | --expect OLD-VALUE) [--lease ID]\n"
+	"  kv range         [prefix] [--limit N]\n"
+	"  run              <name> [--try] [--ttl DURATION] [--grace DURATION]\n"
+	"                   [--conflict-exit-code N] -- <command> [args...]\n"
 	"`hasp <command> --help` describes one command; `hasp --version` the release;\n"
 	"--dry-run checks a command line and sends nothing.\n"
 	"The cluster defaults to $HASP_CLUSTER. A DURATION is 500ms, 5s, 2m or 1h; a\n"
