@@ -68,7 +68,8 @@ int resolve_hostport(const char *hostport, struct sockaddr_in *out, char *err, s
 		int absent = rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_NODATA || rc == EAI_ADDRFAMILY ||
 			     rc == 0;
 		snprintf(err, err_size, "address %s: cannot resolve the host name %s: %s",
-			 quoted(hostport, q, sizeof(q)), quoted(item, q2, sizeof(q2)), rc != 0 ? gai_strerror(rc) : "no IPv4 address");
+			 quoted(hostport, q, sizeof(q)), quoted(item, q2, sizeof(q2)),
+			 rc != 0 ? gai_strerror(rc) : "no IPv4 address");
 		if (res != NULL)
 			freeaddrinfo(res);
 		return absent ? RESOLVE_UNKNOWN : RESOLVE_UNAVAILABLE;

@@ -56,8 +56,12 @@ static int connect_target(const char *target, uint32_t timeout_ms, int *out)
 		struct sockaddr_in sa;
 		char why[320];
 		rc = resolve_hostport(target, &sa, why, sizeof(why));
+		if (rc == RESOLVE_UNKNOWN)
+			return -HASP_ENOENT; /* "not found" */
+		if (rc == RESOLVE_UNAVAILABLE)
+			return -HASP_EAGAIN; /* the resolver: "try again" */
 		if (rc != RESOLVE_OK)
-			return rc == RESOLVE_UNKNOWN ? -HASP_ENOENT : rc == RESOLVE_UNAVAILABLE ? -HASP_EAGAIN : -HASP_EINVAL;
+			return -HASP_EINVAL;
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			return -HASP_ESYS;
