@@ -75,9 +75,13 @@ SCALE = {"s": ("ms", 1e3), "percentunit": ("%", 100.0), "bytes": ("MiB", 1.0 / (
 
 
 def render(dash, url, start, end, png):
+    with tempfile.TemporaryDirectory(prefix="hasp-render-") as tmp:
+        return render_in(dash, url, start, end, png, tmp)
+
+
+def render_in(dash, url, start, end, png, tmp):
     ps = panels(dash)
     start, end = int(start), int(end)
-    tmp = tempfile.mkdtemp(prefix="hasp-render-")
     rows = (len(ps) + COLS - 1) // COLS
     gp = [
         "set terminal pngcairo size %d,%d font 'sans,8' noenhanced" % (COLS * 420, rows * 260 + 40),
