@@ -55,7 +55,11 @@ def fail(msg):
 
 
 def main():
-    panels_py, dash = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        check(sys.argv[1], sys.argv[2], tmp)
+
+
+def check(panels_py, dash, tmp):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Api)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = "http://127.0.0.1:%d" % srv.server_address[1]
@@ -63,7 +67,6 @@ def main():
         d = json.load(f)
     want = [t["expr"].replace("$instance", ".*") for p in d["panels"] if p.get("type") != "row"
             for t in p.get("targets", []) if t.get("expr")]
-    tmp = tempfile.mkdtemp()
     png = os.path.join(tmp, "dash.png")
     r = subprocess.run([sys.executable, panels_py, "render", dash, url, str(START), str(END), png],
                        capture_output=True, text=True, timeout=120)
