@@ -1031,6 +1031,31 @@ static bool leader_timers(struct node *n, uint64_t *deadline_ns)
 	return did;
 }
 
+/* After a stall (the process not scheduled on a starved machine, a paused
+ * VM, a debugger), the ticks missed beyond NODE_TICKS_CATCH_UP are dropped
+ * instead of replayed in one burst. Replayed, they would run out an
+ * election timeout or a CheckQuorum window before the loop has read the
+ * heartbeats and responses that queued meanwhile, so a node that was only
+ * slow would start an election or step down, and a loaded cluster churns
+ * through leaders (seen in the fault suite: 21 elections in 30 s at load
+ * 15). Go's time.Ticker, which drives etcd's raft, drops ticks the same
+ * way. Safe: nothing in hasp relies on ticks measuring real time, only
+ * liveness does (no lease reads, RAFT.md; lock and session expiry follow
+ * the clock, STATE_MACHINE.md). */
+#define NODE_TICKS_CATCH_UP 2u /* ticks replayed at most after a stall */
+
+static void node_drop_missed_ticks(struct node *n, uint64_t now_ns)
+{
+	uint64_t tick_ns = (uint64_t)n->cfg.tick_ms * NS_PER_MS;
+	uint64_t late_ns = now_ns > n->next_tick_ns ? now_ns - n->next_tick_ns : 0;
+
+	if (late_ns < NODE_TICKS_CATCH_UP * tick_ns)
+		return;
+	uint64_t missed = late_ns / tick_ns + 1;
+	n->stats.ticks_dropped += missed - NODE_TICKS_CATCH_UP;
+	n->next_tick_ns += (missed - NODE_TICKS_CATCH_UP) * tick_ns;
+}
+
 bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 {
 	bool did = false;
@@ -1053,6 +1078,7 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	}
 	did |= report_durable(n);
 
+	node_drop_missed_ticks(n, now_ns);
 	while (now_ns >= n->next_tick_ns) {
 		struct raft_event ev = { .type = RAFT_EVENT_TICK };
 		node_step(n, &ev);

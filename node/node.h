@@ -104,6 +104,7 @@ struct node_stats {
 	uint64_t wal_full_waits;       /* appends that had to wait for a free write slot */
 	uint64_t hardstate_saves;
 	uint64_t storage_failures;     /* the disk failed: the node stopped acknowledging */
+	uint64_t ticks_dropped;        /* raft ticks missed in a stall, not replayed (node_work) */
 	/* Replies by opcode (0: an opcode outside the protocol's) and status,
 	 * and the time from a request's arrival to its reply by opcode
 	 * (hasp_client_replies_total, hasp_request_duration_seconds). */

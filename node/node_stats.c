@@ -64,7 +64,8 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(snap_chunk_dropped) \
 	X(wal_full_waits) \
 	X(hardstate_saves) \
-	X(storage_failures)
+	X(storage_failures) \
+	X(ticks_dropped)
 
 static int put(char *buf, size_t size, size_t *off, const char *name, unsigned long long v)
 {

@@ -55,9 +55,12 @@ static void test_session_open_retries_reuse_nonce_and_first_seq_is_one(void **st
 	assert_int_equal(hasp_client_session_id(c), 0); /* open sends nothing */
 	assert_int_equal(hasp_client_check(c, "job", 5), 0);
 
-	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 3);
+	/* Two opens lost, the third answered; on a loaded machine a slow
+	 * answer can cost more retransmissions, each the same bytes. */
+	int opens = responder_count(&r, HASP_OP_SESSION_OPEN, -1);
+	assert_true(opens >= 3);
 	assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, 0, &a));
-	for (uint32_t i = 1; i < 3; i++) {
+	for (uint32_t i = 1; i < (uint32_t)opens; i++) {
 		assert_true(responder_find(&r, HASP_OP_SESSION_OPEN, i, &b));
 		/* The same bytes: same nonce, same seq. */
 		assert_int_equal(a.size, b.size);
@@ -72,7 +75,7 @@ static void test_session_open_retries_reuse_nonce_and_first_seq_is_one(void **st
 	assert_int_equal(hasp_client_session_id(c), r.last_session_id);
 	hasp_client_stats_get(c, &st);
 	assert_int_equal(st.session_opens, 1);
-	assert_int_equal(st.tx_retransmits, 2);
+	assert_true(st.tx_retransmits >= (uint64_t)opens - 1);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -120,12 +123,18 @@ static void test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored(void 
 	assert_int_equal(lock.token, 42);
 	assert_string_equal(lock.name, "job");
 
-	assert_int_equal(responder_count(&r, HASP_OP_ACQUIRE, -1), 2);
+	/* The first reply lost, the retransmission answered twice. A loaded
+	 * machine may add retransmissions (and their doubled answers); every
+	 * one carries the same bytes, seq 1. */
+	int acquires = responder_count(&r, HASP_OP_ACQUIRE, -1);
+	assert_true(acquires >= 2);
 	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 0, &a));
-	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 1, &b));
 	assert_int_equal(a.hdr.seq, 1);
-	assert_int_equal(a.size, b.size);
-	assert_memory_equal(a.data, b.data, a.size);
+	for (int i = 1; i < acquires; i++) {
+		assert_true(responder_find(&r, HASP_OP_ACQUIRE, i, &b));
+		assert_int_equal(a.size, b.size);
+		assert_memory_equal(a.data, b.data, a.size);
+	}
 
 	/* The next request takes the next number; the duplicate GRANTED is
 	 * read by then and dropped, not mistaken for its answer. */
@@ -133,8 +142,8 @@ static void test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored(void 
 	assert_true(responder_find(&r, HASP_OP_RELEASE, 0, &b));
 	assert_int_equal(b.hdr.seq, 2);
 	hasp_client_stats_get(c, &st);
-	assert_int_equal(st.rx_duplicates, 1);
-	assert_int_equal(st.tx_retransmits, 1);
+	assert_true(st.rx_duplicates >= 1);
+	assert_true(st.tx_retransmits >= (uint64_t)acquires - 1);
 	assert_int_equal(st.rx_replies, 3); /* open, acquire, release */
 	hasp_client_close(c);
 	responder_stop(&r);
@@ -925,9 +934,15 @@ static void test_malformed_and_stray_datagrams_are_counted_and_ignored(void **st
 	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
 	assert_int_equal(hasp_client_check(c, "job", 3), 0);
 	hasp_client_stats_get(c, &st);
-	assert_int_equal(st.rx_malformed, 4);
-	assert_int_equal(st.rx_stray, 2);
-	assert_int_equal(st.tx_retransmits, 0);
+	if (st.tx_retransmits == 0) {
+		assert_int_equal(st.rx_malformed, 4);
+		assert_int_equal(st.rx_stray, 2);
+	} else {
+		/* A loaded machine delayed the answer past the request timeout:
+		 * the retransmission's junk may be read too, or not yet. */
+		assert_true(st.rx_malformed >= 4);
+		assert_true(st.rx_stray >= 2);
+	}
 	hasp_client_close(c);
 	responder_stop(&r);
 }

@@ -56,6 +56,7 @@ struct sim {
 	struct simdisk *disks[NODES];
 	bool up[NODES];
 	bool isolated[NODES];
+	bool stalled[NODES]; /* not scheduled: runs nothing, its datagrams wait */
 	struct node_config cfg[NODES];
 	struct dgram *net;
 	uint32_t net_count;
@@ -186,6 +187,10 @@ static void sim_step(struct sim *s)
 		int i = node_of_ip(s, batch[k].dst_ip);
 		if (i < 0 || !s->up[i] || s->isolated[i])
 			continue;
+		if (s->stalled[i]) {
+			s->net[s->net_count++] = batch[k];
+			continue;
+		}
 		if (batch[k].dst_port == 7001) {
 			forbid_io_enter();
 			node_peer_rx(&s->nodes[i], s->now_ns, batch[k].src_ip, batch[k].src_port, batch[k].data,
@@ -196,7 +201,7 @@ static void sim_step(struct sim *s)
 	s->now_ns += STEP_NS;
 	for (uint32_t i = 0; i < NODES; i++) {
 		uint64_t deadline = UINT64_MAX;
-		if (!s->up[i])
+		if (!s->up[i] || s->stalled[i])
 			continue;
 		forbid_io_enter();
 		(void)node_work(&s->nodes[i], s->now_ns, &deadline);
@@ -436,6 +441,36 @@ static void test_node_isolated_leader_replaced_grant_kept(void **state)
 	req = acquire_req(sid, 3, "lock/k2", 60000, HASP_ACQUIRE_TRY);
 	assert_true(sim_call(s, nl, &req, &reply, keep));
 	assert_true(reply.body.granted.token > token);
+	sim_destroy(s);
+}
+
+/* A follower that was not scheduled for 600 ms (30 ticks, more than an
+ * election timeout) while the leader's heartbeats queued for it reads them
+ * on waking and neither campaigns nor disturbs the leader: the ticks it
+ * missed are dropped, not replayed in one burst before the heartbeats count
+ * (docs/RAFT.md, "Ticks after a stall"). */
+static void test_node_stalled_follower_does_not_campaign_on_waking(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(61);
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	uint64_t term = s->nodes[l].raft.term;
+	uint64_t pre_votes = s->nodes[f].raft.counters.pre_votes;
+	uint64_t elections = s->nodes[f].raft.counters.elections;
+
+	s->stalled[f] = true;
+	sim_run_ms(s, 600);
+	assert_true(s->net_count > 0); /* the heartbeats that wait for it */
+	s->stalled[f] = false;
+	sim_run_ms(s, 100);
+
+	assert_int_equal(s->nodes[f].raft.counters.pre_votes, pre_votes);
+	assert_int_equal(s->nodes[f].raft.counters.elections, elections);
+	assert_int_equal(s->nodes[f].role, RAFT_FOLLOWER);
+	assert_int_equal(s->nodes[l].raft.term, term);
+	assert_int_equal(sim_leader(s), l);
+	assert_true(s->nodes[f].stats.ticks_dropped > 0);
 	sim_destroy(s);
 }
 
@@ -1657,6 +1692,7 @@ int main(void)
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
 		cmocka_unit_test(test_node_waiter_that_watches_gets_its_grant_once),
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
+		cmocka_unit_test(test_node_stalled_follower_does_not_campaign_on_waking),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
 		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
 		cmocka_unit_test(test_node_existing_empty_data_dir_is_refused),
