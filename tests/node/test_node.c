@@ -56,6 +56,7 @@ struct sim {
 	struct simdisk *disks[NODES];
 	bool up[NODES];
 	bool isolated[NODES];
+	bool paused[NODES]; /* SIGSTOPped: runs nothing, its datagrams wait */
 	struct node_config cfg[NODES];
 	struct dgram *net;
 	uint32_t net_count;
@@ -186,6 +187,12 @@ static void sim_step(struct sim *s)
 		int i = node_of_ip(s, batch[k].dst_ip);
 		if (i < 0 || !s->up[i] || s->isolated[i])
 			continue;
+		if (s->paused[i]) {
+			/* Kept in order for its resumption (a socket buffer). */
+			if (s->net_count < NET_MAX)
+				s->net[s->net_count++] = batch[k];
+			continue;
+		}
 		if (batch[k].dst_port == 7001) {
 			forbid_io_enter();
 			node_peer_rx(&s->nodes[i], s->now_ns, batch[k].src_ip, batch[k].src_port, batch[k].data,
@@ -196,7 +203,7 @@ static void sim_step(struct sim *s)
 	s->now_ns += STEP_NS;
 	for (uint32_t i = 0; i < NODES; i++) {
 		uint64_t deadline = UINT64_MAX;
-		if (!s->up[i])
+		if (!s->up[i] || s->paused[i])
 			continue;
 		forbid_io_enter();
 		(void)node_work(&s->nodes[i], s->now_ns, &deadline);
@@ -839,6 +846,133 @@ static void test_node_watches_survive_a_step_down_with_a_gap(void **state)
 		}
 	}
 	assert_true(seen);
+	sim_destroy(s);
+}
+
+/* Events from the client's inbox sent by node i (its address). */
+static int events_from(struct sim *s, int i)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg m;
+	int count = 0;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (s->inbox[k].src_ip == s->cfg[i].ip && hasp_wire_decode_reply(keep, s->inbox[k].size, &m) == 0 &&
+		    m.hdr.opcode == HASP_OP_EVENT)
+			count++;
+	}
+	return count;
+}
+
+/* A leader stopped (SIGSTOP, a VM pause) longer than the election timeout
+ * is resumed after another node took over: the acknowledgements that
+ * waited in its socket buffer commit a put it proposed before the pause,
+ * and it applies it while it still believes it leads. It must not push
+ * the put's watch event (the new leader serves the watchers now, and the
+ * event would reach them after the new leader's): a node that finds it was
+ * stalled pushes nothing until a quorum round begun after the stall
+ * confirms it still leads, and here it learns of the new term first and
+ * steps down. Before, the event went out at once. */
+static void test_node_resumed_leader_pushes_no_stale_event(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(19));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t w = sim_open(s, l, 71), a = sim_open(s, l, 72);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"s/", 2 },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+
+	/* The put leaves for the followers, then the leader stops. */
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"s/1", 3 },
+						     .value = { (const uint8_t *)"v", 1 } };
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(&put, buf, sizeof(buf));
+	assert_true(size > 0);
+	s->inbox_count = 0;
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	s->paused[l] = true;
+	int nl = -1;
+	for (int t = 0; t < 5000 && nl < 0; t++) {
+		sim_run_ms(s, 1);
+		for (int i = 0; i < NODES; i++)
+			if (i != l && s->nodes[i].role == RAFT_LEADER && s->nodes[i].applied > 0)
+				nl = i;
+	}
+	assert_true(nl >= 0);
+	sim_run_ms(s, 20);
+	struct locks_kv_info kv;
+	assert_true(locks_kv_get(&s->nodes[nl].sm, (const uint8_t *)"s/1", 3, &kv)); /* committed */
+	assert_int_equal(n->role, RAFT_LEADER); /* it knows nothing yet */
+	uint64_t applied = n->applied;
+
+	/* Resumed: it applies the put, but sends its watcher nothing. */
+	s->inbox_count = 0;
+	s->paused[l] = false;
+	sim_run_ms(s, 50);
+	assert_true(n->applied > applied);
+	assert_int_not_equal(n->role, RAFT_LEADER);
+	assert_int_equal(events_from(s, l), 0);
+	assert_true(n->stats.events_unconfirmed >= 1);
+	sim_destroy(s);
+}
+
+/* The other outcome of the same rule: the stalled leader still leads (its
+ * stall was shorter than the followers' patience), so the quorum round
+ * confirms it and the event it held goes out, once. Its stall threshold
+ * (election_ticks, read by the node, not raft) is lowered to 60 ms so that
+ * a 100 ms pause counts while the followers, 200 ms or more, stay put. */
+static void test_node_stalled_leader_confirmed_sends_held_events(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(23));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t w = sim_open(s, l, 81), a = sim_open(s, l, 82);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"c/", 2 },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	n->cfg.election_ticks = 3;
+	uint64_t term = n->raft.term;
+
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"c/1", 3 },
+						     .value = { (const uint8_t *)"v", 1 } };
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(&put, buf, sizeof(buf));
+	assert_true(size > 0);
+	s->inbox_count = 0;
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	s->paused[l] = true;
+	sim_run_ms(s, 100);
+	s->paused[l] = false;
+	sim_run_ms(s, 100);
+	assert_int_equal(n->role, RAFT_LEADER);
+	assert_int_equal(n->raft.term, term);
+	assert_int_equal(n->stats.leader_stalls, 1);
+	assert_true(n->stats.events_unconfirmed >= 1); /* held, then sent */
+	assert_false(n->lead_unconfirmed);
+	int events = 0;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) == 0 &&
+		    reply.hdr.opcode == HASP_OP_EVENT && reply.hdr.session_id == w) {
+			assert_int_equal(reply.body.event.type, HASP_EVENT_KV_PUT);
+			assert_memory_equal(reply.body.event.name.data, "c/1", 3);
+			events++;
+		}
+	}
+	assert_int_equal(events, 1);
 	sim_destroy(s);
 }
 
@@ -1677,6 +1811,8 @@ int main(void)
 		cmocka_unit_test(test_node_watch_held_events_dropped_are_counted),
 		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
 		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
+		cmocka_unit_test(test_node_resumed_leader_pushes_no_stale_event),
+		cmocka_unit_test(test_node_stalled_leader_confirmed_sends_held_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
