@@ -849,19 +849,57 @@ static void test_node_watches_survive_a_step_down_with_a_gap(void **state)
 	sim_destroy(s);
 }
 
-/* Events from the client's inbox sent by node i (its address). */
-static int events_from(struct sim *s, int i)
+/* Events in the client's inbox from node `from` to `session` naming
+ * `name` (the event's key or lock). */
+static int events_from(struct sim *s, int from, uint64_t session, const char *name)
 {
 	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
 	struct hasp_wire_msg m;
 	int count = 0;
 	for (uint32_t k = 0; k < s->inbox_count; k++) {
 		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
-		if (s->inbox[k].src_ip == s->cfg[i].ip && hasp_wire_decode_reply(keep, s->inbox[k].size, &m) == 0 &&
-		    m.hdr.opcode == HASP_OP_EVENT)
+		if (s->inbox[k].src_ip == s->cfg[from].ip && hasp_wire_decode_reply(keep, s->inbox[k].size, &m) == 0 &&
+		    m.hdr.opcode == HASP_OP_EVENT && m.hdr.session_id == session &&
+		    m.body.event.name.size == strlen(name) && memcmp(m.body.event.name.data, name, strlen(name)) == 0)
 			count++;
 	}
 	return count;
+}
+
+/* The stall of a leader that just proposed a put (its AppendEntries are
+ * out, nothing acknowledged yet): session *watcher watches the put's
+ * prefix "s/" at the leader, which is then stopped (SIGSTOP: it runs
+ * nothing and its datagrams wait). stall_ticks, when not 0, is the
+ * leader's stall threshold in ticks (the node's election_ticks, not
+ * raft's). */
+static struct sim *stall_after_put(uint64_t seed, uint32_t stall_ticks, int *leader, uint64_t *watcher)
+{
+	struct sim *s = sim_create(seed);
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t w = sim_open(s, l, 71), a = sim_open(s, l, 72);
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"s/", 2 },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	if (stall_ticks != 0)
+		n->cfg.election_ticks = stall_ticks;
+
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"s/1", 3 },
+						     .value = { (const uint8_t *)"v", 1 } };
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(&put, buf, sizeof(buf));
+	assert_true(size > 0);
+	s->inbox_count = 0;
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	s->paused[l] = true;
+	*leader = l;
+	*watcher = w;
+	return s;
 }
 
 /* A leader stopped (SIGSTOP, a VM pause) longer than the election timeout
@@ -876,28 +914,10 @@ static int events_from(struct sim *s, int i)
 static void test_node_resumed_leader_pushes_no_stale_event(void **state)
 {
 	(void)state;
-	struct sim *s = sim_create(test_util_seed(19));
-	int l = sim_wait_leader(s);
+	int l;
+	uint64_t w;
+	struct sim *s = stall_after_put(test_util_seed(19), 0, &l, &w);
 	struct node *n = &s->nodes[l];
-	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
-	struct hasp_wire_msg reply;
-	uint64_t w = sim_open(s, l, 71), a = sim_open(s, l, 72);
-	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
-	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"s/", 2 },
-						   .flags = HASP_WIRE_WATCH_PREFIX };
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
-
-	/* The put leaves for the followers, then the leader stops. */
-	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
-	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"s/1", 3 },
-						     .value = { (const uint8_t *)"v", 1 } };
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
-	int size = hasp_wire_encode(&put, buf, sizeof(buf));
-	assert_true(size > 0);
-	s->inbox_count = 0;
-	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
-	s->paused[l] = true;
 	int nl = -1;
 	for (int t = 0; t < 5000 && nl < 0; t++) {
 		sim_run_ms(s, 1);
@@ -918,7 +938,8 @@ static void test_node_resumed_leader_pushes_no_stale_event(void **state)
 	sim_run_ms(s, 50);
 	assert_true(n->applied > applied);
 	assert_int_not_equal(n->role, RAFT_LEADER);
-	assert_int_equal(events_from(s, l), 0);
+	assert_int_equal(events_from(s, l, w, "s/1"), 0);
+	assert_int_equal(n->stats.leader_stalls, 1);
 	assert_true(n->stats.events_unconfirmed >= 1);
 	sim_destroy(s);
 }
@@ -926,34 +947,16 @@ static void test_node_resumed_leader_pushes_no_stale_event(void **state)
 /* The other outcome of the same rule: the stalled leader still leads (its
  * stall was shorter than the followers' patience), so the quorum round
  * confirms it and the event it held goes out, once. Its stall threshold
- * (election_ticks, read by the node, not raft) is lowered to 60 ms so that
- * a 100 ms pause counts while the followers, 200 ms or more, stay put. */
+ * is lowered to 3 ticks (60 ms) so that a 100 ms pause counts while the
+ * followers, 200 ms or more, stay put. */
 static void test_node_stalled_leader_confirmed_sends_held_events(void **state)
 {
 	(void)state;
-	struct sim *s = sim_create(test_util_seed(23));
-	int l = sim_wait_leader(s);
+	int l;
+	uint64_t w;
+	struct sim *s = stall_after_put(test_util_seed(23), 3, &l, &w);
 	struct node *n = &s->nodes[l];
-	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
-	struct hasp_wire_msg reply;
-	uint64_t w = sim_open(s, l, 81), a = sim_open(s, l, 82);
-	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
-	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"c/", 2 },
-						   .flags = HASP_WIRE_WATCH_PREFIX };
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
-	n->cfg.election_ticks = 3;
 	uint64_t term = n->raft.term;
-
-	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
-	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"c/1", 3 },
-						     .value = { (const uint8_t *)"v", 1 } };
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
-	int size = hasp_wire_encode(&put, buf, sizeof(buf));
-	assert_true(size > 0);
-	s->inbox_count = 0;
-	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
-	s->paused[l] = true;
 	sim_run_ms(s, 100);
 	s->paused[l] = false;
 	sim_run_ms(s, 100);
@@ -962,17 +965,7 @@ static void test_node_stalled_leader_confirmed_sends_held_events(void **state)
 	assert_int_equal(n->stats.leader_stalls, 1);
 	assert_true(n->stats.events_unconfirmed >= 1); /* held, then sent */
 	assert_false(n->lead_unconfirmed);
-	int events = 0;
-	for (uint32_t k = 0; k < s->inbox_count; k++) {
-		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
-		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) == 0 &&
-		    reply.hdr.opcode == HASP_OP_EVENT && reply.hdr.session_id == w) {
-			assert_int_equal(reply.body.event.type, HASP_EVENT_KV_PUT);
-			assert_memory_equal(reply.body.event.name.data, "c/1", 3);
-			events++;
-		}
-	}
-	assert_int_equal(events, 1);
+	assert_int_equal(events_from(s, l, w, "s/1"), 1);
 	sim_destroy(s);
 }
 
