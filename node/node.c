@@ -1131,10 +1131,12 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	if (n->next_tick_ns < *deadline_ns)
 		*deadline_ns = n->next_tick_ns;
 
-	/* A confirmation round refused, or lost without a step-down: again,
-	 * at most once per election timeout. */
+	/* A confirmation round refused (asked again a tick later, not in a
+	 * spin), or lost without a step-down (again after an election
+	 * timeout). */
 	if (n->lead_unconfirmed && n->role == RAFT_LEADER && !n->stopping &&
-	    (n->confirm_ctx == 0 || now_ns - n->confirm_ns > election_timeout_ns(n))) {
+	    now_ns - n->confirm_ns >= (n->confirm_ctx == 0 ? (uint64_t)n->cfg.tick_ms * NS_PER_MS
+							   : election_timeout_ns(n))) {
 		lead_confirm(n);
 		did = true;
 	}
