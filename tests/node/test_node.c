@@ -866,37 +866,46 @@ static int events_from(struct sim *s, int from, uint64_t session, const char *na
 	return count;
 }
 
-/* The stall of a leader that just proposed a put (its AppendEntries are
- * out, nothing acknowledged yet): session *watcher watches the put's
- * prefix "s/" at the leader, which is then stopped (SIGSTOP: it runs
- * nothing and its datagrams wait). stall_ticks, when not 0, is the
- * leader's stall threshold in ticks (the node's election_ticks, not
- * raft's). */
+/* Session `session` watches `prefix` at node l. */
+static void sim_watch_prefix(struct sim *s, int l, uint64_t session, uint64_t seq, const char *prefix)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = session, .seq = seq } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)prefix, strlen(prefix) },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+}
+
+/* The leader l gets req (it proposes it at once: its AppendEntries are out,
+ * nothing acknowledged yet) and is stopped (SIGSTOP: it runs nothing, its
+ * datagrams wait). stall_ticks, when not 0, is its stall threshold in
+ * ticks (the node's election_ticks, not raft's). */
+static void stall_after(struct sim *s, int l, const struct hasp_wire_msg *req, uint32_t stall_ticks)
+{
+	struct node *n = &s->nodes[l];
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(req, buf, sizeof(buf));
+	assert_true(size > 0);
+	if (stall_ticks != 0)
+		n->cfg.election_ticks = stall_ticks;
+	s->inbox_count = 0;
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	s->paused[l] = true;
+}
+
+/* A put of s/1 stalls the leader, while session *watcher watches "s/". */
 static struct sim *stall_after_put(uint64_t seed, uint32_t stall_ticks, int *leader, uint64_t *watcher)
 {
 	struct sim *s = sim_create(seed);
 	int l = sim_wait_leader(s);
-	struct node *n = &s->nodes[l];
-	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
-	struct hasp_wire_msg reply;
 	uint64_t w = sim_open(s, l, 71), a = sim_open(s, l, 72);
-	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = w, .seq = 1 } };
-	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"s/", 2 },
-						   .flags = HASP_WIRE_WATCH_PREFIX };
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
-	if (stall_ticks != 0)
-		n->cfg.election_ticks = stall_ticks;
-
+	sim_watch_prefix(s, l, w, 1, "s/");
 	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
 	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"s/1", 3 },
 						     .value = { (const uint8_t *)"v", 1 } };
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
-	int size = hasp_wire_encode(&put, buf, sizeof(buf));
-	assert_true(size > 0);
-	s->inbox_count = 0;
-	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
-	s->paused[l] = true;
+	stall_after(s, l, &put, stall_ticks);
 	*leader = l;
 	*watcher = w;
 	return s;
@@ -966,6 +975,58 @@ static void test_node_stalled_leader_confirmed_sends_held_events(void **state)
 	assert_true(n->stats.events_unconfirmed >= 1); /* held, then sent */
 	assert_false(n->lead_unconfirmed);
 	assert_int_equal(events_from(s, l, w, "s/1"), 1);
+	sim_destroy(s);
+}
+
+/* A waiter's own LOCK_GRANTED is not held (it has no slot): a stalled
+ * leader not yet confirmed drops it, and the session's next event names
+ * no predecessor (prev (0, GAP)), so that libhasp reports the gap and the
+ * waiter re-reads its lock. Here the waiter also watches the lock: the
+ * watch's copy of the grant is held and, once the leader is confirmed,
+ * goes out as that next event. */
+static void test_node_stalled_leader_drops_a_waiters_grant_with_a_gap(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(29));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t a = sim_open(s, l, 91), b = sim_open(s, l, 92);
+	struct hasp_wire_msg req = acquire_req(a, 1, "g/x", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	req = acquire_req(b, 1, "g/x", 60000, HASP_ACQUIRE_WAIT);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
+	sim_watch_prefix(s, l, b, 2, "g/");
+
+	struct hasp_wire_msg rel = { .hdr = { .opcode = HASP_OP_RELEASE, .session_id = a, .seq = 2 } };
+	rel.body.release = (struct hasp_wire_name_token){ { (const uint8_t *)"g/x", 3 }, token };
+	stall_after(s, l, &rel, 3);
+	sim_run_ms(s, 100);
+	s->paused[l] = false;
+	sim_run_ms(s, 100);
+	assert_int_equal(n->role, RAFT_LEADER);
+	assert_int_equal(n->stats.leader_stalls, 1);
+	assert_true(n->stats.events_unconfirmed >= 2); /* the grant dropped, the watch's copy held */
+	bool first = true;
+	int grants = 0;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) != 0 || reply.hdr.opcode != HASP_OP_EVENT ||
+		    reply.hdr.session_id != b)
+			continue;
+		if (first) {
+			assert_int_equal(reply.body.event.prev_index, 0);
+			assert_int_equal(reply.body.event.prev_sub, HASP_WIRE_EVENT_PREV_GAP);
+			first = false;
+		}
+		grants += reply.body.event.type == HASP_EVENT_LOCK_GRANTED;
+	}
+	assert_false(first);
+	assert_int_equal(grants, 1); /* the watch's copy */
 	sim_destroy(s);
 }
 
@@ -1806,6 +1867,7 @@ int main(void)
 		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
 		cmocka_unit_test(test_node_resumed_leader_pushes_no_stale_event),
 		cmocka_unit_test(test_node_stalled_leader_confirmed_sends_held_events),
+		cmocka_unit_test(test_node_stalled_leader_drops_a_waiters_grant_with_a_gap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
