@@ -226,6 +226,69 @@ static void persist_snap_install(struct node *n, const struct raft_update *up)
 	dispatch_step_down(n); /* any pending index may now mean something else */
 }
 
+/* ---- a stalled leader (docs/PROTOCOL.md "Events from a stalled leader") ---- */
+
+static void node_update(struct node *n);
+
+static uint64_t election_timeout_ns(const struct node *n)
+{
+	return (uint64_t)n->cfg.election_ticks * n->cfg.tick_ms * NS_PER_MS;
+}
+
+/* One quorum round (a ReadIndex, Raft §6.4) that can only complete with
+ * answers to messages sent after now: if it does, this node still led
+ * after its stall. Refused (window or read queue full): asked again from
+ * node_work(). */
+static void lead_confirm(struct node *n)
+{
+	uint64_t ctx = ++n->read_ctx;
+	struct raft_event ev = { .type = RAFT_EVENT_READ_INDEX, .read = { .ctx = ctx } };
+	n->confirm_ns = n->now_ns;
+	raft_step(&n->raft, &ev, &n->up);
+	if (n->up.reject == RAFT_OK)
+		n->confirm_ctx = ctx;
+	node_update(n);
+}
+
+static void lead_confirmed(struct node *n, const struct raft_read *reads, uint32_t count)
+{
+	for (uint32_t k = 0; k < count && n->confirm_ctx != 0; k++) {
+		if (reads[k].ctx != n->confirm_ctx)
+			continue;
+		n->confirm_ctx = 0;
+		if (n->lead_unconfirmed && n->role == RAFT_LEADER) {
+			n->lead_unconfirmed = false;
+			LOG_INFO(node, "leadership confirmed after a stall node=%u term=%llu: events resume",
+				 n->cfg.node_id, (unsigned long long)n->raft.term);
+		}
+	}
+}
+
+/* Every input carries the time; a leader whose previous input is more
+ * than an election timeout old was not running (SIGSTOP, a paused VM, a
+ * starved process): another node may lead by now, and what it queued
+ * (held watch events) or is about to apply from the datagrams that waited
+ * for it (acknowledgements of its own proposals) would reach clients
+ * after the new leader's events. It holds them until a quorum confirms it. */
+static void node_clock(struct node *n, uint64_t now_ns)
+{
+	if (now_ns <= n->now_ns)
+		return;
+	uint64_t gap = now_ns - n->now_ns;
+	n->now_ns = now_ns;
+	if (n->role != RAFT_LEADER || gap <= election_timeout_ns(n) || n->stopping || n->failed)
+		return;
+	n->stats.leader_stalls++;
+	if (!n->lead_unconfirmed)
+		LOG_WARN(node, "leader did not run for %llu ms (election timeout %llu ms) node=%u term=%llu: "
+			 "events held until a quorum confirms it still leads",
+			 (unsigned long long)(gap / NS_PER_MS),
+			 (unsigned long long)(election_timeout_ns(n) / NS_PER_MS), n->cfg.node_id,
+			 (unsigned long long)n->raft.term);
+	n->lead_unconfirmed = true;
+	lead_confirm(n);
+}
+
 /* ---- send ---- */
 
 static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t count)
@@ -334,8 +397,14 @@ static void node_update(struct node *n)
 	n->term = n->raft.term;
 	if (up->reads_dropped > 0 || (old_role == RAFT_LEADER && up->role != RAFT_LEADER))
 		dispatch_step_down(n);
-	if (up->read_count > 0)
+	if (up->read_count > 0) {
 		dispatch_reads_ready(n, up->reads, up->read_count);
+		lead_confirmed(n, up->reads, up->read_count);
+	}
+	if (up->role != old_role || up->reads_dropped > 0)
+		n->confirm_ctx = 0; /* a new term decides afresh; a lost round is asked again */
+	if (up->role != RAFT_LEADER)
+		n->lead_unconfirmed = false; /* a follower pushes nothing anyway */
 	if (up->role_changed && up->role == RAFT_LEADER && old_role != RAFT_LEADER) {
 		/* docs/STATE_MACHINE.md: a TICK is the first command of a
 		 * term, so log time is rebased onto this leader's clock. */
@@ -711,7 +780,7 @@ void node_client_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t s
 {
 	HASP_ASSERT(n != NULL && n->self != NULL);
 	HASP_ASSERT(payload != NULL || size == 0);
-	n->now_ns = now_ns;
+	node_clock(n, now_ns);
 	n->stats.client_rx++;
 	dispatch_request(n, src_ip, src_port, payload, size);
 }
@@ -724,7 +793,7 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	(void)src_port;
 	HASP_ASSERT(n != NULL && n->self != NULL);
 	HASP_ASSERT(payload != NULL || size == 0);
-	n->now_ns = now_ns;
+	node_clock(n, now_ns);
 	n->stats.peer_rx++;
 	if (n->stopping || n->failed)
 		return;
@@ -1063,7 +1132,7 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 
 	HASP_ASSERT(deadline_ns != NULL);
 	HASP_ASSERT(now_ns >= n->now_ns); /* CLOCK_MONOTONIC */
-	n->now_ns = now_ns;
+	node_clock(n, now_ns);
 	if (n->failed)
 		return false;
 	/* The ring fd stays readable while completions wait, so the idle
@@ -1088,6 +1157,15 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	if (n->next_tick_ns < *deadline_ns)
 		*deadline_ns = n->next_tick_ns;
 
+	/* A confirmation round refused (asked again a tick later, not in a
+	 * spin), or lost without a step-down (again after an election
+	 * timeout). */
+	if (n->lead_unconfirmed && n->role == RAFT_LEADER && !n->stopping &&
+	    now_ns - n->confirm_ns >= (n->confirm_ctx == 0 ? (uint64_t)n->cfg.tick_ms * NS_PER_MS
+							   : election_timeout_ns(n))) {
+		lead_confirm(n);
+		did = true;
+	}
 	if (!n->stopping) {
 		did |= leader_timers(n, deadline_ns);
 		if (n->batch_count > 0 || n->reads_collected > 0) {

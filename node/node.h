@@ -88,6 +88,8 @@ struct node_stats {
 	uint64_t events_pushed;        /* EVENT datagrams sent (grants and watches) */
 	uint64_t events_no_address;    /* no known address for the session */
 	uint64_t events_deduplicated;  /* the same event again for one session (waiter and watcher) */
+	uint64_t leader_stalls;        /* leading, found it had not run for an election timeout */
+	uint64_t events_unconfirmed;   /* events held or dropped until a stalled leader is confirmed */
 	uint64_t watch_rate_limited;   /* watch events held back by the token bucket */
 	uint64_t watch_coalesced;      /* held-back events replaced by a newer one */
 	uint64_t watch_full;           /* WATCH refused: table full (FULL) */
@@ -225,6 +227,14 @@ struct node {
 	bool stopping;
 	bool failed;               /* storage failed: no more acknowledgements */
 	bool removed;              /* raft_removed(), for the log line on a change */
+	/* A leader that found it had not run for an election timeout (stopped,
+	 * paused, starved) pushes no event until a quorum round begun after
+	 * that confirms it still leads (docs/PROTOCOL.md "Events from a
+	 * stalled leader"): its READ_INDEX context (0: not asked yet) and
+	 * when it asked. */
+	bool lead_unconfirmed;
+	uint64_t confirm_ctx;
+	uint64_t confirm_ns;
 
 	/* Batching: commands encoded back to back in batch_buf. */
 	struct node_batch_item *batch;

@@ -51,6 +51,8 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(events_pushed) \
 	X(events_no_address) \
 	X(events_deduplicated) \
+	X(leader_stalls) \
+	X(events_unconfirmed) \
 	X(watch_rate_limited) \
 	X(watch_coalesced) \
 	X(watch_full) \

@@ -175,6 +175,15 @@ static bool push_event(struct node *n, uint64_t session_id, const struct push *e
 		n->stats.events_deduplicated++;
 		return false;
 	}
+	/* A stalled leader not yet confirmed (node.c node_clock()) sends
+	 * nothing: the session's next event names no predecessor, so the
+	 * client reports the gap (libhasp: RESYNC) and re-reads. */
+	if (n->lead_unconfirmed) {
+		n->stats.events_unconfirmed++;
+		s->last_event_index = 0;
+		s->last_event_sub = HASP_WIRE_EVENT_PREV_GAP;
+		return false;
+	}
 	/* With authentication an event is sealed with its session's key, like
 	 * a reply; a session the node cannot key (ended, identity removed)
 	 * gets nothing. */
@@ -265,14 +274,19 @@ static void watch_event(void *arg, struct watch_index *x, uint32_t i)
 	struct watch *w = &x->w[i];
 	HASP_ASSERT(w->session_id != 0);
 	HASP_ASSERT(e->name_len <= sizeof(w->held_name));
-	if (!w->queued && n->watch_tokens >= 1.0) {
+	if (!w->queued && n->watch_tokens >= 1.0 && !n->lead_unconfirmed) {
 		n->watch_tokens -= 1.0;
 		struct push p = *e;
 		p.after_gap = p.after_gap || watch_missed(x, w);
 		watch_push(n, w, &p);
 		return;
 	}
-	n->stats.watch_rate_limited++;
+	/* Held: no token, or a stalled leader not yet confirmed (it goes
+	 * out when confirmed, or is dropped by the step-down). */
+	if (n->lead_unconfirmed)
+		n->stats.events_unconfirmed++;
+	else
+		n->stats.watch_rate_limited++;
 	if (watch_missed(x, w)) {
 		w->held_gap = true;
 		w->epoch = x->epoch;
@@ -372,7 +386,7 @@ bool notify_flush(struct node *n, uint64_t *deadline_ns)
 	bool did = false;
 	struct watch_index *x = &n->watches;
 	HASP_ASSERT(deadline_ns != NULL);
-	if (x->held_count == 0)
+	if (x->held_count == 0 || n->lead_unconfirmed)
 		return false;
 	refill(n);
 	/* Oldest held first. */

@@ -56,7 +56,7 @@ struct sim {
 	struct simdisk *disks[NODES];
 	bool up[NODES];
 	bool isolated[NODES];
-	bool stalled[NODES]; /* not scheduled: runs nothing, its datagrams wait */
+	bool paused[NODES]; /* SIGSTOPped: runs nothing, its datagrams wait */
 	struct node_config cfg[NODES];
 	struct dgram *net;
 	uint32_t net_count;
@@ -187,8 +187,10 @@ static void sim_step(struct sim *s)
 		int i = node_of_ip(s, batch[k].dst_ip);
 		if (i < 0 || !s->up[i] || s->isolated[i])
 			continue;
-		if (s->stalled[i]) {
-			s->net[s->net_count++] = batch[k];
+		if (s->paused[i]) {
+			/* Kept in order for its resumption (a socket buffer). */
+			if (s->net_count < NET_MAX)
+				s->net[s->net_count++] = batch[k];
 			continue;
 		}
 		if (batch[k].dst_port == 7001) {
@@ -201,7 +203,7 @@ static void sim_step(struct sim *s)
 	s->now_ns += STEP_NS;
 	for (uint32_t i = 0; i < NODES; i++) {
 		uint64_t deadline = UINT64_MAX;
-		if (!s->up[i] || s->stalled[i])
+		if (!s->up[i] || s->paused[i])
 			continue;
 		forbid_io_enter();
 		(void)node_work(&s->nodes[i], s->now_ns, &deadline);
@@ -459,10 +461,10 @@ static void test_node_stalled_follower_does_not_campaign_on_waking(void **state)
 	uint64_t pre_votes = s->nodes[f].raft.counters.pre_votes;
 	uint64_t elections = s->nodes[f].raft.counters.elections;
 
-	s->stalled[f] = true;
+	s->paused[f] = true;
 	sim_run_ms(s, 600);
 	assert_true(s->net_count > 0); /* the heartbeats that wait for it */
-	s->stalled[f] = false;
+	s->paused[f] = false;
 	sim_run_ms(s, 100);
 
 	assert_int_equal(s->nodes[f].raft.counters.pre_votes, pre_votes);
@@ -874,6 +876,187 @@ static void test_node_watches_survive_a_step_down_with_a_gap(void **state)
 		}
 	}
 	assert_true(seen);
+	sim_destroy(s);
+}
+
+/* Events in the client's inbox from node `from` to `session` naming
+ * `name` (the event's key or lock). */
+static int events_from(struct sim *s, int from, uint64_t session, const char *name)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg m;
+	int count = 0;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (s->inbox[k].src_ip == s->cfg[from].ip && hasp_wire_decode_reply(keep, s->inbox[k].size, &m) == 0 &&
+		    m.hdr.opcode == HASP_OP_EVENT && m.hdr.session_id == session &&
+		    m.body.event.name.size == strlen(name) && memcmp(m.body.event.name.data, name, strlen(name)) == 0)
+			count++;
+	}
+	return count;
+}
+
+/* Session `session` watches `prefix` at node l. */
+static void sim_watch_prefix(struct sim *s, int l, uint64_t session, uint64_t seq, const char *prefix)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = session, .seq = seq } };
+	req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)prefix, strlen(prefix) },
+						   .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+}
+
+/* The leader l gets req (it proposes it at once: its AppendEntries are out,
+ * nothing acknowledged yet) and is stopped (SIGSTOP: it runs nothing, its
+ * datagrams wait). stall_ticks, when not 0, is its stall threshold in
+ * ticks (the node's election_ticks, not raft's). */
+static void stall_after(struct sim *s, int l, const struct hasp_wire_msg *req, uint32_t stall_ticks)
+{
+	struct node *n = &s->nodes[l];
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	int size = hasp_wire_encode(req, buf, sizeof(buf));
+	assert_true(size > 0);
+	if (stall_ticks != 0)
+		n->cfg.election_ticks = stall_ticks;
+	s->inbox_count = 0;
+	node_client_rx(n, s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	s->paused[l] = true;
+}
+
+/* A put of s/1 stalls the leader, while session *watcher watches "s/". */
+static struct sim *stall_after_put(uint64_t seed, uint32_t stall_ticks, int *leader, uint64_t *watcher)
+{
+	struct sim *s = sim_create(seed);
+	int l = sim_wait_leader(s);
+	uint64_t w = sim_open(s, l, 71), a = sim_open(s, l, 72);
+	sim_watch_prefix(s, l, w, 1, "s/");
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = 1 } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)"s/1", 3 },
+						     .value = { (const uint8_t *)"v", 1 } };
+	stall_after(s, l, &put, stall_ticks);
+	*leader = l;
+	*watcher = w;
+	return s;
+}
+
+/* A leader stopped (SIGSTOP, a VM pause) longer than the election timeout
+ * is resumed after another node took over: the acknowledgements that
+ * waited in its socket buffer commit a put it proposed before the pause,
+ * and it applies it while it still believes it leads. It must not push
+ * the put's watch event (the new leader serves the watchers now, and the
+ * event would reach them after the new leader's): a node that finds it was
+ * stalled pushes nothing until a quorum round begun after the stall
+ * confirms it still leads, and here it learns of the new term first and
+ * steps down. Before, the event went out at once. */
+static void test_node_resumed_leader_pushes_no_stale_event(void **state)
+{
+	(void)state;
+	int l;
+	uint64_t w;
+	struct sim *s = stall_after_put(test_util_seed(19), 0, &l, &w);
+	struct node *n = &s->nodes[l];
+	int nl = -1;
+	for (int t = 0; t < 5000 && nl < 0; t++) {
+		sim_run_ms(s, 1);
+		for (int i = 0; i < NODES; i++)
+			if (i != l && s->nodes[i].role == RAFT_LEADER && s->nodes[i].applied > 0)
+				nl = i;
+	}
+	assert_true(nl >= 0);
+	sim_run_ms(s, 20);
+	struct locks_kv_info kv;
+	assert_true(locks_kv_get(&s->nodes[nl].sm, (const uint8_t *)"s/1", 3, &kv)); /* committed */
+	assert_int_equal(n->role, RAFT_LEADER); /* it knows nothing yet */
+	uint64_t applied = n->applied;
+
+	/* Resumed: it applies the put, but sends its watcher nothing. */
+	s->inbox_count = 0;
+	s->paused[l] = false;
+	sim_run_ms(s, 50);
+	assert_true(n->applied > applied);
+	assert_int_not_equal(n->role, RAFT_LEADER);
+	assert_int_equal(events_from(s, l, w, "s/1"), 0);
+	assert_int_equal(n->stats.leader_stalls, 1);
+	assert_true(n->stats.events_unconfirmed >= 1);
+	sim_destroy(s);
+}
+
+/* The other outcome of the same rule: the stalled leader still leads (its
+ * stall was shorter than the followers' patience), so the quorum round
+ * confirms it and the event it held goes out, once. Its stall threshold
+ * is lowered to 3 ticks (60 ms) so that a 100 ms pause counts while the
+ * followers, 200 ms or more, stay put. */
+static void test_node_stalled_leader_confirmed_sends_held_events(void **state)
+{
+	(void)state;
+	int l;
+	uint64_t w;
+	struct sim *s = stall_after_put(test_util_seed(23), 3, &l, &w);
+	struct node *n = &s->nodes[l];
+	uint64_t term = n->raft.term;
+	sim_run_ms(s, 100);
+	s->paused[l] = false;
+	sim_run_ms(s, 100);
+	assert_int_equal(n->role, RAFT_LEADER);
+	assert_int_equal(n->raft.term, term);
+	assert_int_equal(n->stats.leader_stalls, 1);
+	assert_true(n->stats.events_unconfirmed >= 1); /* held, then sent */
+	assert_false(n->lead_unconfirmed);
+	assert_int_equal(events_from(s, l, w, "s/1"), 1);
+	sim_destroy(s);
+}
+
+/* A waiter's own LOCK_GRANTED is not held (it has no slot): a stalled
+ * leader not yet confirmed drops it, and the session's next event names
+ * no predecessor (prev (0, GAP)), so that libhasp reports the gap and the
+ * waiter re-reads its lock. Here the waiter also watches the lock: the
+ * watch's copy of the grant is held and, once the leader is confirmed,
+ * goes out as that next event. */
+static void test_node_stalled_leader_drops_a_waiters_grant_with_a_gap(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(29));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t a = sim_open(s, l, 91), b = sim_open(s, l, 92);
+	struct hasp_wire_msg req = acquire_req(a, 1, "g/x", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	req = acquire_req(b, 1, "g/x", 60000, HASP_ACQUIRE_WAIT);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
+	sim_watch_prefix(s, l, b, 2, "g/");
+
+	struct hasp_wire_msg rel = { .hdr = { .opcode = HASP_OP_RELEASE, .session_id = a, .seq = 2 } };
+	rel.body.release = (struct hasp_wire_name_token){ { (const uint8_t *)"g/x", 3 }, token };
+	stall_after(s, l, &rel, 3);
+	sim_run_ms(s, 100);
+	s->paused[l] = false;
+	sim_run_ms(s, 100);
+	assert_int_equal(n->role, RAFT_LEADER);
+	assert_int_equal(n->stats.leader_stalls, 1);
+	assert_true(n->stats.events_unconfirmed >= 2); /* the grant dropped, the watch's copy held */
+	bool first = true;
+	int grants = 0;
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) != 0 || reply.hdr.opcode != HASP_OP_EVENT ||
+		    reply.hdr.session_id != b)
+			continue;
+		if (first) {
+			assert_int_equal(reply.body.event.prev_index, 0);
+			assert_int_equal(reply.body.event.prev_sub, HASP_WIRE_EVENT_PREV_GAP);
+			first = false;
+		}
+		grants += reply.body.event.type == HASP_EVENT_LOCK_GRANTED;
+	}
+	assert_false(first);
+	assert_int_equal(grants, 1); /* the watch's copy */
 	sim_destroy(s);
 }
 
@@ -1713,6 +1896,9 @@ int main(void)
 		cmocka_unit_test(test_node_watch_held_events_dropped_are_counted),
 		cmocka_unit_test(test_node_kv_range_more_with_a_limit),
 		cmocka_unit_test(test_node_renew_ttl_zero_keeps_the_ttl),
+		cmocka_unit_test(test_node_resumed_leader_pushes_no_stale_event),
+		cmocka_unit_test(test_node_stalled_leader_confirmed_sends_held_events),
+		cmocka_unit_test(test_node_stalled_leader_drops_a_waiters_grant_with_a_gap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,26 +221,35 @@ static void test_hardstate_crash_never_loses_a_durable_save(void **state)
 	}
 }
 
+/* A failed fsync (EIO), or a write on a file system turned read-only under
+ * the node (EROFS: an ext4 error with errors=remount-ro, as the fault
+ * suite's read-only nemesis does): the save fails, the durable term and
+ * vote stay the last saved ones, and every later save is refused. */
 static void test_hardstate_eio_fails_and_stops_durability(void **state)
 {
 	(void)state;
-	struct simdisk *d = disk_new(5, false);
-	struct hardstate h;
-	struct hard_state hs;
+	const struct { enum simdisk_op_kind kind; int err; } cases[] = {
+		{ SIMDISK_OP_FSYNC, EIO }, { SIMDISK_OP_WRITE, EROFS },
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct simdisk *d = disk_new(5 + c, false);
+		struct hardstate h;
+		struct hard_state hs;
 
-	assert_int_equal(hardstate_open(&h, simdisk_io(d), &hs), 0);
-	hs = (struct hard_state){ 1, 1 };
-	assert_true(hardstate_save(&h, &hs) > 0);
-	settle(d, &h);
-	simdisk_fail_nth(d, SIMDISK_OP_FSYNC, 0, EIO);
-	hs = (struct hard_state){ 2, 2 };
-	assert_true(hardstate_save(&h, &hs) > 0);
-	settle(d, &h);
-	assert_true(h.failed);
-	assert_int_equal(hardstate_durable(&h).term, 1);
-	assert_int_equal(hardstate_save(&h, &hs), -HASP_EIO);
-	hardstate_close(&h);
-	simdisk_destroy(d);
+		assert_int_equal(hardstate_open(&h, simdisk_io(d), &hs), 0);
+		hs = (struct hard_state){ 1, 1 };
+		assert_true(hardstate_save(&h, &hs) > 0);
+		settle(d, &h);
+		simdisk_fail_nth(d, cases[c].kind, 0, cases[c].err);
+		hs = (struct hard_state){ 2, 2 };
+		assert_true(hardstate_save(&h, &hs) > 0);
+		settle(d, &h);
+		assert_true(h.failed);
+		assert_int_equal(hardstate_durable(&h).term, 1);
+		assert_int_equal(hardstate_save(&h, &hs), -HASP_EIO);
+		hardstate_close(&h);
+		simdisk_destroy(d);
+	}
 }
 
 int main(void)
