@@ -259,7 +259,7 @@ struct hasp_client {
 	struct client_op *ops;
 	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 	uint64_t next_op_id;
-	bool processing; /* a thread is in hasp_client_process, holding mu */
+	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
 	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
 	int wake_fd;
 	int epoll_fd;

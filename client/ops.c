@@ -632,9 +632,57 @@ int hasp_client_timeout_ms(struct hasp_client *c)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-int hasp_client_process(struct hasp_client *c, uint32_t *completed)
+/* One pass: every async op moved on (sent, retransmitted, finished);
+ * the finished ones are unlinked and returned in the order they were
+ * started. Called with mu held. */
+static struct client_op *process_pass_locked(struct hasp_client *c, uint64_t now)
 {
 	struct client_op *done = NULL;
+	uint64_t progress;
+
+	/* Again while a pass freed a slot or opened a session: an op looked
+	 * at earlier in the pass may take it now (each pass that goes round
+	 * again finished a request, so this ends). */
+	do {
+		progress = c->progress;
+		for (struct client_op **pp = &c->ops; *pp != NULL;) {
+			struct client_op *op = *pp;
+			uint64_t wake = UINT64_MAX;
+
+			if (!op->async || !op_advance_locked(c, op, now, &wake)) {
+				op->wake_ns = wake;
+				pp = &op->next;
+				continue;
+			}
+			*pp = op->next;
+			op->next = done;
+			done = op;
+			c->async_count--;
+		}
+	} while (c->progress != progress);
+	struct client_op *ordered = NULL;
+	while (done != NULL) {
+		struct client_op *op = done;
+		done = op->next;
+		op->next = ordered;
+		ordered = op;
+	}
+	return ordered;
+}
+
+/* An async op started but not yet sent (wake_ns 0: the next pass sends). */
+static bool send_pending_locked(const struct hasp_client *c)
+{
+	for (const struct client_op *op = c->ops; op != NULL; op = op->next)
+		if (op->async && op->wake_ns == 0)
+			return true;
+	return false;
+}
+
+#define PROCESS_ROUNDS 4 /* passes for ops the callbacks start */
+
+int hasp_client_process(struct hasp_client *c, uint32_t *completed)
+{
 	uint32_t n = 0;
 
 	if (completed != NULL)
@@ -657,47 +705,39 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 		(void)!read(c->wake_fd, &count, sizeof(count));
 	}
 	client_read_nowait_locked(c);
-	uint64_t now = clock_monotonic_ns();
-	uint64_t progress;
-	/* Again while a pass freed a slot or opened a session: an op looked
-	 * at earlier in the pass may take it now (each pass that goes round
-	 * again finished a request, so this ends). */
-	do {
-		progress = c->progress;
-		for (struct client_op **pp = &c->ops; *pp != NULL;) {
-			struct client_op *op = *pp;
-			uint64_t wake = UINT64_MAX;
-
-			if (!op->async || !op_advance_locked(c, op, now, &wake)) {
-				op->wake_ns = wake;
-				pp = &op->next;
-				continue;
-			}
-			*pp = op->next;
-			op->next = done;
-			done = op;
-			c->async_count--;
+	/* A request a callback starts (the next step of the application's
+	 * work: RELEASE after a grant) is sent by another pass here, at once,
+	 * instead of by the next call after a wake-up through the eventfd:
+	 * `processing` stays set through the callbacks, so starting it writes
+	 * no wake-up. */
+	for (uint32_t round = 0;; round++) {
+		struct client_op *ordered = process_pass_locked(c, clock_monotonic_ns());
+		if (ordered == NULL)
+			break;
+		pthread_mutex_unlock(&c->mu);
+		/* Callbacks without the lock, in the order the ops were started. */
+		while (ordered != NULL) {
+			struct client_op *op = ordered;
+			ordered = op->next;
+			HASP_ASSERT(!op->w_linked);
+			if (op->fn != NULL)
+				op->fn(c, &op->res, op->arg);
+			hasp_free(op);
+			n++;
 		}
-	} while (c->progress != progress);
+		pthread_mutex_lock(&c->mu);
+		if (!send_pending_locked(c))
+			break;
+		if (round + 1 == PROCESS_ROUNDS) {
+			/* Bounded: what is left is sent by the next call, which
+			 * this wake-up asks for. */
+			c->processing = false;
+			client_wake_loop_locked(c);
+			break;
+		}
+	}
 	c->processing = false;
 	pthread_mutex_unlock(&c->mu);
-	/* Callbacks without the lock, in the order the ops were started. */
-	struct client_op *ordered = NULL;
-	while (done != NULL) {
-		struct client_op *op = done;
-		done = op->next;
-		op->next = ordered;
-		ordered = op;
-	}
-	while (ordered != NULL) {
-		struct client_op *op = ordered;
-		ordered = op->next;
-		HASP_ASSERT(!op->w_linked);
-		if (op->fn != NULL)
-			op->fn(c, &op->res, op->arg);
-		hasp_free(op);
-		n++;
-	}
 	client_watches_resend_if_stale(c);
 	if (completed != NULL)
 		*completed = n;
