@@ -32,19 +32,19 @@ expect sessions 8 "$(field "j['results']['sessions']")"
 expect "cycle: some ops" True "$(field "j['results']['ops'] > 0")"
 expect "cycle: every op a cycle" True "$(field "j['results']['cycles'] == j['results']['ops']")"
 expect "cycle: partitioned keys never BUSY" 0 "$(field "j['results']['busy']")"
-expect "cycle: failed ops" 0 "$(field "j['errors']['failed_ops']")"
+expect "cycle: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
 echo "itest: cycle on libhasp"
 
 run --workload contended --clients 8 --keys 4 --wait
 expect "contended wait: some cycles" True "$(field "j['results']['cycles'] > 0")"
 expect "contended wait: never BUSY" 0 "$(field "j['results']['busy']")"
-expect "contended wait: failed ops" 0 "$(field "j['errors']['failed_ops']")"
+expect "contended wait: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
 echo "itest: contended WAIT on libhasp"
 
 run --workload kv --clients 4 --keys 16 --put-percent 50
 expect "kv: some ops" True "$(field "j['results']['ops'] > 0")"
-expect "kv: puts answered" True "$(field "'KV_PUT' in j['statuses_by_op']")"
-expect "kv: failed ops" 0 "$(field "j['errors']['failed_ops']")"
+expect "kv: puts answered" True "$(field "'KV_PUT' in j['results']['statuses_by_op']")"
+expect "kv: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
 echo "itest: kv on libhasp"
 
 run --workload cycle --clients 4 --engine wire
