@@ -262,6 +262,7 @@ struct hasp_client {
 	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
 	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
 	int wake_fd;
+	bool wake_pending; /* wake_fd written and not yet read (under mu) */
 	int epoll_fd;
 	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel) */
 

@@ -42,6 +42,7 @@
 #define NS_PER_MS 1000000ull
 /* Datagrams read per turn as receiver: bounds the time the mutex is held. */
 #define RX_BATCH_MAX 64
+#define RX_MMSG 8 /* datagrams per recvmmsg(2) */
 
 static struct timespec ns_to_timespec(uint64_t ns)
 {
@@ -319,24 +320,43 @@ static void dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t s
 		dispatch_reply_locked(c, &m, data, size, (uint32_t)idx);
 }
 
+/* Reads what is queued on the socket: recvmmsg(2) batches of RX_MMSG, so
+ * one datagram (a client's usual load) costs one call, not a second one
+ * that answers EAGAIN. */
 static void rx_batch_locked(struct hasp_client *c)
 {
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
+	uint8_t bufs[RX_MMSG][HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
+	struct sockaddr_in from[RX_MMSG];
+	struct iovec iov[RX_MMSG];
+	struct mmsghdr msgs[RX_MMSG];
 
-	for (int i = 0; i < RX_BATCH_MAX; i++) {
-		struct sockaddr_in from;
-		socklen_t from_size = sizeof(from);
-		ssize_t n = recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
-				     (struct sockaddr *)&from, &from_size);
-		if (n < 0)
-			break;
-		if (from_size != sizeof(from) || from.sin_family != AF_INET) {
-			c->stats.rx_unknown_source++;
-			continue;
+	for (int done = 0; done < RX_BATCH_MAX;) {
+		for (int i = 0; i < RX_MMSG; i++) {
+			iov[i] = (struct iovec){ .iov_base = bufs[i], .iov_len = sizeof(bufs[i]) };
+			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &from[i],
+								 .msg_namelen = sizeof(from[i]),
+								 .msg_iov = &iov[i],
+								 .msg_iovlen = 1 } };
 		}
-		/* A truncated read reports the full size: the decoder refuses
-		 * anything over 1472 bytes as too big. */
-		dispatch_locked(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf), &from);
+		int got = recvmmsg(c->fd, msgs, RX_MMSG, MSG_DONTWAIT, NULL);
+		if (got <= 0)
+			return;
+		for (int i = 0; i < got; i++) {
+			size_t n = msgs[i].msg_len;
+			if (msgs[i].msg_hdr.msg_namelen != sizeof(from[i]) ||
+			    from[i].sin_family != AF_INET) {
+				c->stats.rx_unknown_source++;
+				continue;
+			}
+			/* A datagram over the buffer is cut and flagged: the
+			 * decoder refuses anything over 1472 bytes as too big. */
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				n = sizeof(bufs[i]);
+			dispatch_locked(c, bufs[i], n < sizeof(bufs[i]) ? n : sizeof(bufs[i]), &from[i]);
+		}
+		done += got;
+		if (got < RX_MMSG)
+			return; /* the queue is empty */
 	}
 }
 
@@ -353,8 +373,10 @@ void client_wake_loop_locked(struct hasp_client *c)
 
 	/* The application's loop, unless it is the caller (it looks again
 	 * before it returns). */
-	if (c->async_count > 0 && c->wake_fd >= 0 && !c->processing)
+	if (c->async_count > 0 && c->wake_fd >= 0 && !c->processing && !c->wake_pending) {
 		(void)!write(c->wake_fd, &one, sizeof(one));
+		c->wake_pending = true; /* one write until the loop reads it */
+	}
 }
 
 void client_interrupt_locked(struct hasp_client *c)

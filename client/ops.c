@@ -700,9 +700,10 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	}
 	pthread_mutex_lock(&c->mu);
 	c->processing = true;
-	if (c->wake_fd >= 0) {
+	if (c->wake_pending) { /* no read(2) when nothing was written */
 		uint64_t count;
 		(void)!read(c->wake_fd, &count, sizeof(count));
+		c->wake_pending = false;
 	}
 	client_read_nowait_locked(c);
 	/* A request a callback starts (the next step of the application's
