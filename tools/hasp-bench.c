@@ -56,9 +56,9 @@ static void usage(FILE *out)
 		"                     clients/T sessions (kernel mode; default 1)\n"
 		"  --seed N           PRNG seed (default 1)\n"
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
-		"  --engine E         libhasp | wire: libhasp's async core (cycle, contended and\n"
-		"                     kv, closed loop, one thread: the default there) or the\n"
-		"                     own wire engine (every workload; --rate, --threads, --dpdk)\n"
+		"  --engine E         wire | libhasp: the own wire engine (every workload; --rate,\n"
+		"                     --threads, --dpdk; the default) or libhasp's async core\n"
+		"                     (cycle, contended and kv, closed loop, one thread)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
 		"DPDK mode (EAL arguments after --, e.g. -l 1 --no-huge -m 64 --no-pci\n"
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 	struct bench_result res;
 	const char *out_path = NULL;
 	bool json = false, ok = true, dpdk = false, have_ip = false, have_mac = false;
-	int engine = -1; /* -1: libhasp where it runs the workload, else wire */
+	int engine = 0; /* 0 wire, 1 libhasp (docs/PERFORMANCE.md "Engines") */
 	struct bench_dpdk_config dcfg = { .local_port = 7100, .settle_ms = 2000, .idle = 1 };
 	double seconds;
 	int opt;
@@ -347,8 +347,6 @@ int main(int argc, char **argv)
 		bench_result_deinit(&res);
 		return 2;
 	}
-	if (engine == -1)
-		engine = libhasp_fits;
 	cfg.libhasp = engine == 1;
 	/* A long run on a terminal shows it is alive (kernel mode, one
 	 * engine); piped or --json output stays one report. */
