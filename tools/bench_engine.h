@@ -153,6 +153,15 @@ void bench_result_merge(struct bench_result *target, const struct bench_result *
 int bench_run(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
 
+/* The key of client `index`'s next operation (of `clients`): key 0 for
+ * burst, Zipf-chosen from `zipf` for contended and kv; otherwise client i
+ * owns the keys congruent to i modulo the client count, so no two clients
+ * ever ask for the same lock (when keys >= clients). */
+struct bench_zipf;
+struct prng;
+uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf *zipf,
+			struct prng *prng, uint32_t index, uint32_t clients);
+
 /* One progress line of a run on a terminal: second `tick`, its `ops`, the
  * p99 of every operation so far and the errors so far (tools/bench_kernel.c). */
 void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops);

@@ -61,20 +61,6 @@ struct lh_client {
 
 static void op_start(struct lh_client *s);
 
-static uint32_t pick_key(struct lh_engine *e, uint32_t index)
-{
-	const struct bench_config *cfg = e->cfg;
-
-	if (cfg->contended || cfg->workload == BENCH_WL_KV)
-		return bench_zipf_next(&e->zipf, &e->prng);
-	/* Uncontended: client i owns the keys congruent to i modulo the
-	 * client count (as the wire engine partitions them). */
-	uint32_t per_client = cfg->keys / e->client_count;
-	if (per_client == 0)
-		return index % cfg->keys;
-	return index + e->client_count * (uint32_t)prng_below(&e->prng, per_client);
-}
-
 static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t ns)
 {
 	if (measured)
@@ -184,7 +170,7 @@ static void op_start(struct lh_client *s)
 	s->op_start_ns = now;
 	s->req_start_ns = now;
 	s->measured = now >= e->measure_start_ns;
-	s->key = pick_key(e, s->index);
+	s->key = bench_key_pick(cfg, &e->zipf, &e->prng, s->index, e->client_count);
 	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
 	s->in_flight = true;
 	s->due_ns = 0; /* sent by its next hasp_client_process */
