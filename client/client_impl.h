@@ -263,6 +263,7 @@ struct hasp_client {
 	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
 	int wake_fd;
 	bool wake_pending; /* wake_fd written and not yet read (under mu) */
+	bool wake_missed;  /* a wake-up came while processing: look again */
 	int epoll_fd;
 	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel) */
 

@@ -373,7 +373,11 @@ void client_wake_loop_locked(struct hasp_client *c)
 
 	/* The application's loop, unless it is the caller (it looks again
 	 * before it returns). */
-	if (c->async_count > 0 && c->wake_fd >= 0 && !c->processing && !c->wake_pending) {
+	if (c->processing) {
+		c->wake_missed = true; /* the loop looks again before it returns */
+		return;
+	}
+	if (c->async_count > 0 && c->wake_fd >= 0 && !c->wake_pending) {
 		(void)!write(c->wake_fd, &one, sizeof(one));
 		c->wake_pending = true; /* one write until the loop reads it */
 	}

@@ -715,6 +715,7 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 		struct client_op *ordered = process_pass_locked(c, clock_monotonic_ns());
 		if (ordered == NULL)
 			break;
+		c->wake_missed = false;
 		pthread_mutex_unlock(&c->mu);
 		/* Callbacks without the lock, in the order the ops were started. */
 		while (ordered != NULL) {
@@ -727,7 +728,9 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 			n++;
 		}
 		pthread_mutex_lock(&c->mu);
-		if (!send_pending_locked(c))
+		/* A wake-up asked for meanwhile (a cancel from another thread,
+		 * a request a callback started): another pass. */
+		if (!c->wake_missed && !send_pending_locked(c))
 			break;
 		if (round + 1 == PROCESS_ROUNDS) {
 			/* Bounded: what is left is sent by the next call, which
