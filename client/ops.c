@@ -670,15 +670,6 @@ static struct client_op *process_pass_locked(struct hasp_client *c, uint64_t now
 	return ordered;
 }
 
-/* An async op started but not yet sent (wake_ns 0: the next pass sends). */
-static bool send_pending_locked(const struct hasp_client *c)
-{
-	for (const struct client_op *op = c->ops; op != NULL; op = op->next)
-		if (op->async && op->wake_ns == 0)
-			return true;
-	return false;
-}
-
 #define PROCESS_ROUNDS 4 /* passes for ops the callbacks start */
 
 int hasp_client_process(struct hasp_client *c, uint32_t *completed)
@@ -713,9 +704,10 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	 * no wake-up. */
 	for (uint32_t round = 0;; round++) {
 		struct client_op *ordered = process_pass_locked(c, clock_monotonic_ns());
+		c->wake_missed = false; /* this pass looked */
 		if (ordered == NULL)
 			break;
-		c->wake_missed = false;
+		uint64_t started = c->next_op_id;
 		pthread_mutex_unlock(&c->mu);
 		/* Callbacks without the lock, in the order the ops were started. */
 		while (ordered != NULL) {
@@ -728,19 +720,18 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 			n++;
 		}
 		pthread_mutex_lock(&c->mu);
-		/* A wake-up asked for meanwhile (a cancel from another thread,
-		 * a request a callback started): another pass. */
-		if (!c->wake_missed && !send_pending_locked(c))
+		/* Only for ops started meanwhile: ops waiting for a window slot
+		 * take no extra pass, which would starve blocking callers. */
+		if (c->next_op_id == started || round + 1 == PROCESS_ROUNDS)
 			break;
-		if (round + 1 == PROCESS_ROUNDS) {
-			/* Bounded: what is left is sent by the next call, which
-			 * this wake-up asks for. */
-			c->processing = false;
-			client_wake_loop_locked(c);
-			break;
-		}
 	}
 	c->processing = false;
+	if (c->wake_missed) {
+		/* A wake-up asked for during the last callbacks (a cancel from
+		 * another thread, an op left for the next call): ask the loop. */
+		c->wake_missed = false;
+		client_wake_loop_locked(c);
+	}
 	pthread_mutex_unlock(&c->mu);
 	client_watches_resend_if_stale(c);
 	if (completed != NULL)

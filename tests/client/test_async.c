@@ -209,6 +209,56 @@ static void test_one_thread_drives_many_requests(void **state)
 	responder_stop(&r);
 }
 
+/* A request a callback starts is sent before hasp_client_process returns
+ * (hasp-bench's RELEASE after a grant), not by the next call. */
+struct chain {
+	struct results out;
+	int release_rc;
+};
+
+static void on_granted_release(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct chain *ch = arg;
+
+	on_done(c, res, &ch->out);
+	if (res->rc == 0)
+		ch->release_rc = hasp_client_release_async(c, "chain", res->lock.token, on_done,
+							   &ch->out, NULL);
+}
+
+static void test_callback_request_sent_in_the_same_process(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct chain ch;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	(void)state;
+
+	memset(&ch, 0, sizeof(ch));
+	ch.release_rc = 1;
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_acquire_async(c, "chain", &opts, on_granted_release, &ch, NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && ch.out.count == 0; turn++)
+		loop_turn(c);
+	assert_int_equal(ch.out.count, 1);
+	assert_int_equal(ch.out.rcs[0], 0);
+	assert_int_equal(ch.release_rc, 0);
+	/* The call that ran the grant's callback also sent the RELEASE:
+	 * session open, ACQUIRE, RELEASE. */
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.tx_requests, 3);
+	run_loop(c, &ch.out, 2);
+	assert_int_equal(ch.out.ops[1], HASP_OP_RELEASE);
+	assert_int_equal(ch.out.rcs[1], 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void test_wait_granted_by_event_and_cancelled_by_id(void **state)
 {
 	static struct script s;
@@ -362,6 +412,8 @@ int main(void)
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_one_thread_drives_many_requests, responder_teardown),
+		cmocka_unit_test_teardown(test_callback_request_sent_in_the_same_process,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_wait_granted_by_event_and_cancelled_by_id,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_wait_cancelled_from_another_thread,
