@@ -45,7 +45,12 @@ struct pending {
 };
 
 /* Event identities remembered for duplicate detection. */
-#define CLIENT_EVENTS_RECENT 16u
+/* A node that was paused (or cut off) past a leader change sends, when it
+ * resumes, the events it had queued: older ones the new leader already
+ * delivered. 16 remembered identities let such a burst through as new
+ * events (a fault run saw one delivered twice, some 70 events later);
+ * 1024 cover seconds of events at the rates a watcher sees. */
+#define CLIENT_EVENTS_RECENT 1024u
 
 /* A thread blocked in a WAIT-mode acquire, linked on the caller's stack. */
 struct waiter {
@@ -67,6 +72,7 @@ struct finder {
 	uint32_t target;      /* directed mode: the node asked */
 	bool probing;         /* every node is asked */
 	uint32_t silent;      /* bit i: node i let this request go unanswered */
+	uint32_t silent_ever; /* bit i: ... at some point (never cleared) */
 	uint32_t redirects;   /* hints followed, bounded by the node count */
 	uint64_t backoff_ns;  /* the next backoff, before jitter */
 	uint64_t backoff_max_ns;

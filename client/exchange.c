@@ -465,6 +465,7 @@ static void finder_init(const struct hasp_client *c, struct finder *f)
 	f->target = c->target < c->node_count ? c->target : 0;
 	f->probing = false;
 	f->silent = 0;
+	f->silent_ever = 0;
 	f->redirects = 0;
 	f->backoff_ns = (uint64_t)c->cfg.backoff_ms * NS_PER_MS;
 	f->backoff_max_ns = (uint64_t)c->cfg.backoff_max_ms * NS_PER_MS;
@@ -492,6 +493,7 @@ static void finder_heard(struct finder *f, uint32_t from)
 static void finder_silence(struct finder *f)
 {
 	f->silent |= 1u << f->target;
+	f->silent_ever |= 1u << f->target;
 	f->probing = true;
 }
 
@@ -642,7 +644,13 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			 * is idempotent per session and name on a node). Any
 			 * node may answer SESSION_OPEN: it does not count. */
 			if (!open) {
-				if (c->answered_any && c->answered_by != p->from_index)
+				/* A node that first let this request go unanswered
+				 * may have restarted meanwhile (a whole-cluster
+				 * restart can elect the same node again), and a
+				 * restart loses its watch table: register again
+				 * (the RESYNC tells the application). */
+				bool restarted = (r->f.silent_ever & (1u << p->from_index)) != 0;
+				if (c->answered_any && (c->answered_by != p->from_index || restarted))
 					watches_forget_registrations_locked(c);
 				c->answered_by = p->from_index;
 				c->answered_any = true;

@@ -19,6 +19,7 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "common/clock.h"
+#include "common/resolve.h"
 #include "hasp/errors.h"
 
 static int wait_fd(int fd, short ev, uint64_t deadline_ms)
@@ -51,16 +52,15 @@ static int connect_target(const char *target, uint32_t timeout_ms, int *out)
 			return -HASP_ESYS;
 		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	} else {
-		char host[64];
-		const char *colon = strrchr(target, ':');
-		if (colon == NULL || (size_t)(colon - target) >= sizeof(host))
-			return -HASP_EINVAL;
-		memcpy(host, target, (size_t)(colon - target));
-		host[colon - target] = '\0';
-		char *end;
-		unsigned long port = strtoul(colon + 1, &end, 10);
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-		if (*end != '\0' || port == 0 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		/* host:port, host an IPv4 address or a name (common/resolve.h). */
+		struct sockaddr_in sa;
+		char why[320];
+		rc = resolve_hostport(target, &sa, why, sizeof(why));
+		if (rc == RESOLVE_UNKNOWN)
+			return -HASP_ENOENT; /* "not found" */
+		if (rc == RESOLVE_UNAVAILABLE)
+			return -HASP_EAGAIN; /* the resolver: "try again" */
+		if (rc != RESOLVE_OK)
 			return -HASP_EINVAL;
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)

@@ -49,27 +49,35 @@
 #define TOKENS_MAX 65536u
 #define TARGET_SIZE 256u
 
+/* One command a line, its arguments from column 20 (a continuation there
+ * too): help2man renders each line as a tagged paragraph of its own, so the
+ * man page lists one command per line (tests/client/install_test.sh). */
 static const char usage_text[] =
-	"usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
+	"usage: haspctl [--socket PATH | --addr HOST:PORT] [--nodes ID=TARGET,... | --config FILE]\n"
 	"               [--admin-key FILE] [--json] [--timeout MS] <command>\n"
-	"  status [--cluster]                 node state; --cluster asks every node in --nodes\n"
-	"  health                             exit 0 healthy, 5 unhealthy, 6 degraded\n"
-	"  members list\n"
-	"  members add <id> <ip> <peer-port> <client-port>   (joins as a learner)\n"
-	"  members promote <id> | members remove <id>\n"
-	"  leader transfer <id>\n"
-	"  snapshot save <file>\n"
-	"  snapshot restore <file> <new-data-dir> [--members ID,ID,...]   (offline: runs hasp-snapshot)\n"
-	"  locks list [--prefix P] [--after CURSOR] [--limit N]\n"
-	"  locks show <name>\n"
-	"  locks release --force <name>\n"
-	"  leases list | sessions list [--after CURSOR] [--limit N]\n"
-	"  metrics | stats                   every counter, gauge and histogram\n"
-	"  log list | log level <topic|all> <off|error|warn|info|debug>\n"
-	"  help                               the node's command registry\n"
-	"  raw <command> [args...]            send one admin request as is\n"
-	"TARGET is a Unix socket path or IP:PORT; the default is $HASP_ADMIN. --nodes defaults\n"
-	"to $HASP_NODES; --config reads one ID=TARGET per line (# comments).\n"
+	"  status            [--cluster]  node state; --cluster asks every node in --nodes\n"
+	"  health            exit 0 healthy, 5 unhealthy, 6 degraded\n"
+	"  members list      every member's id, role and addresses\n"
+	"  members add       <id> <ip> <peer-port> <client-port>  (joins as a learner)\n"
+	"  members promote   <id>\n"
+	"  members remove    <id>\n"
+	"  leader transfer   <id>\n"
+	"  snapshot save     <file>\n"
+	"  snapshot restore  <file> <new-data-dir> [--members ID,ID,...]\n"
+	"                    (offline: runs hasp-snapshot)\n"
+	"  locks list        [--prefix P] [--after CURSOR] [--limit N]\n"
+	"  locks show        <name>\n"
+	"  locks release     --force <name>\n"
+	"  leases list       [--after CURSOR] [--limit N]\n"
+	"  sessions list     [--after CURSOR] [--limit N]\n"
+	"  metrics | stats   every counter, gauge and histogram\n"
+	"  log list          every log topic and its level\n"
+	"  log level         <topic|all> <off|error|warn|info|debug>\n"
+	"  help              the node's command registry\n"
+	"  raw               <command> [args...]  send one admin request as is\n"
+	"TARGET is a Unix socket path or HOST:PORT (an IPv4 address or a host name); the\n"
+	"default is $HASP_ADMIN. --nodes defaults to $HASP_NODES; --config reads one\n"
+	"ID=TARGET per line (# comments).\n"
 	"--timeout takes a duration (500ms, 5s, 2m; a bare number is ms; default 10s).\n"
 	"`haspctl <command> --help` describes one command; `haspctl --version` the release;\n"
 	"--dry-run prints the requests a command line would send and sends nothing.\n"
@@ -236,7 +244,7 @@ static void help_for(FILE *out, int argc, char **argv)
 		fputs(usage_text, out);
 		return;
 	}
-	fprintf(out, "usage: haspctl [--socket PATH | --addr IP:PORT] [--nodes ID=TARGET,...] [--json] %s\n%s",
+	fprintf(out, "usage: haspctl [--socket PATH | --addr HOST:PORT] [--nodes ID=TARGET,...] [--json] %s\n%s",
 		best->usage, best->help);
 }
 

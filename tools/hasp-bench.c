@@ -4,7 +4,7 @@
  * sessions (tools/bench_engine.h), and prints a table and/or one JSON
  * object with the commit, the configuration and the machine's facts.
  *
- *   hasp-bench [--cluster ip:port,...] [--workload W] [options]
+ *   hasp-bench [--cluster host:port,...] [--workload W] [options]
  *   hasp-bench --dpdk --ip A.B.C.D/N --mac M [options] -- <EAL arguments>
  *
  * The second form sends from hasp-bench's own DPDK port instead of a kernel
@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 
 #include "bench_commit.h"
+#include "common/resolve.h"
 #include "common/version.h"
 #include "hasp/errors.h"
 #include "tools/bench_dpdk.h"
@@ -34,7 +35,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: hasp-bench [options]\n"
-		"  --cluster LIST     ip:port,... (default $HASP_CLUSTER)\n"
+		"  --cluster LIST     host:port,... (default $HASP_CLUSTER)\n"
 		"  --workload W       cycle | contended | keepalive | kv | burst (default cycle)\n"
 		"  --clients N        sessions (default 16)\n"
 		"  --keys K           key space (default 1024)\n"
@@ -329,6 +330,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hasp-bench: %s\n", why);
 		return 2;
 	}
+	/* Host names become IPv4 addresses once, before any traffic. */
+	static char resolved[4096];
+	char rerr[512];
+	int rrc = resolve_cluster(cfg.cluster, resolved, sizeof(resolved), rerr, sizeof(rerr));
+	if (rrc != RESOLVE_OK) {
+		fprintf(stderr, "hasp-bench: %s\n", rerr);
+		return rrc == RESOLVE_UNAVAILABLE ? 1 : 2;
+	}
+	cfg.cluster = resolved;
 	if (bench_result_init(&res) != 0) {
 		fprintf(stderr, "hasp-bench: out of memory\n");
 		return 1;

@@ -2,7 +2,7 @@
  * hasp-load: a small closed-loop load through libhasp, for the main job
  * (scripts/run-local). A proper load generator is hasp-bench (later issue).
  *
- *   hasp-load --cluster ip:port,... [--threads 4] [--seconds 3] [--locks 64]
+ *   hasp-load --cluster host:port,... [--threads 4] [--seconds 3] [--locks 64]
  *
  * Each thread owns a client (its own session) and loops: acquire a lock
  * (TRY, own TTL) from its own slice of names, release it with the token.
@@ -27,6 +27,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/resolve.h"
 #include "common/version.h"
 #include "hasp/client.h"
 
@@ -200,6 +201,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hasp-load: no cluster: use --cluster or set HASP_CLUSTER\n");
 		return 2;
 	}
+	/* Host names become IPv4 addresses once, before any traffic. */
+	static char resolved[4096];
+	char err[512];
+	int rrc = resolve_cluster(cluster, resolved, sizeof(resolved), err, sizeof(err));
+	if (rrc != RESOLVE_OK) {
+		fprintf(stderr, "hasp-load: %s\n", err);
+		return rrc == RESOLVE_UNAVAILABLE ? 1 : 2;
+	}
+	cluster = resolved;
 	struct load_thread *t = hasp_calloc(threads, sizeof(*t));
 	uint64_t start = clock_monotonic_ns();
 	for (unsigned i = 0; i < threads; i++) {

@@ -16,7 +16,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,27 +31,34 @@
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/limits.h"
+#include "common/resolve.h"
 #include "common/version.h"
 #include "hasp/client.h"
 #include "hasp/errors.h"
 
 #define NS_PER_MS 1000000ull
 
+/* One command a line, its arguments from column 20 (a continuation there
+ * too): help2man renders each line as a tagged paragraph of its own, so the
+ * man page lists one command per line (tests/client/install_test.sh). */
 static const char usage_text[] =
 	"usage: hasp [--cluster host:port,...] [--json] [--timeout DURATION] <command> [args]\n"
-	"  acquire <name> [--ttl DURATION | --lease ID] [--wait]\n"
-	"  release <name> <token>\n"
-	"  renew <name> <token> [--ttl DURATION]\n"
-	"  check <name> <token>\n"
-	"  read <name>\n"
-	"  watch <name> [--prefix] [--count N]\n"
-	"  lease grant <ttl> | lease keepalive <id> | lease revoke <id>\n"
-	"  kv put <key> <value> [--lease ID]\n"
-	"  kv get <key> | kv delete <key>\n"
-	"  kv cas <key> <value> (--rev N | --expect OLD-VALUE) [--lease ID]\n"
-	"  kv range [prefix] [--limit N]\n"
-	"  run <name> [--try] [--ttl DURATION] [--grace DURATION] [--conflict-exit-code N]\n"
-	"      -- <command> [args...]\n"
+	"  acquire          <name> [--ttl DURATION | --lease ID] [--wait]\n"
+	"  release          <name> <token>\n"
+	"  renew            <name> <token> [--ttl DURATION]\n"
+	"  check            <name> <token>\n"
+	"  read             <name>\n"
+	"  watch            <name> [--prefix] [--count N]\n"
+	"  lease grant      <ttl>\n"
+	"  lease keepalive  <id>\n"
+	"  lease revoke     <id>\n"
+	"  kv put           <key> <value> [--lease ID]\n"
+	"  kv get           <key>\n"
+	"  kv delete        <key>\n"
+	"  kv cas           <key> <value> (--rev N | --expect OLD-VALUE) [--lease ID]\n"
+	"  kv range         [prefix] [--limit N]\n"
+	"  run              <name> [--try] [--ttl DURATION] [--grace DURATION]\n"
+	"                   [--conflict-exit-code N] -- <command> [args...]\n"
 	"`hasp <command> --help` describes one command; `hasp --version` the release;\n"
 	"--dry-run checks a command line and sends nothing.\n"
 	"The cluster defaults to $HASP_CLUSTER. A DURATION is 500ms, 5s, 2m or 1h; a\n"
@@ -1089,54 +1095,14 @@ static int cmd_run(struct hasp_client *c, const struct hasp_cli_args *a)
 
 int hasp_cli_resolve_cluster(const char *cluster, char *out, size_t out_size, char *err, size_t err_size)
 {
-	char buf[HASP_CLI_CLUSTER_SIZE_MAX];
-	char *save = NULL;
-	size_t o = 0;
-
-	if (strlen(cluster) >= sizeof(buf)) {
-		snprintf(err, err_size, "cluster list longer than %zu bytes", sizeof(buf) - 1);
+	switch (resolve_cluster(cluster, out, out_size, err, err_size)) {
+	case RESOLVE_OK:
+		return 0;
+	case RESOLVE_UNAVAILABLE:
+		return HASP_CLI_EXIT_UNAVAILABLE;
+	default:
 		return HASP_CLI_EXIT_USAGE;
 	}
-	snprintf(buf, sizeof(buf), "%s", cluster);
-	out[0] = '\0';
-	for (char *item = strtok_r(buf, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
-		char q[160];
-		char *colon = strrchr(item, ':');
-		char ip[INET_ADDRSTRLEN];
-		struct in_addr addr;
-
-		if (colon == NULL || colon == item || colon[1] == '\0') {
-			snprintf(err, err_size, "cluster address %s: want host:port", quoted(item, q, sizeof(q)));
-			return HASP_CLI_EXIT_USAGE;
-		}
-		*colon = '\0';
-		if (inet_pton(AF_INET, item, &addr) == 1) {
-			snprintf(ip, sizeof(ip), "%s", item);
-		} else {
-			struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM };
-			struct addrinfo *res = NULL;
-			int rc = getaddrinfo(item, NULL, &hints, &res);
-			if (rc != 0 || res == NULL) {
-				bool absent = rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_NODATA ||
-					      rc == EAI_ADDRFAMILY || rc == 0;
-				snprintf(err, err_size, "cluster address %s: cannot resolve the host name: %s",
-					 quoted(item, q, sizeof(q)), rc != 0 ? gai_strerror(rc) : "no IPv4 address");
-				if (res != NULL)
-					freeaddrinfo(res);
-				return absent ? HASP_CLI_EXIT_USAGE : HASP_CLI_EXIT_UNAVAILABLE;
-			}
-			const struct sockaddr_in *sin = (const struct sockaddr_in *)res->ai_addr;
-			inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
-			freeaddrinfo(res);
-		}
-		int n = snprintf(out + o, out_size - o, "%s%s:%s", o ? "," : "", ip, colon + 1);
-		if (n < 0 || (size_t)n >= out_size - o) {
-			snprintf(err, err_size, "cluster list longer than %zu bytes", out_size - 1);
-			return HASP_CLI_EXIT_USAGE;
-		}
-		o += (size_t)n;
-	}
-	return 0;
 }
 
 int hasp_cli_execute(const struct hasp_cli_args *a)

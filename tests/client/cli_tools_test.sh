@@ -66,9 +66,25 @@ sleep 0.5
 [ "$(cat "$tmp/count")" = 0 ] || fail "--help sent $(cat "$tmp/count") datagrams"
 
 # The listener does count: a real run sends (nobody answers: it fails).
-timeout 60 "$load" --cluster "$cluster" --threads 1 --seconds 1 > "$tmp/piped" 2>&1 || true
+# The cluster named by host name: "localhost" is resolved (common/resolve.h).
+timeout 60 "$load" --cluster "localhost:$port" --threads 1 --seconds 1 > "$tmp/piped" 2>&1 || true
 sleep 0.5
-[ "$(cat "$tmp/count")" -gt 0 ] || fail "a run sent nothing: the listener counts nothing"
+[ "$(cat "$tmp/count")" -gt 0 ] || fail "a run sent nothing: the listener counts nothing: $(cat "$tmp/piped")"
+# A host name that does not exist: usage error, nothing sent.
+for tool in "$load --seconds 1" "$bench --duration 1"; do
+	echo 0 > "$tmp/count"
+	rc=0
+	# shellcheck disable=SC2086
+	timeout 10 $tool --cluster no-such-host.invalid:$port > "$tmp/out" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || fail "$tool with an unknown host exited $rc, want 2: $(cat "$tmp/out")"
+	grep -q 'cannot resolve the host name "no-such-host.invalid"' "$tmp/out" ||
+		fail "$tool: no reason for the unknown host: $(cat "$tmp/out")"
+done
+# hasp-bench by host name reaches the listener too.
+echo 0 > "$tmp/count"
+timeout 60 "$bench" --cluster "localhost:$port" --clients 1 --duration 1 > "$tmp/out" 2>&1 || true
+sleep 0.5
+[ "$(cat "$tmp/count")" -gt 0 ] || fail "hasp-bench --cluster localhost sent nothing: $(cat "$tmp/out")"
 # Piped: the summary line only, no progress lines.
 if grep -q "ops/s=" "$tmp/piped"; then fail "progress lines on a pipe: $(cat "$tmp/piped")"; fi
 grep -q "^hasp-load: threads=1" "$tmp/piped" || fail "no summary: $(cat "$tmp/piped")"

@@ -7,7 +7,8 @@
 #   - examples/lock-fence builds with `pkg-config --cflags --libs hasp`
 #     alone, against the shared and against the static library, and runs:
 #     with no node answering it exits 3 after its deadline ("no answer");
-#   - every program has a man page (help2man), and hasp and haspctl have
+#   - every program has a man page (help2man) whose command list shows one
+#     command a line, and hasp and haspctl have
 #     bash completion that completes their commands and options.
 #   install_test.sh <build dir> <source dir>
 set -eu
@@ -73,6 +74,16 @@ for prog in $(find "$stage" -path '*/bin/*' -type f -exec basename {} \; | sort)
 done
 [ -n "$(find "$stage" -path '*/man/man1/hasp.1')" ] || fail "no man page for hasp"
 [ -n "$(find "$stage" -path '*/man/man1/haspctl.1')" ] || fail "no man page for haspctl"
+# The command lists, rendered, one command a line (help2man once joined
+# hasp's and haspctl's indented lists into one paragraph).
+for spec in "hasp:kv delete" "hasp:lease keepalive" "haspctl:members list" "haspctl:log level"; do
+	prog=${spec%%:*} cmd=${spec#*:}
+	page=$(find "$stage" -path "*/man/man1/$prog.1" | head -1)
+	MANWIDTH=80 man -l "$page" 2>/dev/null | col -bx > "$stage/man.txt" ||
+		fail "man -l $prog.1 does not render"
+	grep -qx " *$cmd" "$stage/man.txt" ||
+		{ cat "$stage/man.txt"; fail "$prog.1: \"$cmd\" is not on a line of its own"; }
+done
 
 # Bash completion: the installed files complete commands and options.
 comp=$(find "$stage" -path '*/bash-completion/completions/hasp' | head -1)

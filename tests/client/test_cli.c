@@ -248,7 +248,7 @@ static void test_cluster_host_names_are_resolved(void **state)
 	assert_int_equal(hasp_cli_resolve_cluster("no-such-host.invalid:7000", out, sizeof(out), err,
 						  sizeof(err)),
 			 HASP_CLI_EXIT_USAGE);
-	assert_non_null(strstr(err, "no-such-host.invalid: cannot resolve the host name"));
+	assert_non_null(strstr(err, "cannot resolve the host name \"no-such-host.invalid\""));
 	assert_int_equal(hasp_cli_resolve_cluster("10.0.0.1", out, sizeof(out), err, sizeof(err)),
 			 HASP_CLI_EXIT_USAGE);
 	assert_non_null(strstr(err, "want host:port"));
@@ -496,7 +496,10 @@ static void test_run_kills_command_when_renew_is_refused(void **state)
 	 * (it would have slept past RUN_HASP's 15 s limit otherwise). */
 	RUN_HASP(cluster, &res, "--json", "run", "job", "--ttl", "300", "--", "sleep", "60");
 	assert_int_equal(res.exit_code, HASP_CLI_EXIT_LOCK_LOST);
-	assert_non_null(strstr(res.out, "\"command_status\":143")); /* 128 + SIGTERM */
+	/* 128 + SIGTERM; 128 + SIGKILL if a loaded machine let the grace
+	 * period pass before sleep died: killed either way. */
+	assert_true(strstr(res.out, "\"command_status\":143") != NULL ||
+		    strstr(res.out, "\"command_status\":137") != NULL);
 	assert_int_equal(SCRIPT_READ(&r, s.renews), 1);
 	assert_int_equal(SCRIPT_READ(&r, s.releases), 0); /* not ours any more */
 	responder_stop(&r);

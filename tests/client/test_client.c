@@ -1136,6 +1136,7 @@ static void event_collect(const struct hasp_event *ev, void *arg)
 struct moving_leader {
 	int leader;
 	int drop_watch; /* the leader does not answer WATCH */
+	int drop_check; /* the leader does not answer the next CHECK (once) */
 };
 
 static void script_moving_leader(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -1147,6 +1148,8 @@ static void script_moving_leader(struct responder *r, int node, const struct has
 	if (req == NULL || responder_answer_session(r, node, req, from))
 		return;
 	if (req->hdr.opcode == HASP_OP_WATCH && __atomic_load_n(&ml->drop_watch, __ATOMIC_ACQUIRE))
+		return;
+	if (req->hdr.opcode == HASP_OP_CHECK && __atomic_exchange_n(&ml->drop_check, 0, __ATOMIC_ACQ_REL))
 		return;
 	if (node != __atomic_load_n(&ml->leader, __ATOMIC_ACQUIRE)) {
 		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER);
@@ -1193,6 +1196,34 @@ static void test_watches_are_registered_again_on_a_new_leader(void **state)
 	/* Once: the next request to the same leader sends no WATCH. */
 	assert_int_equal(hasp_client_check(c, "svc/a", 1), 0);
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 1), 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* A whole-cluster restart can elect the same node again, and a restart
+ * loses the node's watch table: the leader was silent to a request, then
+ * answered it. The client registers its watches there again and says
+ * RESYNC (a fault run lost 23 grants silently after a whole restart). */
+static void test_watches_are_registered_again_after_the_leader_was_silent(void **state)
+{
+	static struct moving_leader ml = { .leader = 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1);
+	__atomic_store_n(&ml.drop_check, 1, __ATOMIC_RELEASE);
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), 0);
+	assert_true(responder_count(&r, HASP_OP_CHECK, 0) >= 2); /* dropped, then answered */
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 2);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), 0);
+	assert_int_equal(ev.type, HASP_EVENT_RESYNC);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1882,6 +1913,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
 		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_on_a_new_leader, responder_teardown),
+		cmocka_unit_test_teardown(test_watches_are_registered_again_after_the_leader_was_silent, responder_teardown),
 		cmocka_unit_test_teardown(test_resync_follows_the_watch_registration, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
 		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),

@@ -102,6 +102,7 @@ echo "itest: status, health, metrics ok"
 
 # ---- a fourth node: learner, then voter, then removed ----
 sed -e "s/^node_id = 1/node_id = 4/" -e "s/$subnet\.11\//$subnet.14\//" -e 's/00:01$/00:04/' \
+	-e 's/^\(admin_addr = .*\):7071$/\1:7074/' \
 	-e "s#/n1/#/n4/#g" -e "s/-n1 /-n4 /" -e "s/n1\$/n4/" -e "s/iface=\(.*\)n1/iface=\1n4/" \
 	"$HASP_CLUSTER_DIR/n1.conf" > "$HASP_CLUSTER_DIR/n4.conf"
 printf 'member = 4,%s.14,7001,7000\njoin = 1\n' "$subnet" >> "$HASP_CLUSTER_DIR/n4.conf"

@@ -364,6 +364,17 @@ static void test_haspctl_unreachable_node_exits_3(void **state)
 	expect(ctl("--addr", "127.0.0.1:1", "health", NULL), 3, NULL, "cannot connect");
 }
 
+/* A TCP target may name its host (common/resolve.h): "localhost" is
+ * resolved and connected to (nothing listens on port 1: refused, not an
+ * invalid address); a name that does not exist is said to be not found. */
+static void test_haspctl_tcp_target_takes_a_host_name(void **state)
+{
+	(void)state;
+	expect(ctl("--addr", "localhost:1", "health", NULL), 3, NULL, "cannot connect: Connection refused");
+	expect(ctl("--addr", "no-such-host.invalid:7070", "health", NULL), 3, NULL, "cannot connect: not found");
+	expect(ctl("--addr", "localhost:0", "health", NULL), 3, NULL, "cannot connect: invalid argument");
+}
+
 static void test_haspctl_status_human_and_json(void **state)
 {
 	(void)state;
@@ -574,6 +585,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_haspctl_usage_errors_exit_2),
 		cmocka_unit_test(test_haspctl_unreachable_node_exits_3),
+		cmocka_unit_test(test_haspctl_tcp_target_takes_a_host_name),
 		cmocka_unit_test(test_haspctl_help_per_command_and_version),
 		cmocka_unit_test(test_haspctl_failures_name_the_node_and_print_json),
 		cmocka_unit_test(test_haspctl_status_human_and_json),

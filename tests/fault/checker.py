@@ -344,7 +344,12 @@ def check_events(ops, records, slack_ns):
             for lock, gs in acked.items():
                 if not (lock.startswith(name) if prefix else lock == name):
                     continue
+                first = {}
                 for g in gs:
+                    first.setdefault(g.get("token"), g)
+                for g in gs:
+                    if first[g.get("token")] is not g:
+                        continue  # the holder acquiring again: the same grant, re-armed, no new event
                     if g.end <= w.end or g.end > end - slack_ns:
                         continue
                     if (lock, g.get("token")) in told:

@@ -219,6 +219,17 @@ class CheckerSelfTest(unittest.TestCase):
         verdicts, _ = h.run()
         self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
 
+    def test_holder_acquiring_again_after_a_gap_needs_no_new_event(self):
+        # The grant of token 9 fell in a reported gap; its holder then
+        # acquires again and is GRANTED the same token (re-armed, no new
+        # event: docs/STATE_MACHINE.md). Seen as a false alarm in a CI run.
+        h = clean()
+        h.recs = [r for r in h.recs if r.get("id") != "102.0"]
+        h.rec(80, "w", "event", kind="resync", id="gap")
+        h.op("b", "acquire", 90, 91, lock="L", token=9, valid_until=1090)
+        verdicts, _ = h.run()
+        self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
+
     def test_no_grant_after_heal_fails_liveness(self):
         h = clean()
         h.recs = [r for r in h.recs if not (r["proc"] == "a" and r["t"] >= ms(400))

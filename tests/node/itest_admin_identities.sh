@@ -82,7 +82,10 @@ for attempt in $(seq 1 10); do
 	[ $rc -eq 4 ] || [ $rc -eq 3 ] || break
 	sleep 1
 done
-[ $rc -eq 0 ] || fail "force release over TCP with the admin key: rc=$rc $msg"
+# A try that met a leader change may still have committed: a later try
+# then finds the lock released (the outcome is checked below either way).
+[ $rc -eq 0 ] || { [ "$attempt" -gt 1 ] && echo "$msg" | grep -q "is not held"; } ||
+	fail "force release over TCP with the admin key: rc=$rc $msg"
 deadline=$((SECONDS + 20))
 while [ "$(held)" = "$token" ]; do
 	[ $SECONDS -lt $deadline ] || fail "the lock is still held after the forced release"
