@@ -274,6 +274,19 @@ int hasp_client_connect(struct hasp_client *c)
 	return client_result(rc);
 }
 
+int hasp_client_connect_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
+			      uint64_t *id)
+{
+	struct client_op *op;
+
+	if (c == NULL || fn == NULL)
+		return -HASP_EINVAL;
+	if ((op = client_op_new()) == NULL)
+		return -HASP_ENOMEM;
+	client_op_prepare_connect(c, op);
+	return client_op_start(c, op, 0, fn, arg, id);
+}
+
 uint64_t hasp_client_session_id(struct hasp_client *c)
 {
 	uint64_t id;

@@ -805,7 +805,7 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
  * Returns 0 (open), -HASP_EAGAIN (opening: look again by *wake_ns), or how
  * the open this call saw end failed (-HASP_E*, a refusal mapped by
  * hasp_status_error). */
-static int session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t now,
+int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t now,
 				  uint64_t *wake_ns)
 {
 	struct hasp_wire_msg rep;
@@ -841,7 +841,7 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
 		uint64_t wake = deadline_ns;
-		int rc = session_advance_locked(c, deadline_ns, now, &wake);
+		int rc = client_session_advance_locked(c, deadline_ns, now, &wake);
 
 		if (rc == -HASP_ETIMEDOUT && now < deadline_ns)
 			continue; /* an open with an earlier deadline: start ours */
@@ -927,7 +927,7 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 {
 	while (r->state == REQ_IDLE) {
 		/* The open first: one that reached its own deadline ends now. */
-		int rc = session_advance_locked(c, r->deadline_ns, now, wake_ns);
+		int rc = client_session_advance_locked(c, r->deadline_ns, now, wake_ns);
 		if (now >= r->deadline_ns) {
 			req_finish(r, -HASP_ETIMEDOUT); /* before taking a number */
 			return true;

@@ -198,6 +198,8 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 	struct hasp_wire_msg m;
 	int status = op->req.rc;
 
+	if (op->res.op == HASP_OP_WATCH || op->res.op == HASP_OP_UNWATCH)
+		client_watch_done_locked(c, op, status);
 	if (status < 0) {
 		op_finish_locked(c, op, status);
 		kept_note_locked(c, op);
@@ -410,16 +412,58 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 	return false;
 }
 
-/* Moves op on as far as it goes without waiting. True when done;
- * otherwise *wake_ns is lowered to when it needs another look. */
+/* OP_CONNECT: the session open, as client_session_ensure_locked runs it
+ * but without waiting. A cancel stops the op, not the open (another
+ * request would need it anyway). */
+static bool connect_advance_locked(struct hasp_client *c, struct client_op *op, uint64_t now,
+				   uint64_t *wake_ns)
+{
+	const uint64_t deadline_ns = op->req.deadline_ns;
+
+	if (op->cancel) {
+		op_finish_locked(c, op, -HASP_ECANCELED);
+		return true;
+	}
+	for (;;) {
+		int rc = client_session_advance_locked(c, deadline_ns, now, wake_ns);
+
+		if (rc == -HASP_ETIMEDOUT && now < deadline_ns)
+			continue; /* an open with an earlier deadline ended: start ours */
+		if (rc == -HASP_EAGAIN && now >= deadline_ns)
+			rc = -HASP_ETIMEDOUT; /* the open goes on for whoever started it */
+		if (rc == -HASP_EAGAIN) {
+			if (deadline_ns < *wake_ns)
+				*wake_ns = deadline_ns;
+			return false;
+		}
+		op_finish_locked(c, op, rc);
+		return true;
+	}
+}
+
+/* OP_RANGE: a page answered. OK: its entries go to the application
+ * outside the lock (range_page_deliver); anything else ends the walk. */
+static void range_reply_locked(struct hasp_client *c, struct client_op *op)
+{
+	if (op->req.rc == HASP_STATUS_OK)
+		op->phase = PH_PAGE;
+	else
+		op_finish_locked(c, op, client_result(op->req.rc));
+}
+
+/* Moves op on as far as it goes without waiting. True when done (or, for
+ * OP_RANGE, a page is ready: PH_PAGE); otherwise *wake_ns is lowered to
+ * when it needs another look. */
 static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint64_t now,
 			      uint64_t *wake_ns)
 {
+	if (op->kind == OP_CONNECT && op->phase != PH_DONE)
+		return connect_advance_locked(c, op, now, wake_ns);
 	for (;;) {
-		if (op->phase == PH_DONE)
+		if (op->phase == PH_DONE || op->phase == PH_PAGE)
 			return true;
 		if (op->phase != PH_WAIT && op->req.state != REQ_DONE) {
-			if (op->cancel && (op->kind == OP_SIMPLE || !op->opts.wait)) {
+			if (op->cancel && (op->kind != OP_ACQUIRE || !op->opts.wait)) {
 				/* Not a WAIT: stop at once, the outcome unknown. */
 				client_req_abandon_locked(c, &op->req);
 				op_finish_locked(c, op, -HASP_ECANCELED);
@@ -431,6 +475,10 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 		if (op->kind == OP_SIMPLE) {
 			simple_done_locked(c, op);
 			return true;
+		}
+		if (op->kind == OP_RANGE) {
+			range_reply_locked(c, op);
+			continue;
 		}
 		if (!acquire_react_locked(c, op, now, wake_ns))
 			return false;
@@ -487,6 +535,129 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 			     opts->wait ? op_wait_bounded_deadline(c, op) : client_deadline(c));
 	op->phase = PH_MAIN;
 	return rc;
+}
+
+void client_op_prepare_connect(struct hasp_client *c, struct client_op *op)
+{
+	op_clear(op);
+	op->kind = OP_CONNECT;
+	op->res.op = HASP_OP_SESSION_OPEN;
+	memset(&op->req, 0, offsetof(struct client_req, bytes));
+	op->req.deadline_ns = client_deadline(c);
+}
+
+/* The next page's KV_RANGE: after the last key delivered, at most what the
+ * limit leaves, within the walk's deadline. */
+static int range_request(struct hasp_client *c, struct client_op *op)
+{
+	struct hasp_wire_msg m;
+	uint32_t left = op->range_limit == 0 ? 0 : op->range_limit - op->range_delivered;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_KV_RANGE;
+	m.body.kv_range.prefix.data = (const uint8_t *)op->range_prefix;
+	m.body.kv_range.prefix.size = strlen(op->range_prefix);
+	m.body.kv_range.start_after.data = (const uint8_t *)op->range_after;
+	m.body.kv_range.start_after.size = strlen(op->range_after);
+	m.body.kv_range.limit = left > UINT16_MAX ? UINT16_MAX : (uint16_t)left;
+	op->phase = PH_MAIN;
+	return client_req_init(c, &op->req, &m, op->range_deadline_ns);
+}
+
+int client_op_prepare_range(struct hasp_client *c, struct client_op *op, const char *prefix,
+			    uint32_t limit, hasp_client_range_fn *fn, void *arg)
+{
+	struct hasp_wire_bytes p = { NULL, 0 };
+	int rc;
+
+	if (fn == NULL)
+		return -HASP_EINVAL;
+	if (prefix != NULL && prefix[0] != '\0' && (rc = client_name(prefix, &p)) != 0)
+		return rc;
+	op_clear(op);
+	op->kind = OP_RANGE;
+	op->res.op = HASP_OP_KV_RANGE;
+	op->range_fn = fn;
+	op->range_arg = arg;
+	op->range_limit = limit;
+	HASP_ASSERT(p.size < sizeof(op->range_prefix));
+	if (p.size > 0)
+		memcpy(op->range_prefix, p.data, p.size);
+	op->range_prefix[p.size] = '\0';
+	op->range_after[0] = '\0';
+	/* One deadline for the whole walk, so a node that keeps saying MORE
+	 * cannot hold the caller forever. */
+	op->range_deadline_ns = client_deadline(c);
+	return range_request(c, op);
+}
+
+/* True when `key` sorts bytewise after `after` ("" sorts first). */
+static bool key_after(const struct hasp_wire_bytes *key, const char *after)
+{
+	size_t after_size = strlen(after);
+	size_t common = key->size < after_size ? key->size : after_size;
+	int cmp = memcmp(key->data, after, common);
+
+	return cmp > 0 || (cmp == 0 && key->size > after_size);
+}
+
+/* Hands a page's entries to range_fn, without the client's lock (range_fn
+ * may call the client). True when the walk ended (op->res.rc set);
+ * false when the next page's request is prepared. */
+static bool range_page_deliver(struct hasp_client *c, struct client_op *op)
+{
+	struct hasp_wire_msg m;
+	struct hasp_wire_kv_iter it;
+	struct hasp_wire_kv_entry e;
+	char key[HASP_CLIENT_NAME_BUF];
+	int rc;
+
+	HASP_ASSERT(op->phase == PH_PAGE);
+	op->phase = PH_DONE;
+	op->res.rc = 0;
+	rc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
+	HASP_ASSERT(rc == 0);
+	const struct hasp_wire_kv_entries *es = &m.body.kv_entries;
+	hasp_wire_kv_iter_init(&it, es);
+	while (hasp_wire_kv_iter_next(&it, &e)) {
+		struct hasp_kv_entry out;
+
+		/* Keys come back in order; one that does not move forward
+		 * would loop the walk. */
+		if (e.key.size >= sizeof(key) || !key_after(&e.key, op->range_after)) {
+			op->res.rc = -HASP_ECORRUPT;
+			return true;
+		}
+		memcpy(key, e.key.data, e.key.size);
+		key[e.key.size] = '\0';
+		out.key = key;
+		out.value = e.value.data;
+		out.value_size = e.value.size;
+		out.revision = e.revision;
+		memcpy(op->range_after, key, e.key.size + 1);
+		op->range_delivered++;
+		if (op->range_fn(&out, op->range_arg) != 0)
+			return true;
+		if (op->range_limit != 0 && op->range_delivered >= op->range_limit)
+			return true;
+	}
+	if (!(es->flags & HASP_WIRE_RANGE_MORE))
+		return true;
+	if (es->entry_count == 0) {
+		op->res.rc = -HASP_ECORRUPT; /* MORE with nothing: no progress */
+		return true;
+	}
+	rc = range_request(c, op);
+	HASP_ASSERT(rc == 0); /* the first page's request encoded */
+	return false;
+}
+
+int client_op_run_range(struct hasp_client *c, struct client_op *op)
+{
+	do {
+		(void)client_op_run(c, op);
+	} while (op->phase == PH_PAGE && !range_page_deliver(c, op));
+	return op->res.rc;
 }
 
 /* Registered before the ACQUIRE leaves, so that a grant event that
@@ -708,12 +879,24 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 		if (ordered == NULL)
 			break;
 		uint64_t started = c->next_op_id;
+		bool paged = false;
 		pthread_mutex_unlock(&c->mu);
 		/* Callbacks without the lock, in the order the ops were started. */
 		while (ordered != NULL) {
 			struct client_op *op = ordered;
 			ordered = op->next;
 			HASP_ASSERT(!op->w_linked);
+			if (op->phase == PH_PAGE && !range_page_deliver(c, op)) {
+				/* The next page: back on the list, sent by the
+				 * next pass. */
+				pthread_mutex_lock(&c->mu);
+				op->wake_ns = 0;
+				op_link_locked(c, op);
+				c->async_count++;
+				pthread_mutex_unlock(&c->mu);
+				paged = true;
+				continue;
+			}
 			if (op->fn != NULL)
 				op->fn(c, &op->res, op->arg);
 			hasp_free(op);
@@ -722,7 +905,7 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 		pthread_mutex_lock(&c->mu);
 		/* Only for ops started meanwhile: ops waiting for a window slot
 		 * take no extra pass, which would starve blocking callers. */
-		if (c->next_op_id == started || round + 1 == PROCESS_ROUNDS)
+		if ((c->next_op_id == started && !paged) || round + 1 == PROCESS_ROUNDS)
 			break;
 	}
 	c->processing = false;

@@ -407,6 +407,198 @@ static void test_blocking_threads_and_the_loop_share_a_client(void **state)
 	responder_stop(&r);
 }
 
+/* ---- connect, watch, unwatch, kv_range in their asynchronous forms ---- */
+
+struct watch_script {
+	uint32_t checks; /* the 1st and 3rd CHECK answer SESSION_EXPIRED */
+};
+
+static void script_watches(struct responder *r, int node, const struct hasp_wire_msg *req,
+			   const struct sockaddr_in *from, void *arg)
+{
+	struct watch_script *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_WATCH && req->body.watch.name.size == 4 &&
+	    memcmp(req->body.watch.name.data, "deny", 4) == 0) {
+		reply_status(r, node, req, from, HASP_STATUS_FORBIDDEN);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_CHECK) {
+		responder_lock(r);
+		uint32_t n = s->checks++;
+		responder_unlock(r);
+		if (n == 0 || n == 2) {
+			reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
+			return;
+		}
+	}
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* The name of the index-th WATCH the responder received. */
+static void watch_name_at(struct responder *r, uint32_t index, char *out, size_t size)
+{
+	struct responder_rx x;
+	struct hasp_wire_msg m;
+
+	assert_true(responder_find(r, HASP_OP_WATCH, index, &x));
+	assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+	assert_true(m.body.watch.name.size < size);
+	memcpy(out, m.body.watch.name.data, m.body.watch.name.size);
+	out[m.body.watch.name.size] = '\0';
+}
+
+static void test_connect_watch_unwatch_async(void **state)
+{
+	static struct watch_script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	char name[32];
+	uint64_t id = 0;
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_watches, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	/* Arguments are checked before anything starts. */
+	assert_int_equal(hasp_client_connect_async(c, NULL, NULL, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_watch_async(c, "svc/", true, NULL, NULL, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_watch_async(c, "has space", false, on_done, &out, NULL),
+			 -HASP_ENAME);
+	assert_int_equal(hasp_client_unwatch_async(c, "", false, on_done, &out, NULL), -HASP_ENAME);
+	assert_int_equal(hasp_client_timeout_ms(c), -1); /* nothing started */
+
+	/* connect: the session opens in the loop, nothing else is sent. */
+	assert_int_equal(hasp_client_connect_async(c, on_done, &out, &id), 0);
+	assert_int_equal(hasp_client_session_id(c), 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.rcs[0], 0);
+	assert_int_equal(out.ops[0], HASP_OP_SESSION_OPEN);
+	assert_int_equal(out.ids[0], id);
+	assert_int_not_equal(hasp_client_session_id(c), 0);
+	assert_int_equal(responder_count(&r, 0, -1), 1); /* the SESSION_OPEN alone */
+
+	/* watch: registered; a refused one reports the cluster's word. */
+	uint64_t svc_id = 0, deny_id = 0;
+	assert_int_equal(hasp_client_watch_async(c, "svc/", true, on_done, &out, &svc_id), 0);
+	assert_int_equal(hasp_client_watch_async(c, "deny", false, on_done, &out, &deny_id), 0);
+	run_loop(c, &out, 3);
+	for (uint32_t i = 1; i < 3; i++) {
+		assert_int_equal(out.ops[i], HASP_OP_WATCH);
+		assert_true(out.ids[i] == svc_id || out.ids[i] == deny_id);
+		assert_int_equal(out.rcs[i], out.ids[i] == svc_id ? 0 : -HASP_EFORBIDDEN);
+	}
+	assert_int_not_equal(out.ids[1], out.ids[2]);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, -1), 2);
+	/* The watch delivers. */
+	responder_push_event(&r, 0, HASP_EVENT_KV_PUT, "svc/b", 11, "hi", 2);
+	assert_int_equal(hasp_client_next_event(c, &ev, 3000), 0);
+	assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
+	assert_string_equal(ev.name, "svc/b");
+
+	/* A new session registers the accepted watch again, not the refused
+	 * one: the table followed both completions. */
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ESESSION);
+	assert_int_equal(hasp_client_check(c, "job", 1), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, -1), 3);
+	watch_name_at(&r, 2, name, sizeof(name));
+	assert_string_equal(name, "svc/");
+
+	/* unwatch: sent, and forgotten (the next session does not restore it). */
+	assert_int_equal(hasp_client_unwatch_async(c, "svc/", true, on_done, &out, NULL), 0);
+	run_loop(c, &out, 4);
+	assert_int_equal(out.ops[3], HASP_OP_UNWATCH);
+	assert_int_equal(out.rcs[3], 0);
+	assert_int_equal(responder_count(&r, HASP_OP_UNWATCH, -1), 1);
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ESESSION);
+	assert_int_equal(hasp_client_check(c, "job", 1), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 3);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, -1), 3);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* range_fn runs without the client's lock: it may call the client. */
+struct range_async {
+	struct hasp_client *c;
+	struct range_seen seen;
+	int stop_after; /* return 1 after this many entries (0: never) */
+	int locked_calls;
+};
+
+static int range_async_collect(const struct hasp_kv_entry *e, void *arg)
+{
+	struct range_async *ra = arg;
+
+	range_collect(e, &ra->seen);
+	ra->locked_calls += hasp_client_session_id(ra->c) != 0; /* takes the lock */
+	return ra->stop_after != 0 && ra->seen.count >= ra->stop_after;
+}
+
+static void test_kv_range_async_follows_more(void **state)
+{
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct range_async ra;
+	char cluster[128];
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(responder_start(&r, 1, script_kv_range_two_per_datagram, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	memset(&ra, 0, sizeof(ra));
+	ra.c = c;
+	assert_int_equal(hasp_client_kv_range_async(c, "k", 0, NULL, NULL, on_done, &out, NULL),
+			 -HASP_EINVAL);
+	assert_int_equal(hasp_client_kv_range_async(c, "bad key", 0, range_async_collect, &ra,
+						    on_done, &out, NULL),
+			 -HASP_ENAME);
+	assert_int_equal(hasp_client_kv_range_async(c, "k", 0, range_async_collect, &ra, on_done,
+						    &out, NULL),
+			 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.rcs[0], 0);
+	assert_int_equal(out.ops[0], HASP_OP_KV_RANGE);
+	/* Every key once, in order, across three datagrams (MORE followed). */
+	assert_int_equal(ra.seen.count, 5);
+	for (int i = 0; i < 5; i++) {
+		assert_string_equal(ra.seen.keys[i], range_keys[i]);
+		assert_int_equal(ra.seen.revisions[i], 100 + i);
+	}
+	assert_int_equal(ra.locked_calls, 5);
+	assert_int_equal(responder_count(&r, HASP_OP_KV_RANGE, -1), 3);
+
+	/* A limit, and a range_fn that stops, end the walk early. */
+	memset(&ra.seen, 0, sizeof(ra.seen));
+	assert_int_equal(hasp_client_kv_range_async(c, NULL, 3, range_async_collect, &ra, on_done,
+						    &out, NULL),
+			 0);
+	run_loop(c, &out, 2);
+	assert_int_equal(out.rcs[1], 0);
+	assert_int_equal(ra.seen.count, 3);
+	assert_int_equal(responder_count(&r, HASP_OP_KV_RANGE, -1), 5);
+	memset(&ra.seen, 0, sizeof(ra.seen));
+	ra.stop_after = 1;
+	assert_int_equal(hasp_client_kv_range_async(c, "k", 0, range_async_collect, &ra, on_done,
+						    &out, NULL),
+			 0);
+	run_loop(c, &out, 3);
+	assert_int_equal(out.rcs[2], 0);
+	assert_int_equal(ra.seen.count, 1);
+	assert_int_equal(responder_count(&r, HASP_OP_KV_RANGE, -1), 6);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -420,6 +612,8 @@ int main(void)
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_threads_and_the_loop_share_a_client,
 					  responder_teardown),
+		cmocka_unit_test_teardown(test_connect_watch_unwatch_async, responder_teardown),
+		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
