@@ -298,7 +298,8 @@ struct hasp_client {
 	bool wake_pending; /* wake_fd written and not yet read (under mu) */
 	bool wake_missed;  /* a wake-up came while processing: look again */
 	int epoll_fd;
-	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel) */
+	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
+	bool intr_pending; /* intr_fd written, not yet read by the receiver */
 
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
 	 * the last event received, and the last few for telling a duplicate

@@ -360,10 +360,26 @@ static void rx_batch_locked(struct hasp_client *c)
 	}
 }
 
+/* Interrupts the thread in poll(2) for everyone (it waits for datagrams
+ * only), once until it reads intr_fd. */
+static void receiver_interrupt_locked(struct hasp_client *c)
+{
+	uint64_t one = 1;
+
+	if (c->receiving && !c->intr_pending) {
+		(void)!write(c->intr_fd, &one, sizeof(one));
+		c->intr_pending = true;
+	}
+}
+
 void client_wake_locked(struct hasp_client *c)
 {
 	c->progress++;
 	pthread_cond_broadcast(&c->cv);
+	/* The receiver may be a blocking call waiting for what changed (a
+	 * window slot the loop freed, a session another thread opened), and
+	 * no datagram may come to wake it. */
+	receiver_interrupt_locked(c);
 	client_wake_loop_locked(c);
 }
 
@@ -385,12 +401,7 @@ void client_wake_loop_locked(struct hasp_client *c)
 
 void client_interrupt_locked(struct hasp_client *c)
 {
-	uint64_t one = 1;
-
-	client_wake_locked(c);
-	/* The thread in poll(2) for everyone waits for datagrams only. */
-	if (c->receiving)
-		(void)!write(c->intr_fd, &one, sizeof(one));
+	client_wake_locked(c); /* the receiver too */
 }
 
 void client_read_nowait_locked(struct hasp_client *c)
@@ -420,11 +431,14 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 	timeout_ms = wait_ms > INT_MAX ? INT_MAX : (int)wait_ms;
 	pthread_mutex_unlock(&c->mu);
 	(void)poll(pfd, 2, timeout_ms); /* EINTR: the caller loops */
-	if (pfd[1].revents & POLLIN) {
+	bool interrupted = (pfd[1].revents & POLLIN) != 0;
+	if (interrupted) {
 		uint64_t count;
 		(void)!read(c->intr_fd, &count, sizeof(count)); /* a cancel or a wake-up */
 	}
 	pthread_mutex_lock(&c->mu);
+	if (interrupted)
+		c->intr_pending = false;
 	rx_batch_locked(c);
 	c->receiving = false;
 	pthread_cond_broadcast(&c->cv);

@@ -357,14 +357,20 @@ static void test_blocking_wait_cancelled_from_another_thread(void **state)
 struct checker {
 	struct hasp_client *c;
 	int failures;
+	int last_rc;
 };
 
 static void *checker_main(void *arg)
 {
 	struct checker *k = arg;
 
-	for (int i = 0; i < 50; i++)
-		k->failures += hasp_client_check(k->c, "job", 1) != 0;
+	for (int i = 0; i < 50; i++) {
+		int rc = hasp_client_check(k->c, "job", 1);
+		if (rc != 0) {
+			k->failures++;
+			k->last_rc = rc;
+		}
+	}
 	return NULL;
 }
 
@@ -396,6 +402,7 @@ static void test_blocking_threads_and_the_loop_share_a_client(void **state)
 	run_loop(c, &out, N);
 	for (int i = 0; i < 2; i++) {
 		pthread_join(t[i], NULL);
+		assert_int_equal(k[i].last_rc, 0); /* names the error */
 		assert_int_equal(k[i].failures, 0);
 	}
 	for (uint32_t i = 0; i < N; i++)
@@ -599,6 +606,73 @@ static void test_kv_range_async_follows_more(void **state)
 	responder_stop(&r);
 }
 
+/* ---- a blocking caller waiting for a window slot the loop frees ---- */
+
+struct held_gets {
+	int release; /* atomic: answer KV_GET seq 1 (before: every send of it is lost) */
+};
+
+static void script_held_gets(struct responder *r, int node, const struct hasp_wire_msg *req,
+			     const struct sockaddr_in *from, void *arg)
+{
+	struct held_gets *h = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_KV_GET && req->hdr.seq == 1 &&
+	    !__atomic_load_n(&h->release, __ATOMIC_ACQUIRE))
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void *one_check_main(void *arg)
+{
+	struct checker *k = arg;
+
+	k->last_rc = hasp_client_check(k->c, "job", 1);
+	return NULL;
+}
+
+/* A blocking call finds the window full (its seq 33 needs the slot of seq
+ * 1, a request of the loop's that goes unanswered) and waits in poll(2) on
+ * the socket for everyone. When seq 1's reply comes, the blocking thread
+ * reads it, and the loop frees the slot when it consumes it; no datagram
+ * follows, so only a wake-up of that poll lets the call go on: without it
+ * the call slept to its deadline and returned -HASP_ETIMEDOUT (seen under
+ * TSan's timing first). */
+static void test_blocking_caller_woken_when_the_loop_frees_a_slot(void **state)
+{
+	static struct held_gets h;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct checker k = { 0 };
+	pthread_t t;
+	char cluster[128];
+	enum { N = 32 }; /* the whole window */
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	__atomic_store_n(&h.release, 0, __ATOMIC_RELEASE);
+	assert_int_equal(responder_start(&r, 1, script_held_gets, &h), 0);
+	test_config(&cfg, NULL);
+	k.c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(k.c), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(hasp_client_kv_get_async(k.c, "key", on_done, &out, NULL), 0);
+	/* Every one answered but seq 1. */
+	run_loop(k.c, &out, N - 1);
+	assert_int_equal(pthread_create(&t, NULL, one_check_main, &k), 0);
+	usleep(100 * 1000); /* it takes the receiver's poll (later: the same end) */
+	__atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+	run_loop(k.c, &out, N);
+	pthread_join(t, NULL);
+	assert_int_equal(k.last_rc, 0);
+	assert_int_equal(responder_count(&r, HASP_OP_CHECK, -1), 1);
+	hasp_client_close(k.c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -614,6 +688,8 @@ int main(void)
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_connect_watch_unwatch_async, responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
+		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
+					  responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
