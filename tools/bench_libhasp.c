@@ -198,18 +198,17 @@ static void on_opened(struct hasp_client *c, const struct hasp_result *r, void *
 {
 	struct lh_client *s = arg;
 
-	(void)r;
+	(void)c;
 	s->in_flight = false;
 	s->e->busy--;
-	if (hasp_client_session_id(c) != 0)
+	if (r->rc == 0)
 		s->e->res->sessions++;
 	else
 		s->e->res->err.sessions_failed++;
 }
 
-/* Creates the clients and starts opening their sessions at once: each
- * sends a LOCK_READ, which opens its session first (libhasp opens on the
- * first request; hasp_client_connect would block one client at a time). */
+/* Creates the clients and starts opening their sessions at once
+ * (hasp_client_connect_async: the loop opens them all in parallel). */
 static int open_clients(struct lh_engine *e, int ep)
 {
 	const struct bench_config *cfg = e->cfg;
@@ -235,8 +234,7 @@ static int open_clients(struct lh_engine *e, int ep)
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
 		if (fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
 			return -HASP_ESYS;
-		snprintf(s->name, sizeof(s->name), "%s/k0", cfg->prefix);
-		rc = hasp_client_lock_read_async(s->c, s->name, on_opened, s, NULL);
+		rc = hasp_client_connect_async(s->c, on_opened, s, NULL);
 		if (rc != 0)
 			return rc;
 		s->in_flight = true;
