@@ -223,47 +223,44 @@ void client_watch_done_locked(struct hasp_client *c, const struct client_op *op,
 		w->used = false;
 }
 
+/* fn NULL: the blocking call; else the async one (async: fn required). */
 static int watch_call(struct hasp_client *c, uint8_t opcode, const char *name, bool prefix,
-		      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+		      bool async, hasp_client_done_fn *fn, void *arg, uint64_t *id)
 {
 	struct client_op stack_op;
 	struct client_op *op;
 
-	if (c == NULL)
+	if (c == NULL || async != (fn != NULL))
 		return -HASP_EINVAL;
 	if ((op = OP_FOR(fn, &stack_op)) == NULL)
 		return -HASP_ENOMEM;
 	int prepared = watch_prepare(c, op, opcode, name, prefix);
 	int rc = run_or_start(c, op, prepared, fn, arg, id);
-	if (fn != NULL && prepared == 0 && rc != 0 && opcode == HASP_OP_WATCH)
+	if (async && prepared == 0 && rc != 0 && opcode == HASP_OP_WATCH)
 		watch_forget(c, name, prefix);
 	return rc;
 }
 
 int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 {
-	return watch_call(c, HASP_OP_WATCH, name, prefix, NULL, NULL, NULL);
+	return watch_call(c, HASP_OP_WATCH, name, prefix, false, NULL, NULL, NULL);
 }
 
 int hasp_client_watch_async(struct hasp_client *c, const char *name, bool prefix,
 			    hasp_client_done_fn *fn, void *arg, uint64_t *id)
 {
-	if (fn == NULL)
-		return -HASP_EINVAL;
-	return watch_call(c, HASP_OP_WATCH, name, prefix, fn, arg, id);
+	return watch_call(c, HASP_OP_WATCH, name, prefix, true, fn, arg, id);
 }
 
 int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 {
-	return watch_call(c, HASP_OP_UNWATCH, name, prefix, NULL, NULL, NULL);
+	return watch_call(c, HASP_OP_UNWATCH, name, prefix, false, NULL, NULL, NULL);
 }
 
 int hasp_client_unwatch_async(struct hasp_client *c, const char *name, bool prefix,
 			      hasp_client_done_fn *fn, void *arg, uint64_t *id)
 {
-	if (fn == NULL)
-		return -HASP_EINVAL;
-	return watch_call(c, HASP_OP_UNWATCH, name, prefix, fn, arg, id);
+	return watch_call(c, HASP_OP_UNWATCH, name, prefix, true, fn, arg, id);
 }
 
 /* One WATCH of the re-registration, blocking; the table is the caller's. */
