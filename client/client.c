@@ -191,6 +191,7 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 	}
 	c->wake_fd = -1; /* the asynchronous loop's, made on first use */
 	c->epoll_fd = -1;
+	c->ops_tail = &c->ops;
 	pthread_mutex_init(&c->mu, NULL);
 	/* Deadlines are monotonic: so are the condition variables. */
 	pthread_condattr_init(&attr);

@@ -289,7 +289,8 @@ struct hasp_client {
 	/* The asynchronous loop (ops.c): every op in progress, blocking or
 	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
 	 * that hasp_client_fd() hands out (socket + eventfd). */
-	struct client_op *ops;
+	struct client_op *ops;       /* oldest first */
+	struct client_op **ops_tail; /* &last->next, or &ops when empty */
 	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 	uint64_t next_op_id;
 	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */

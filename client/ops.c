@@ -36,10 +36,24 @@
 /* Fresh ACQUIREs after the queued one vanished (session or lock gone). */
 #define ACQUIRE_REISSUE_MAX 8
 
+/* Appends: the list runs oldest first, so a pass hands freed window slots
+ * to the oldest waiting op and finished ops come back in start order. */
 static void op_link_locked(struct hasp_client *c, struct client_op *op)
 {
-	op->next = c->ops;
-	c->ops = op;
+	op->next = NULL;
+	*c->ops_tail = op;
+	c->ops_tail = &op->next;
+}
+
+/* Takes out the op *pp points at (pp: &c->ops or a predecessor's next). */
+static void op_unlink_at_locked(struct hasp_client *c, struct client_op **pp)
+{
+	struct client_op *op = *pp;
+
+	*pp = op->next;
+	if (c->ops_tail == &op->next)
+		c->ops_tail = pp;
+	op->next = NULL;
 }
 
 /* Removes `node` from the singly linked list at `head` (linked through
@@ -56,7 +70,12 @@ static void op_link_locked(struct hasp_client *c, struct client_op *op)
 
 static void op_unlink_locked(struct hasp_client *c, struct client_op *op)
 {
-	LIST_UNLINK(&c->ops, op);
+	struct client_op **pp = &c->ops;
+
+	while (*pp != NULL && *pp != op)
+		pp = &(*pp)->next;
+	HASP_ASSERT(*pp == op);
+	op_unlink_at_locked(c, pp);
 }
 
 static void waiter_unlink_locked(struct hasp_client *c, struct waiter *w)
@@ -825,7 +844,7 @@ static struct client_op *process_pass_locked(struct hasp_client *c, uint64_t now
 				pp = &op->next;
 				continue;
 			}
-			*pp = op->next;
+			op_unlink_at_locked(c, pp);
 			op->next = done;
 			done = op;
 			c->async_count--;

@@ -673,6 +673,39 @@ static void test_blocking_caller_woken_when_the_loop_frees_a_slot(void **state)
 	responder_stop(&r);
 }
 
+/* More requests than the window: slots go to the oldest waiting ones and
+ * callbacks run in the order the calls were made (a newest-first list
+ * gave freed slots to the newest, which could starve the oldest). */
+static void test_window_slots_and_callbacks_in_start_order(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	enum { N = 80 }; /* two and a half windows */
+	uint64_t ids[N];
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(hasp_client_kv_get_async(c, "key", on_done, &out, &ids[i]), 0);
+	run_loop(c, &out, N);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(out.rcs[i], 0);
+		assert_int_equal(out.ids[i], ids[i]);
+		/* The i-th call took the i-th number: seq = revision here. */
+		assert_int_equal(out.revisions[i], i + 1);
+	}
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -689,6 +722,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_connect_watch_unwatch_async, responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_window_slots_and_callbacks_in_start_order,
 					  responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
