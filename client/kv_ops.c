@@ -40,8 +40,15 @@ static int run_or_start(struct hasp_client *c, struct client_op *op, int prepare
 }
 
 /* The op of a blocking call lives on the caller's stack; an async one on
- * the heap. */
-#define OP_FOR(fn, stack_op) ((fn) == NULL ? (stack_op) : client_op_new())
+ * the heap. 0, or -HASP_EINVAL (no client) or -HASP_ENOMEM. */
+static int op_get(struct hasp_client *c, hasp_client_done_fn *fn, struct client_op *stack_op,
+		  struct client_op **op)
+{
+	if (c == NULL)
+		return -HASP_EINVAL;
+	*op = fn == NULL ? stack_op : client_op_new();
+	return *op == NULL ? -HASP_ENOMEM : 0;
+}
 
 static int lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct client_op *op)
 {
@@ -81,10 +88,8 @@ static int lease_call(struct hasp_client *c, uint8_t opcode, uint64_t arg64,
 	struct client_op *op;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
-	if ((op = OP_FOR(fn, &stack_op)) == NULL)
-		return -HASP_ENOMEM;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
 	if (opcode == HASP_OP_LEASE_GRANT)
 		rc = lease_grant(c, (uint32_t)arg64, op);
 	else
@@ -229,13 +234,14 @@ static int watch_call(struct hasp_client *c, uint8_t opcode, const char *name, b
 {
 	struct client_op stack_op;
 	struct client_op *op;
+	int rc;
 
-	if (c == NULL || async != (fn != NULL))
+	if (async != (fn != NULL))
 		return -HASP_EINVAL;
-	if ((op = OP_FOR(fn, &stack_op)) == NULL)
-		return -HASP_ENOMEM;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
 	int prepared = watch_prepare(c, op, opcode, name, prefix);
-	int rc = run_or_start(c, op, prepared, fn, arg, id);
+	rc = run_or_start(c, op, prepared, fn, arg, id);
 	if (async && prepared == 0 && rc != 0 && opcode == HASP_OP_WATCH)
 		watch_forget(c, name, prefix);
 	return rc;
@@ -445,10 +451,8 @@ static int kv_call(struct hasp_client *c, uint8_t opcode, const char *key, const
 	struct client_op *op;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
-	if ((op = OP_FOR(fn, &stack_op)) == NULL)
-		return -HASP_ENOMEM;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
 	rc = run_or_start(c, op, kv_prepare(c, op, opcode, key, value, value_size, lease_id, cas), fn,
 			  arg, id);
 	if (fn != NULL)
@@ -530,10 +534,8 @@ static int range_call(struct hasp_client *c, const char *prefix, uint32_t limit,
 	struct client_op *op;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
-	if ((op = OP_FOR(fn, &stack_op)) == NULL)
-		return -HASP_ENOMEM;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
 	rc = client_op_prepare_range(c, op, prefix, limit, range_fn, range_arg);
 	if (fn != NULL)
 		return client_op_start(c, op, rc, fn, arg, id);
