@@ -191,6 +191,7 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 	}
 	c->wake_fd = -1; /* the asynchronous loop's, made on first use */
 	c->epoll_fd = -1;
+	c->ops_tail = &c->ops;
 	pthread_mutex_init(&c->mu, NULL);
 	/* Deadlines are monotonic: so are the condition variables. */
 	pthread_condattr_init(&attr);
@@ -272,6 +273,19 @@ int hasp_client_connect(struct hasp_client *c)
 	rc = client_session_ensure_locked(c, client_deadline(c));
 	pthread_mutex_unlock(&c->mu);
 	return client_result(rc);
+}
+
+int hasp_client_connect_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
+			      uint64_t *id)
+{
+	struct client_op *op;
+
+	if (c == NULL || fn == NULL)
+		return -HASP_EINVAL;
+	if ((op = client_op_new()) == NULL)
+		return -HASP_ENOMEM;
+	client_op_prepare_connect(c, op);
+	return client_op_start(c, op, 0, fn, arg, id);
 }
 
 uint64_t hasp_client_session_id(struct hasp_client *c)

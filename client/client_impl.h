@@ -106,7 +106,12 @@ struct client_req {
 	uint8_t reply[HASP_DATAGRAM_SIZE_MAX]; /* the final reply, DONE with rc >= 0 */
 };
 
-enum op_kind { OP_SIMPLE = 0, OP_ACQUIRE };
+enum op_kind {
+	OP_SIMPLE = 0,
+	OP_ACQUIRE,
+	OP_CONNECT, /* the session open alone (hasp_client_connect) */
+	OP_RANGE,   /* KV_RANGE pages, following MORE (hasp_client_kv_range) */
+};
 enum op_phase {
 	PH_MAIN = 0,       /* the op's request (ACQUIRE for an acquire) */
 	PH_WAIT,           /* queued: waiting for LOCK_GRANTED or the recheck timer */
@@ -114,6 +119,7 @@ enum op_phase {
 	PH_CANCEL,         /* giving up a WAIT: CANCEL */
 	PH_CANCEL_READ,    /* CANCEL said NOT_FOUND: was it granted meanwhile? */
 	PH_CANCEL_RELEASE, /* it was: release the grant nobody will use */
+	PH_PAGE,           /* OP_RANGE: a page arrived, its entries go out without mu */
 	PH_DONE,
 };
 
@@ -144,6 +150,16 @@ struct client_op {
 	uint64_t granted_after_ns;
 	uint64_t acquire_session_id;
 	uint64_t acquire_send_ns;
+	/* WATCH, UNWATCH: the name is res.lock.name */
+	bool watch_prefix;
+	/* OP_RANGE: one deadline for the whole walk */
+	hasp_client_range_fn *range_fn;
+	void *range_arg;
+	uint32_t range_limit;
+	uint32_t range_delivered;
+	uint64_t range_deadline_ns;
+	char range_prefix[HASP_CLIENT_NAME_BUF];
+	char range_after[HASP_CLIENT_NAME_BUF];
 };
 
 /* Fills op for one request `msg` (its deadline: the configured one). */
@@ -152,8 +168,19 @@ int client_op_prepare(struct hasp_client *c, struct client_op *op, struct hasp_w
 /* Fills op for an acquire (TRY or WAIT), arguments checked. */
 int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const char *name,
 			      const struct hasp_acquire_opts *opts) __attribute__((warn_unused_result));
+/* Fills op for opening the session (OP_CONNECT). */
+void client_op_prepare_connect(struct hasp_client *c, struct client_op *op);
+/* Fills op for a KV_RANGE walk (OP_RANGE), arguments checked. */
+int client_op_prepare_range(struct hasp_client *c, struct client_op *op, const char *prefix,
+			    uint32_t limit, hasp_client_range_fn *fn, void *arg)
+	__attribute__((warn_unused_result));
 /* Runs a prepared op to its end on this thread; returns op->res.rc. */
 int client_op_run(struct hasp_client *c, struct client_op *op);
+/* Runs an OP_RANGE walk on this thread, page by page; returns op->res.rc. */
+int client_op_run_range(struct hasp_client *c, struct client_op *op);
+/* WATCH or UNWATCH ended with `status` (or -HASP_E*): the watch table
+ * follows (kv_ops.c). Caller holds c->mu. */
+void client_watch_done_locked(struct hasp_client *c, const struct client_op *op, int status);
 /* Hands a heap op (client_op_new, NULL: -HASP_ENOMEM) to the asynchronous
  * loop once `prepared`, its prepare's result, is 0; on any error the op is
  * freed and the error returned. */
@@ -262,14 +289,18 @@ struct hasp_client {
 	/* The asynchronous loop (ops.c): every op in progress, blocking or
 	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
 	 * that hasp_client_fd() hands out (socket + eventfd). */
-	struct client_op *ops;
+	struct client_op *ops;       /* oldest first */
+	struct client_op **ops_tail; /* &last->next, or &ops when empty */
 	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 	uint64_t next_op_id;
-	bool processing; /* a thread is in hasp_client_process, holding mu */
+	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
 	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
 	int wake_fd;
+	bool wake_pending; /* wake_fd written and not yet read (under mu) */
+	bool wake_missed;  /* a wake-up came while processing: look again */
 	int epoll_fd;
-	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel) */
+	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
+	bool intr_pending; /* intr_fd written, not yet read by the receiver */
 
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
 	 * the last event received, and the last few for telling a duplicate
@@ -347,6 +378,11 @@ void client_wake_locked(struct hasp_client *c);
 void client_wake_loop_locked(struct hasp_client *c);
 /* client_wake_locked, and the thread in poll(2) too (a cancel). */
 void client_interrupt_locked(struct hasp_client *c);
+
+/* Moves the session towards OPEN without waiting (exchange.c): 0 (open),
+ * -HASP_EAGAIN (opening: look again by *wake_ns), or how the open failed. */
+int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t now,
+				  uint64_t *wake_ns) __attribute__((warn_unused_result));
 
 /* Opens a session if none is open, blocking until `deadline_ns`. Returns
  * 0, a status the open was refused with, or -HASP_E*. Called with c->mu held. */

@@ -42,6 +42,7 @@
 #define NS_PER_MS 1000000ull
 /* Datagrams read per turn as receiver: bounds the time the mutex is held. */
 #define RX_BATCH_MAX 64
+#define RX_MMSG 8 /* datagrams per recvmmsg(2) */
 
 static struct timespec ns_to_timespec(uint64_t ns)
 {
@@ -319,24 +320,55 @@ static void dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t s
 		dispatch_reply_locked(c, &m, data, size, (uint32_t)idx);
 }
 
+/* Reads what is queued on the socket: recvmmsg(2) batches of RX_MMSG, so
+ * one datagram (a client's usual load) costs one call, not a second one
+ * that answers EAGAIN. */
 static void rx_batch_locked(struct hasp_client *c)
 {
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
+	uint8_t bufs[RX_MMSG][HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
+	struct sockaddr_in from[RX_MMSG];
+	struct iovec iov[RX_MMSG];
+	struct mmsghdr msgs[RX_MMSG];
 
-	for (int i = 0; i < RX_BATCH_MAX; i++) {
-		struct sockaddr_in from;
-		socklen_t from_size = sizeof(from);
-		ssize_t n = recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
-				     (struct sockaddr *)&from, &from_size);
-		if (n < 0)
-			break;
-		if (from_size != sizeof(from) || from.sin_family != AF_INET) {
-			c->stats.rx_unknown_source++;
-			continue;
+	for (int done = 0; done < RX_BATCH_MAX;) {
+		for (int i = 0; i < RX_MMSG; i++) {
+			iov[i] = (struct iovec){ .iov_base = bufs[i], .iov_len = sizeof(bufs[i]) };
+			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &from[i],
+								 .msg_namelen = sizeof(from[i]),
+								 .msg_iov = &iov[i],
+								 .msg_iovlen = 1 } };
 		}
-		/* A truncated read reports the full size: the decoder refuses
-		 * anything over 1472 bytes as too big. */
-		dispatch_locked(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf), &from);
+		int got = recvmmsg(c->fd, msgs, RX_MMSG, MSG_DONTWAIT, NULL);
+		if (got <= 0)
+			return;
+		for (int i = 0; i < got; i++) {
+			size_t n = msgs[i].msg_len;
+			if (msgs[i].msg_hdr.msg_namelen != sizeof(from[i]) ||
+			    from[i].sin_family != AF_INET) {
+				c->stats.rx_unknown_source++;
+				continue;
+			}
+			/* A datagram over the buffer is cut and flagged: the
+			 * decoder refuses anything over 1472 bytes as too big. */
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				n = sizeof(bufs[i]);
+			dispatch_locked(c, bufs[i], n < sizeof(bufs[i]) ? n : sizeof(bufs[i]), &from[i]);
+		}
+		done += got;
+		if (got < RX_MMSG)
+			return; /* the queue is empty */
+	}
+}
+
+/* Interrupts the thread in poll(2) for everyone (it waits for datagrams
+ * only), once until it reads intr_fd. */
+static void receiver_interrupt_locked(struct hasp_client *c)
+{
+	uint64_t one = 1;
+
+	if (c->receiving && !c->intr_pending) {
+		(void)!write(c->intr_fd, &one, sizeof(one));
+		c->intr_pending = true;
 	}
 }
 
@@ -344,6 +376,10 @@ void client_wake_locked(struct hasp_client *c)
 {
 	c->progress++;
 	pthread_cond_broadcast(&c->cv);
+	/* The receiver may be a blocking call waiting for what changed (a
+	 * window slot the loop freed, a session another thread opened), and
+	 * no datagram may come to wake it. */
+	receiver_interrupt_locked(c);
 	client_wake_loop_locked(c);
 }
 
@@ -353,18 +389,19 @@ void client_wake_loop_locked(struct hasp_client *c)
 
 	/* The application's loop, unless it is the caller (it looks again
 	 * before it returns). */
-	if (c->async_count > 0 && c->wake_fd >= 0 && !c->processing)
+	if (c->processing) {
+		c->wake_missed = true; /* the loop looks again before it returns */
+		return;
+	}
+	if (c->async_count > 0 && c->wake_fd >= 0 && !c->wake_pending) {
 		(void)!write(c->wake_fd, &one, sizeof(one));
+		c->wake_pending = true; /* one write until the loop reads it */
+	}
 }
 
 void client_interrupt_locked(struct hasp_client *c)
 {
-	uint64_t one = 1;
-
-	client_wake_locked(c);
-	/* The thread in poll(2) for everyone waits for datagrams only. */
-	if (c->receiving)
-		(void)!write(c->intr_fd, &one, sizeof(one));
+	client_wake_locked(c); /* the receiver too */
 }
 
 void client_read_nowait_locked(struct hasp_client *c)
@@ -394,11 +431,14 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 	timeout_ms = wait_ms > INT_MAX ? INT_MAX : (int)wait_ms;
 	pthread_mutex_unlock(&c->mu);
 	(void)poll(pfd, 2, timeout_ms); /* EINTR: the caller loops */
-	if (pfd[1].revents & POLLIN) {
+	bool interrupted = (pfd[1].revents & POLLIN) != 0;
+	if (interrupted) {
 		uint64_t count;
 		(void)!read(c->intr_fd, &count, sizeof(count)); /* a cancel or a wake-up */
 	}
 	pthread_mutex_lock(&c->mu);
+	if (interrupted)
+		c->intr_pending = false;
 	rx_batch_locked(c);
 	c->receiving = false;
 	pthread_cond_broadcast(&c->cv);
@@ -779,7 +819,7 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
  * Returns 0 (open), -HASP_EAGAIN (opening: look again by *wake_ns), or how
  * the open this call saw end failed (-HASP_E*, a refusal mapped by
  * hasp_status_error). */
-static int session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t now,
+int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t now,
 				  uint64_t *wake_ns)
 {
 	struct hasp_wire_msg rep;
@@ -815,7 +855,7 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
 		uint64_t wake = deadline_ns;
-		int rc = session_advance_locked(c, deadline_ns, now, &wake);
+		int rc = client_session_advance_locked(c, deadline_ns, now, &wake);
 
 		if (rc == -HASP_ETIMEDOUT && now < deadline_ns)
 			continue; /* an open with an earlier deadline: start ours */
@@ -901,7 +941,7 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 {
 	while (r->state == REQ_IDLE) {
 		/* The open first: one that reached its own deadline ends now. */
-		int rc = session_advance_locked(c, r->deadline_ns, now, wake_ns);
+		int rc = client_session_advance_locked(c, r->deadline_ns, now, wake_ns);
 		if (now >= r->deadline_ns) {
 			req_finish(r, -HASP_ETIMEDOUT); /* before taking a number */
 			return true;

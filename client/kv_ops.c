@@ -40,8 +40,15 @@ static int run_or_start(struct hasp_client *c, struct client_op *op, int prepare
 }
 
 /* The op of a blocking call lives on the caller's stack; an async one on
- * the heap. */
-#define OP_FOR(fn, stack_op) ((fn) == NULL ? (stack_op) : client_op_new())
+ * the heap. 0, or -HASP_EINVAL (no client) or -HASP_ENOMEM. */
+static int op_get(struct hasp_client *c, hasp_client_done_fn *fn, struct client_op *stack_op,
+		  struct client_op **op)
+{
+	if (c == NULL)
+		return -HASP_EINVAL;
+	*op = fn == NULL ? stack_op : client_op_new();
+	return *op == NULL ? -HASP_ENOMEM : 0;
+}
 
 static int lease_grant(struct hasp_client *c, uint32_t ttl_ms, struct client_op *op)
 {
@@ -81,10 +88,8 @@ static int lease_call(struct hasp_client *c, uint8_t opcode, uint64_t arg64,
 	struct client_op *op;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
-	if ((op = OP_FOR(fn, &stack_op)) == NULL)
-		return -HASP_ENOMEM;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
 	if (opcode == HASP_OP_LEASE_GRANT)
 		rc = lease_grant(c, (uint32_t)arg64, op);
 	else
@@ -141,48 +146,49 @@ int hasp_client_lease_revoke_async(struct hasp_client *c, uint64_t lease_id,
 
 /* ---- watches and events ---- */
 
-static int watch_call(struct hasp_client *c, uint8_t opcode, const struct hasp_wire_bytes *name,
-		      bool prefix, uint64_t *session_id)
-{
-	struct client_call call;
-	int rc;
-
-	memset(&call, 0, sizeof(call));
-	call.req.hdr.opcode = opcode;
-	call.req.body.watch.name = *name;
-	call.req.body.watch.flags = prefix ? HASP_WIRE_WATCH_PREFIX : 0;
-	rc = client_call(c, &call);
-	*session_id = call.session_id;
-	return rc;
-}
-
-static struct watch_entry *watch_find_locked(struct hasp_client *c, const struct hasp_wire_bytes *n,
-					     bool prefix)
+static struct watch_entry *watch_find_locked(struct hasp_client *c, const char *name,
+					     size_t name_size, bool prefix)
 {
 	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
 		struct watch_entry *w = &c->watches[i];
-		if (w->used && w->prefix == prefix && strlen(w->name) == n->size &&
-		    memcmp(w->name, n->data, n->size) == 0)
+		if (w->used && w->prefix == prefix && strlen(w->name) == name_size &&
+		    memcmp(w->name, name, name_size) == 0)
 			return w;
 	}
 	return NULL;
 }
 
-int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
+/* A WATCH or UNWATCH op. A WATCH is remembered before it leaves: events
+ * may arrive before the OK does, and a grant to a watched name must not
+ * be mistaken for our own. An UNWATCH forgets it at once. */
+static int watch_prepare(struct hasp_client *c, struct client_op *op, uint8_t opcode,
+			 const char *name, bool prefix)
 {
 	struct hasp_wire_bytes n;
+	struct hasp_wire_msg m;
 	struct watch_entry *w;
-	uint64_t session_id;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
 	if ((rc = client_name(name, &n)) != 0)
 		return rc;
-	/* Remember it first: events may arrive before the OK does, and a
-	 * grant to a watched name must not be mistaken for our own. */
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = opcode;
+	m.body.watch.name = n;
+	m.body.watch.flags = prefix ? HASP_WIRE_WATCH_PREFIX : 0;
+	if ((rc = client_op_prepare(c, op, &m)) != 0)
+		return rc;
+	HASP_ASSERT(n.size < sizeof(op->res.lock.name));
+	memcpy(op->res.lock.name, n.data, n.size);
+	op->res.lock.name[n.size] = '\0';
+	op->watch_prefix = prefix;
 	pthread_mutex_lock(&c->mu);
-	w = watch_find_locked(c, &n, prefix);
+	w = watch_find_locked(c, op->res.lock.name, n.size, prefix);
+	if (opcode == HASP_OP_UNWATCH) {
+		if (w != NULL)
+			w->used = false;
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
 	for (uint32_t i = 0; w == NULL && i < HASP_CLIENT_WATCHES_MAX; i++) {
 		if (!c->watches[i].used) {
 			w = &c->watches[i];
@@ -194,34 +200,89 @@ int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (w == NULL)
-		return -HASP_EFULL;
-	rc = watch_call(c, HASP_OP_WATCH, &n, prefix, &session_id);
+	return w == NULL ? -HASP_EFULL : 0;
+}
+
+/* A WATCH that never left (its op could not start): forget it. */
+static void watch_forget(struct hasp_client *c, const char *name, bool prefix)
+{
 	pthread_mutex_lock(&c->mu);
-	if (rc == HASP_STATUS_OK)
-		w->session_id = session_id;
-	else
+	struct watch_entry *w = watch_find_locked(c, name, strlen(name), prefix);
+	if (w != NULL && w->session_id == 0)
 		w->used = false;
 	pthread_mutex_unlock(&c->mu);
-	return client_result(rc);
+}
+
+void client_watch_done_locked(struct hasp_client *c, const struct client_op *op, int status)
+{
+	const char *name = op->res.lock.name;
+
+	if (op->res.op != HASP_OP_WATCH)
+		return; /* UNWATCH forgot it when it started */
+	struct watch_entry *w = watch_find_locked(c, name, strlen(name), op->watch_prefix);
+	if (w == NULL)
+		return; /* unwatched meanwhile */
+	if (status == HASP_STATUS_OK)
+		w->session_id = op->req.session_id;
+	else
+		w->used = false;
+}
+
+/* fn NULL: the blocking call; else the async one (async: fn required). */
+static int watch_call(struct hasp_client *c, uint8_t opcode, const char *name, bool prefix,
+		      bool async, hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	struct client_op stack_op;
+	struct client_op *op;
+	int rc;
+
+	if (async != (fn != NULL))
+		return -HASP_EINVAL;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
+	int prepared = watch_prepare(c, op, opcode, name, prefix);
+	rc = run_or_start(c, op, prepared, fn, arg, id);
+	if (async && prepared == 0 && rc != 0 && opcode == HASP_OP_WATCH)
+		watch_forget(c, name, prefix);
+	return rc;
+}
+
+int hasp_client_watch(struct hasp_client *c, const char *name, bool prefix)
+{
+	return watch_call(c, HASP_OP_WATCH, name, prefix, false, NULL, NULL, NULL);
+}
+
+int hasp_client_watch_async(struct hasp_client *c, const char *name, bool prefix,
+			    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	return watch_call(c, HASP_OP_WATCH, name, prefix, true, fn, arg, id);
 }
 
 int hasp_client_unwatch(struct hasp_client *c, const char *name, bool prefix)
 {
-	struct hasp_wire_bytes n;
-	uint64_t session_id;
+	return watch_call(c, HASP_OP_UNWATCH, name, prefix, false, NULL, NULL, NULL);
+}
+
+int hasp_client_unwatch_async(struct hasp_client *c, const char *name, bool prefix,
+			      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	return watch_call(c, HASP_OP_UNWATCH, name, prefix, true, fn, arg, id);
+}
+
+/* One WATCH of the re-registration, blocking; the table is the caller's. */
+static int watch_register(struct hasp_client *c, const struct hasp_wire_bytes *name, bool prefix,
+			  uint64_t *session_id)
+{
+	struct client_call call;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
-	if ((rc = client_name(name, &n)) != 0)
-		return rc;
-	pthread_mutex_lock(&c->mu);
-	struct watch_entry *w = watch_find_locked(c, &n, prefix);
-	if (w != NULL)
-		w->used = false;
-	pthread_mutex_unlock(&c->mu);
-	return client_result(watch_call(c, HASP_OP_UNWATCH, &n, prefix, &session_id));
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_WATCH;
+	call.req.body.watch.name = *name;
+	call.req.body.watch.flags = prefix ? HASP_WIRE_WATCH_PREFIX : 0;
+	rc = client_call(c, &call);
+	*session_id = call.session_id;
+	return rc;
 }
 
 void client_watches_resend(struct hasp_client *c)
@@ -261,7 +322,7 @@ void client_watches_resend(struct hasp_client *c)
 			continue;
 		n.data = (const uint8_t *)name;
 		n.size = strlen(name);
-		int rc = watch_call(c, HASP_OP_WATCH, &n, prefix, &session_id);
+		int rc = watch_register(c, &n, prefix, &session_id);
 		pthread_mutex_lock(&c->mu);
 		if (rc < 0)
 			c->watches_stale = true; /* try again after the next call */
@@ -390,10 +451,8 @@ static int kv_call(struct hasp_client *c, uint8_t opcode, const char *key, const
 	struct client_op *op;
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
-	if ((op = OP_FOR(fn, &stack_op)) == NULL)
-		return -HASP_ENOMEM;
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
 	rc = run_or_start(c, op, kv_prepare(c, op, opcode, key, value, value_size, lease_id, cas), fn,
 			  arg, id);
 	if (fn != NULL)
@@ -467,74 +526,33 @@ int hasp_client_kv_cas_async(struct hasp_client *c, const char *key, const struc
 	return kv_call(c, HASP_OP_KV_CAS, key, NULL, 0, 0, cas, NULL, NULL, fn, arg, id);
 }
 
-/* True when `key` sorts bytewise after `after` ("" sorts first). */
-static bool key_after(const struct hasp_wire_bytes *key, const char *after)
+static int range_call(struct hasp_client *c, const char *prefix, uint32_t limit,
+		      hasp_client_range_fn *range_fn, void *range_arg, hasp_client_done_fn *fn,
+		      void *arg, uint64_t *id)
 {
-	size_t after_size = strlen(after);
-	size_t common = key->size < after_size ? key->size : after_size;
-	int cmp = memcmp(key->data, after, common);
+	struct client_op stack_op;
+	struct client_op *op;
+	int rc;
 
-	return cmp > 0 || (cmp == 0 && key->size > after_size);
+	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
+		return rc;
+	rc = client_op_prepare_range(c, op, prefix, limit, range_fn, range_arg);
+	if (fn != NULL)
+		return client_op_start(c, op, rc, fn, arg, id);
+	return rc != 0 ? rc : client_op_run_range(c, op);
 }
 
 int hasp_client_kv_range(struct hasp_client *c, const char *prefix, uint32_t limit,
 			 hasp_client_range_fn *fn, void *arg)
 {
-	char after[HASP_CLIENT_NAME_BUF] = "";
-	char key[HASP_CLIENT_NAME_BUF];
-	struct hasp_wire_bytes p = { NULL, 0 };
-	uint64_t deadline_ns;
-	uint32_t delivered = 0;
-	int rc;
+	return range_call(c, prefix, limit, fn, arg, NULL, NULL, NULL);
+}
 
-	if (c == NULL || fn == NULL)
+int hasp_client_kv_range_async(struct hasp_client *c, const char *prefix, uint32_t limit,
+			       hasp_client_range_fn *range_fn, void *range_arg,
+			       hasp_client_done_fn *fn, void *arg, uint64_t *id)
+{
+	if (fn == NULL)
 		return -HASP_EINVAL;
-	if (prefix != NULL && prefix[0] != '\0' && (rc = client_name(prefix, &p)) != 0)
-		return rc;
-	/* One deadline for the whole walk, so a node that keeps saying MORE
-	 * cannot hold the caller forever. */
-	deadline_ns = client_deadline(c);
-	for (;;) {
-		struct client_call call;
-		struct hasp_wire_kv_iter it;
-		struct hasp_wire_kv_entry e;
-		uint32_t left = limit == 0 ? 0 : limit - delivered;
-
-		memset(&call, 0, sizeof(call));
-		call.req.hdr.opcode = HASP_OP_KV_RANGE;
-		call.req.body.kv_range.prefix = p;
-		call.req.body.kv_range.start_after.data = (const uint8_t *)after;
-		call.req.body.kv_range.start_after.size = strlen(after);
-		call.req.body.kv_range.limit = left > UINT16_MAX ? UINT16_MAX : (uint16_t)left;
-		call.deadline_ns = deadline_ns;
-		rc = client_call(c, &call);
-		if (rc != HASP_STATUS_OK)
-			return client_result(rc);
-		const struct hasp_wire_kv_entries *es = &call.reply.body.kv_entries;
-		hasp_wire_kv_iter_init(&it, es);
-		while (hasp_wire_kv_iter_next(&it, &e)) {
-			struct hasp_kv_entry out;
-
-			/* Keys come back in order; one that does not move
-			 * forward would loop the walk. */
-			if (e.key.size >= sizeof(key) || !key_after(&e.key, after))
-				return -HASP_ECORRUPT;
-			memcpy(key, e.key.data, e.key.size);
-			key[e.key.size] = '\0';
-			out.key = key;
-			out.value = e.value.data;
-			out.value_size = e.value.size;
-			out.revision = e.revision;
-			memcpy(after, key, e.key.size + 1);
-			delivered++;
-			if (fn(&out, arg) != 0)
-				return 0;
-			if (limit != 0 && delivered >= limit)
-				return 0;
-		}
-		if (!(es->flags & HASP_WIRE_RANGE_MORE))
-			return 0;
-		if (es->entry_count == 0)
-			return -HASP_ECORRUPT; /* MORE with nothing: no progress */
-	}
+	return range_call(c, prefix, limit, range_fn, range_arg, fn, arg, id);
 }

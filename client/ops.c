@@ -36,10 +36,24 @@
 /* Fresh ACQUIREs after the queued one vanished (session or lock gone). */
 #define ACQUIRE_REISSUE_MAX 8
 
+/* Appends: the list runs oldest first, so a pass hands freed window slots
+ * to the oldest waiting op and finished ops come back in start order. */
 static void op_link_locked(struct hasp_client *c, struct client_op *op)
 {
-	op->next = c->ops;
-	c->ops = op;
+	op->next = NULL;
+	*c->ops_tail = op;
+	c->ops_tail = &op->next;
+}
+
+/* Takes out the op *pp points at (pp: &c->ops or a predecessor's next). */
+static void op_unlink_at_locked(struct hasp_client *c, struct client_op **pp)
+{
+	struct client_op *op = *pp;
+
+	*pp = op->next;
+	if (c->ops_tail == &op->next)
+		c->ops_tail = pp;
+	op->next = NULL;
 }
 
 /* Removes `node` from the singly linked list at `head` (linked through
@@ -56,7 +70,12 @@ static void op_link_locked(struct hasp_client *c, struct client_op *op)
 
 static void op_unlink_locked(struct hasp_client *c, struct client_op *op)
 {
-	LIST_UNLINK(&c->ops, op);
+	struct client_op **pp = &c->ops;
+
+	while (*pp != NULL && *pp != op)
+		pp = &(*pp)->next;
+	HASP_ASSERT(*pp == op);
+	op_unlink_at_locked(c, pp);
 }
 
 static void waiter_unlink_locked(struct hasp_client *c, struct waiter *w)
@@ -198,6 +217,8 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 	struct hasp_wire_msg m;
 	int status = op->req.rc;
 
+	if (op->res.op == HASP_OP_WATCH || op->res.op == HASP_OP_UNWATCH)
+		client_watch_done_locked(c, op, status);
 	if (status < 0) {
 		op_finish_locked(c, op, status);
 		kept_note_locked(c, op);
@@ -410,16 +431,58 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 	return false;
 }
 
-/* Moves op on as far as it goes without waiting. True when done;
- * otherwise *wake_ns is lowered to when it needs another look. */
+/* OP_CONNECT: the session open, as client_session_ensure_locked runs it
+ * but without waiting. A cancel stops the op, not the open (another
+ * request would need it anyway). */
+static bool connect_advance_locked(struct hasp_client *c, struct client_op *op, uint64_t now,
+				   uint64_t *wake_ns)
+{
+	const uint64_t deadline_ns = op->req.deadline_ns;
+
+	if (op->cancel) {
+		op_finish_locked(c, op, -HASP_ECANCELED);
+		return true;
+	}
+	for (;;) {
+		int rc = client_session_advance_locked(c, deadline_ns, now, wake_ns);
+
+		if (rc == -HASP_ETIMEDOUT && now < deadline_ns)
+			continue; /* an open with an earlier deadline ended: start ours */
+		if (rc == -HASP_EAGAIN && now >= deadline_ns)
+			rc = -HASP_ETIMEDOUT; /* the open goes on for whoever started it */
+		if (rc == -HASP_EAGAIN) {
+			if (deadline_ns < *wake_ns)
+				*wake_ns = deadline_ns;
+			return false;
+		}
+		op_finish_locked(c, op, rc);
+		return true;
+	}
+}
+
+/* OP_RANGE: a page answered. OK: its entries go to the application
+ * outside the lock (range_page_deliver); anything else ends the walk. */
+static void range_reply_locked(struct hasp_client *c, struct client_op *op)
+{
+	if (op->req.rc == HASP_STATUS_OK)
+		op->phase = PH_PAGE;
+	else
+		op_finish_locked(c, op, client_result(op->req.rc));
+}
+
+/* Moves op on as far as it goes without waiting. True when done (or, for
+ * OP_RANGE, a page is ready: PH_PAGE); otherwise *wake_ns is lowered to
+ * when it needs another look. */
 static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint64_t now,
 			      uint64_t *wake_ns)
 {
+	if (op->kind == OP_CONNECT && op->phase != PH_DONE)
+		return connect_advance_locked(c, op, now, wake_ns);
 	for (;;) {
-		if (op->phase == PH_DONE)
+		if (op->phase == PH_DONE || op->phase == PH_PAGE)
 			return true;
 		if (op->phase != PH_WAIT && op->req.state != REQ_DONE) {
-			if (op->cancel && (op->kind == OP_SIMPLE || !op->opts.wait)) {
+			if (op->cancel && (op->kind != OP_ACQUIRE || !op->opts.wait)) {
 				/* Not a WAIT: stop at once, the outcome unknown. */
 				client_req_abandon_locked(c, &op->req);
 				op_finish_locked(c, op, -HASP_ECANCELED);
@@ -431,6 +494,10 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 		if (op->kind == OP_SIMPLE) {
 			simple_done_locked(c, op);
 			return true;
+		}
+		if (op->kind == OP_RANGE) {
+			range_reply_locked(c, op);
+			continue;
 		}
 		if (!acquire_react_locked(c, op, now, wake_ns))
 			return false;
@@ -487,6 +554,129 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 			     opts->wait ? op_wait_bounded_deadline(c, op) : client_deadline(c));
 	op->phase = PH_MAIN;
 	return rc;
+}
+
+void client_op_prepare_connect(struct hasp_client *c, struct client_op *op)
+{
+	op_clear(op);
+	op->kind = OP_CONNECT;
+	op->res.op = HASP_OP_SESSION_OPEN;
+	memset(&op->req, 0, offsetof(struct client_req, bytes));
+	op->req.deadline_ns = client_deadline(c);
+}
+
+/* The next page's KV_RANGE: after the last key delivered, at most what the
+ * limit leaves, within the walk's deadline. */
+static int range_request(struct hasp_client *c, struct client_op *op)
+{
+	struct hasp_wire_msg m;
+	uint32_t left = op->range_limit == 0 ? 0 : op->range_limit - op->range_delivered;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_KV_RANGE;
+	m.body.kv_range.prefix.data = (const uint8_t *)op->range_prefix;
+	m.body.kv_range.prefix.size = strlen(op->range_prefix);
+	m.body.kv_range.start_after.data = (const uint8_t *)op->range_after;
+	m.body.kv_range.start_after.size = strlen(op->range_after);
+	m.body.kv_range.limit = left > UINT16_MAX ? UINT16_MAX : (uint16_t)left;
+	op->phase = PH_MAIN;
+	return client_req_init(c, &op->req, &m, op->range_deadline_ns);
+}
+
+int client_op_prepare_range(struct hasp_client *c, struct client_op *op, const char *prefix,
+			    uint32_t limit, hasp_client_range_fn *fn, void *arg)
+{
+	struct hasp_wire_bytes p = { NULL, 0 };
+	int rc;
+
+	if (fn == NULL)
+		return -HASP_EINVAL;
+	if (prefix != NULL && prefix[0] != '\0' && (rc = client_name(prefix, &p)) != 0)
+		return rc;
+	op_clear(op);
+	op->kind = OP_RANGE;
+	op->res.op = HASP_OP_KV_RANGE;
+	op->range_fn = fn;
+	op->range_arg = arg;
+	op->range_limit = limit;
+	HASP_ASSERT(p.size < sizeof(op->range_prefix));
+	if (p.size > 0)
+		memcpy(op->range_prefix, p.data, p.size);
+	op->range_prefix[p.size] = '\0';
+	op->range_after[0] = '\0';
+	/* One deadline for the whole walk, so a node that keeps saying MORE
+	 * cannot hold the caller forever. */
+	op->range_deadline_ns = client_deadline(c);
+	return range_request(c, op);
+}
+
+/* True when `key` sorts bytewise after `after` ("" sorts first). */
+static bool key_after(const struct hasp_wire_bytes *key, const char *after)
+{
+	size_t after_size = strlen(after);
+	size_t common = key->size < after_size ? key->size : after_size;
+	int cmp = memcmp(key->data, after, common);
+
+	return cmp > 0 || (cmp == 0 && key->size > after_size);
+}
+
+/* Hands a page's entries to range_fn, without the client's lock (range_fn
+ * may call the client). True when the walk ended (op->res.rc set);
+ * false when the next page's request is prepared. */
+static bool range_page_deliver(struct hasp_client *c, struct client_op *op)
+{
+	struct hasp_wire_msg m;
+	struct hasp_wire_kv_iter it;
+	struct hasp_wire_kv_entry e;
+	char key[HASP_CLIENT_NAME_BUF];
+	int rc;
+
+	HASP_ASSERT(op->phase == PH_PAGE);
+	op->phase = PH_DONE;
+	op->res.rc = 0;
+	rc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
+	HASP_ASSERT(rc == 0);
+	const struct hasp_wire_kv_entries *es = &m.body.kv_entries;
+	hasp_wire_kv_iter_init(&it, es);
+	while (hasp_wire_kv_iter_next(&it, &e)) {
+		struct hasp_kv_entry out;
+
+		/* Keys come back in order; one that does not move forward
+		 * would loop the walk. */
+		if (e.key.size >= sizeof(key) || !key_after(&e.key, op->range_after)) {
+			op->res.rc = -HASP_ECORRUPT;
+			return true;
+		}
+		memcpy(key, e.key.data, e.key.size);
+		key[e.key.size] = '\0';
+		out.key = key;
+		out.value = e.value.data;
+		out.value_size = e.value.size;
+		out.revision = e.revision;
+		memcpy(op->range_after, key, e.key.size + 1);
+		op->range_delivered++;
+		if (op->range_fn(&out, op->range_arg) != 0)
+			return true;
+		if (op->range_limit != 0 && op->range_delivered >= op->range_limit)
+			return true;
+	}
+	if (!(es->flags & HASP_WIRE_RANGE_MORE))
+		return true;
+	if (es->entry_count == 0) {
+		op->res.rc = -HASP_ECORRUPT; /* MORE with nothing: no progress */
+		return true;
+	}
+	rc = range_request(c, op);
+	HASP_ASSERT(rc == 0); /* the first page's request encoded */
+	return false;
+}
+
+int client_op_run_range(struct hasp_client *c, struct client_op *op)
+{
+	do {
+		(void)client_op_run(c, op);
+	} while (op->phase == PH_PAGE && !range_page_deliver(c, op));
+	return op->res.rc;
 }
 
 /* Registered before the ACQUIRE leaves, so that a grant event that
@@ -632,9 +822,48 @@ int hasp_client_timeout_ms(struct hasp_client *c)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-int hasp_client_process(struct hasp_client *c, uint32_t *completed)
+/* One pass: every async op moved on (sent, retransmitted, finished);
+ * the finished ones are unlinked and returned in the order they were
+ * started. Called with mu held. */
+static struct client_op *process_pass_locked(struct hasp_client *c, uint64_t now)
 {
 	struct client_op *done = NULL;
+	uint64_t progress;
+
+	/* Again while a pass freed a slot or opened a session: an op looked
+	 * at earlier in the pass may take it now (each pass that goes round
+	 * again finished a request, so this ends). */
+	do {
+		progress = c->progress;
+		for (struct client_op **pp = &c->ops; *pp != NULL;) {
+			struct client_op *op = *pp;
+			uint64_t wake = UINT64_MAX;
+
+			if (!op->async || !op_advance_locked(c, op, now, &wake)) {
+				op->wake_ns = wake;
+				pp = &op->next;
+				continue;
+			}
+			op_unlink_at_locked(c, pp);
+			op->next = done;
+			done = op;
+			c->async_count--;
+		}
+	} while (c->progress != progress);
+	struct client_op *ordered = NULL;
+	while (done != NULL) {
+		struct client_op *op = done;
+		done = op->next;
+		op->next = ordered;
+		ordered = op;
+	}
+	return ordered;
+}
+
+#define PROCESS_ROUNDS 4 /* passes for ops the callbacks start */
+
+int hasp_client_process(struct hasp_client *c, uint32_t *completed)
+{
 	uint32_t n = 0;
 
 	if (completed != NULL)
@@ -652,52 +881,60 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	}
 	pthread_mutex_lock(&c->mu);
 	c->processing = true;
-	if (c->wake_fd >= 0) {
+	if (c->wake_pending) { /* no read(2) when nothing was written */
 		uint64_t count;
 		(void)!read(c->wake_fd, &count, sizeof(count));
+		c->wake_pending = false;
 	}
 	client_read_nowait_locked(c);
-	uint64_t now = clock_monotonic_ns();
-	uint64_t progress;
-	/* Again while a pass freed a slot or opened a session: an op looked
-	 * at earlier in the pass may take it now (each pass that goes round
-	 * again finished a request, so this ends). */
-	do {
-		progress = c->progress;
-		for (struct client_op **pp = &c->ops; *pp != NULL;) {
-			struct client_op *op = *pp;
-			uint64_t wake = UINT64_MAX;
-
-			if (!op->async || !op_advance_locked(c, op, now, &wake)) {
-				op->wake_ns = wake;
-				pp = &op->next;
+	/* A request a callback starts (the next step of the application's
+	 * work: RELEASE after a grant) is sent by another pass here, at once,
+	 * instead of by the next call after a wake-up through the eventfd:
+	 * `processing` stays set through the callbacks, so starting it writes
+	 * no wake-up. */
+	for (uint32_t round = 0;; round++) {
+		struct client_op *ordered = process_pass_locked(c, clock_monotonic_ns());
+		c->wake_missed = false; /* this pass looked */
+		if (ordered == NULL)
+			break;
+		uint64_t started = c->next_op_id;
+		bool paged = false;
+		pthread_mutex_unlock(&c->mu);
+		/* Callbacks without the lock, in the order the ops were started. */
+		while (ordered != NULL) {
+			struct client_op *op = ordered;
+			ordered = op->next;
+			HASP_ASSERT(!op->w_linked);
+			if (op->phase == PH_PAGE && !range_page_deliver(c, op)) {
+				/* The next page: back on the list, sent by the
+				 * next pass. */
+				pthread_mutex_lock(&c->mu);
+				op->wake_ns = 0;
+				op_link_locked(c, op);
+				c->async_count++;
+				pthread_mutex_unlock(&c->mu);
+				paged = true;
 				continue;
 			}
-			*pp = op->next;
-			op->next = done;
-			done = op;
-			c->async_count--;
+			if (op->fn != NULL)
+				op->fn(c, &op->res, op->arg);
+			hasp_free(op);
+			n++;
 		}
-	} while (c->progress != progress);
+		pthread_mutex_lock(&c->mu);
+		/* Only for ops started meanwhile: ops waiting for a window slot
+		 * take no extra pass, which would starve blocking callers. */
+		if ((c->next_op_id == started && !paged) || round + 1 == PROCESS_ROUNDS)
+			break;
+	}
 	c->processing = false;
+	if (c->wake_missed) {
+		/* A wake-up asked for during the last callbacks (a cancel from
+		 * another thread, an op left for the next call): ask the loop. */
+		c->wake_missed = false;
+		client_wake_loop_locked(c);
+	}
 	pthread_mutex_unlock(&c->mu);
-	/* Callbacks without the lock, in the order the ops were started. */
-	struct client_op *ordered = NULL;
-	while (done != NULL) {
-		struct client_op *op = done;
-		done = op->next;
-		op->next = ordered;
-		ordered = op;
-	}
-	while (ordered != NULL) {
-		struct client_op *op = ordered;
-		ordered = op->next;
-		HASP_ASSERT(!op->w_linked);
-		if (op->fn != NULL)
-			op->fn(c, &op->res, op->arg);
-		hasp_free(op);
-		n++;
-	}
 	client_watches_resend_if_stale(c);
 	if (completed != NULL)
 		*completed = n;

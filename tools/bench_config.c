@@ -12,8 +12,10 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "common/limits.h"
+#include "common/prng.h"
 #include "hasp/errors.h"
 #include "hasp/wire.h"
+#include "tools/bench_arrival.h"
 
 static const char *const lat_names[BENCH_LAT_COUNT] = {
 	"op", "acquire", "release", "keepalive", "put", "get", "notify",
@@ -199,4 +201,17 @@ void bench_result_merge(struct bench_result *target, const struct bench_result *
 	target->rx_calls += source->rx_calls;
 	target->events += source->events;
 	target->sessions += source->sessions;
+}
+
+uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf *zipf,
+			struct prng *prng, uint32_t index, uint32_t clients)
+{
+	if (cfg->workload == BENCH_WL_BURST)
+		return 0;
+	if (cfg->contended || cfg->workload == BENCH_WL_KV)
+		return bench_zipf_next(zipf, prng);
+	uint32_t per_client = cfg->keys / clients;
+	if (per_client == 0)
+		return index % cfg->keys;
+	return index + clients * (uint32_t)prng_below(prng, per_client);
 }

@@ -85,6 +85,7 @@ struct bench_config {
 	uint64_t seed;
 	char prefix[64];      /* lock and key names are prefix/k<n> */
 	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
+	bool libhasp;         /* run by bench_run_libhasp (hasp-bench --engine); reported */
 	FILE *progress;       /* non-NULL: bench_run() prints a progress line a second there */
 	/* Wire v2 (docs/PROTOCOL.md "Authentication"): every session opens as
 	 * this identity; bench_config_auth() fills them from HASP_ID and
@@ -150,6 +151,26 @@ void bench_result_merge(struct bench_result *target, const struct bench_result *
  * Returns 0 (the result says what happened), -HASP_ECONFIG, -HASP_ENOMEM,
  * -HASP_ESYS, or -HASP_ETIMEDOUT when no session could be opened. */
 int bench_run(const struct bench_config *cfg, struct bench_result *res)
+	__attribute__((warn_unused_result));
+
+/* The key of client `index`'s next operation (of `clients`): key 0 for
+ * burst, Zipf-chosen from `zipf` for contended and kv; otherwise client i
+ * owns the keys congruent to i modulo the client count, so no two clients
+ * ever ask for the same lock (when keys >= clients). */
+struct bench_zipf;
+struct prng;
+uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf *zipf,
+			struct prng *prng, uint32_t index, uint32_t clients);
+
+/* One progress line of a run on a terminal: second `tick`, its `ops`, the
+ * p99 of every operation so far and the errors so far (tools/bench_kernel.c). */
+void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops);
+
+/* The same load on libhasp's asynchronous core (tools/bench_libhasp.c):
+ * one struct hasp_client per session, one thread, one epoll set. Kernel
+ * sockets, closed loop, workloads cycle (and contended) and kv only;
+ * -HASP_ECONFIG for the others. Returns as bench_run. */
+int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
 
 /*

@@ -98,7 +98,7 @@ static void kernel_wait(struct kernel_net *k, uint64_t until_ns)
 
 /* One line of a long run on a terminal: that second's completed operations,
  * the p99 of every operation so far, and the errors so far. */
-static void progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops)
+void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops)
 {
 	const struct bench_errors *er = &res->err;
 	uint64_t errors = er->timeouts + er->malformed + er->wait_timeouts + er->notify_missing +
@@ -149,7 +149,7 @@ int bench_run(const struct bench_config *cfg, struct bench_result *res)
 		if (bench_engine_step(e, now, &wake))
 			break;
 		if (cfg->progress != NULL && now >= progress_ns) {
-			progress_line(cfg->progress, res, ++progress_tick, res->ops - progress_ops);
+			bench_progress_line(cfg->progress, res, ++progress_tick, res->ops - progress_ops);
 			progress_ops = res->ops;
 			progress_ns += 1000000000ull;
 		}

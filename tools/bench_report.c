@@ -187,7 +187,8 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		     "\"contended\":%s,\"zipf_s\":%.3f,\"mode\":\"%s\",\"loop\":\"%s\",\"rate\":%.1f,"
 		     "\"count_max\":%llu,\"duration_ms\":%u,\"warmup_ms\":%u,\"lock_ttl_ms\":%u,"
 		     "\"session_ttl_ms\":%u,\"put_percent\":%u,\"value_size\":%u,\"waiters\":%u,"
-		     "\"watchers\":%s,\"request_timeout_ms\":%u,\"batch\":%u,\"threads\":%u,\"seed\":%llu,"
+		     "\"watchers\":%s,\"request_timeout_ms\":%u,\"batch\":%u,\"threads\":%u,\"engine\":\"%s\","
+		     "\"seed\":%llu,"
 		     "\"prefix\":",
 		bench_workload_name(cfg->workload),
 		cfg->workload == BENCH_WL_BURST ? cfg->waiters + 1u : cfg->clients, cfg->keys,
@@ -195,7 +196,8 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		cfg->rate > 0.0 ? "open" : "closed", cfg->rate, (unsigned long long)cfg->count_max,
 		cfg->duration_ms, cfg->warmup_ms, cfg->lock_ttl_ms, cfg->session_ttl_ms,
 		cfg->put_percent, cfg->value_size, cfg->waiters, cfg->watchers ? "true" : "false",
-		cfg->request_timeout_ms, cfg->batch, cfg->threads, (unsigned long long)cfg->seed);
+		cfg->request_timeout_ms, cfg->batch, cfg->threads, cfg->libhasp ? "libhasp" : "wire",
+		(unsigned long long)cfg->seed);
 	bench_json_string(out, cfg->prefix);
 	fprintf(out, ",\"cluster\":");
 	bench_json_string(out, cfg->cluster != NULL ? cfg->cluster : "");

@@ -222,19 +222,7 @@ void bench_session_open(struct bench_engine *e, uint32_t index)
 
 static uint32_t pick_key(struct bench_engine *e, uint32_t index)
 {
-	const struct bench_config *cfg = e->cfg;
-
-	if (cfg->workload == BENCH_WL_BURST)
-		return 0;
-	if (cfg->contended || cfg->workload == BENCH_WL_KV)
-		return bench_zipf_next(&e->zipf, &e->prng);
-	/* Uncontended: client i owns the keys congruent to i modulo the client
-	 * count, so no two clients ever ask for the same lock (when keys >=
-	 * clients). */
-	uint32_t per_client = cfg->keys / e->client_count;
-	if (per_client == 0)
-		return index % cfg->keys;
-	return index + e->client_count * (uint32_t)prng_below(&e->prng, per_client);
+	return bench_key_pick(e->cfg, &e->zipf, &e->prng, index, e->client_count);
 }
 
 void bench_session_start_op(struct bench_engine *e, uint32_t index, uint64_t intended_ns)

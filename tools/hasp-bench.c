@@ -57,6 +57,9 @@ static void usage(FILE *out)
 		"                     clients/T sessions (kernel mode; default 1)\n"
 		"  --seed N           PRNG seed (default 1)\n"
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
+		"  --engine E         wire | libhasp: the own wire engine (every workload; --rate,\n"
+		"                     --threads, --dpdk; the default) or libhasp's async core\n"
+		"                     (cycle, contended and kv, closed loop, one thread)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
 		"DPDK mode (EAL arguments after --, e.g. -l 1 --no-huge -m 64 --no-pci\n"
@@ -182,12 +185,14 @@ int main(int argc, char **argv)
 		{ "settle-ms", required_argument, NULL, 'E' },
 		{ "idle", required_argument, NULL, 'X' },
 		{ "threads", required_argument, NULL, 'H' },
+		{ "engine", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_config cfg;
 	struct bench_result res;
 	const char *out_path = NULL;
 	bool json = false, ok = true, dpdk = false, have_ip = false, have_mac = false;
+	int engine = 0; /* 0 wire, 1 libhasp (docs/PERFORMANCE.md "Engines") */
 	struct bench_dpdk_config dcfg = { .local_port = 7100, .settle_ms = 2000, .idle = 1 };
 	double seconds;
 	int opt;
@@ -289,6 +294,10 @@ int main(int argc, char **argv)
 		}
 		case 'E': ok &= parse_u32(optarg, &dcfg.settle_ms) && dcfg.settle_ms <= 60000; break;
 		case 'H': ok &= parse_u32(optarg, &cfg.threads) && cfg.threads >= 1 && cfg.threads <= 64; break;
+		case 'G':
+			engine = strcmp(optarg, "libhasp") == 0 ? 1 : strcmp(optarg, "wire") == 0 ? 0 : 99;
+			ok &= engine <= 1;
+			break;
 		case 'X':
 			dcfg.idle = strcmp(optarg, "poll") == 0 ? 0 : strcmp(optarg, "hybrid") == 0 ? 1
 				  : strcmp(optarg, "sleep") == 0 ? 2 : 99;
@@ -340,11 +349,21 @@ int main(int argc, char **argv)
 		bench_result_deinit(&res);
 		return 2;
 	}
+	bool libhasp_fits = !dpdk && cfg.threads == 1 && cfg.rate == 0.0 &&
+			    (cfg.workload == BENCH_WL_CYCLE || cfg.workload == BENCH_WL_KV);
+	if (engine == 1 && !libhasp_fits) {
+		fprintf(stderr, "hasp-bench: --engine libhasp runs cycle, contended and kv, closed "
+				"loop, in kernel mode with one thread\n");
+		bench_result_deinit(&res);
+		return 2;
+	}
+	cfg.libhasp = engine == 1;
 	/* A long run on a terminal shows it is alive (kernel mode, one
 	 * engine); piped or --json output stays one report. */
 	if (!json && !dpdk && cfg.threads == 1 && isatty(STDOUT_FILENO))
 		cfg.progress = stdout;
 	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res)
+		 : engine == 1 ? bench_run_libhasp(&cfg, &res)
 		 : cfg.threads > 1 ? run_threads(&cfg, &res)
 				   : bench_run(&cfg, &res);
 	if (rc != 0) {

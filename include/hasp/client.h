@@ -453,6 +453,28 @@ int hasp_client_lease_keepalive_async(struct hasp_client *client, uint64_t lease
 int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id,
 				   hasp_client_done_fn *fn, void *arg, uint64_t *id)
 	__attribute__((warn_unused_result));
+/* Opens the session (hasp_client_connect): res->op is HASP_OP_SESSION_OPEN,
+ * rc 0 once it is open (hasp_client_session_id names it). A cancel ends the
+ * call, not an open under way. */
+int hasp_client_connect_async(struct hasp_client *client, hasp_client_done_fn *fn, void *arg,
+			      uint64_t *id) __attribute__((warn_unused_result));
+/* hasp_client_watch / hasp_client_unwatch: the watch is in the client's
+ * table from the call on (events may overtake the OK), and leaves it if
+ * the WATCH fails; an UNWATCH removes it at once. res->lock.name names it. */
+int hasp_client_watch_async(struct hasp_client *client, const char *name, bool prefix,
+			    hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+int hasp_client_unwatch_async(struct hasp_client *client, const char *name, bool prefix,
+			      hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
+/* hasp_client_kv_range: `range_fn` gets each entry (valid during its call
+ * only) from hasp_client_process, page by page, without the client's lock;
+ * then `fn` ends the walk (rc 0 also when range_fn stopped it). One
+ * deadline bounds the whole walk. */
+int hasp_client_kv_range_async(struct hasp_client *client, const char *prefix, uint32_t limit,
+			       hasp_client_range_fn *range_fn, void *range_arg,
+			       hasp_client_done_fn *fn, void *arg, uint64_t *id)
+	__attribute__((warn_unused_result));
 /* The value and expected value are copied: the caller's buffers may go at
  * once. */
 int hasp_client_kv_put_async(struct hasp_client *client, const char *key, const void *value,

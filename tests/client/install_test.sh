@@ -32,7 +32,7 @@ so=$(find "$stage" -name 'libhasp.so.1' | head -1)
 soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
 [ "$soname" = libhasp.so.1 ] || fail "soname is '$soname'"
 extra=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' |
-	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_status_error$|hasp_error_status$|hasp_fence_|HASP_1$)' || true)
+	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_status_error$|hasp_error_status$|hasp_fence_|HASP_1(\.[0-9]+)?$)' || true)
 [ -z "$extra" ] || fail "libhasp.so exports internal symbols: $extra"
 [ -n "$(find "$stage" -name libhasp.a)" ] || fail "no static libhasp.a"
 

@@ -209,6 +209,56 @@ static void test_one_thread_drives_many_requests(void **state)
 	responder_stop(&r);
 }
 
+/* A request a callback starts is sent before hasp_client_process returns
+ * (hasp-bench's RELEASE after a grant), not by the next call. */
+struct chain {
+	struct results out;
+	int release_rc;
+};
+
+static void on_granted_release(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct chain *ch = arg;
+
+	on_done(c, res, &ch->out);
+	if (res->rc == 0)
+		ch->release_rc = hasp_client_release_async(c, "chain", res->lock.token, on_done,
+							   &ch->out, NULL);
+}
+
+static void test_callback_request_sent_in_the_same_process(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct chain ch;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	char cluster[128];
+	(void)state;
+
+	memset(&ch, 0, sizeof(ch));
+	ch.release_rc = 1;
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_acquire_async(c, "chain", &opts, on_granted_release, &ch, NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && ch.out.count == 0; turn++)
+		loop_turn(c);
+	assert_int_equal(ch.out.count, 1);
+	assert_int_equal(ch.out.rcs[0], 0);
+	assert_int_equal(ch.release_rc, 0);
+	/* The call that ran the grant's callback also sent the RELEASE:
+	 * session open, ACQUIRE, RELEASE. */
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.tx_requests, 3);
+	run_loop(c, &ch.out, 2);
+	assert_int_equal(ch.out.ops[1], HASP_OP_RELEASE);
+	assert_int_equal(ch.out.rcs[1], 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void test_wait_granted_by_event_and_cancelled_by_id(void **state)
 {
 	static struct script s;
@@ -307,14 +357,20 @@ static void test_blocking_wait_cancelled_from_another_thread(void **state)
 struct checker {
 	struct hasp_client *c;
 	int failures;
+	int last_rc;
 };
 
 static void *checker_main(void *arg)
 {
 	struct checker *k = arg;
 
-	for (int i = 0; i < 50; i++)
-		k->failures += hasp_client_check(k->c, "job", 1) != 0;
+	for (int i = 0; i < 50; i++) {
+		int rc = hasp_client_check(k->c, "job", 1);
+		if (rc != 0) {
+			k->failures++;
+			k->last_rc = rc;
+		}
+	}
 	return NULL;
 }
 
@@ -346,6 +402,7 @@ static void test_blocking_threads_and_the_loop_share_a_client(void **state)
 	run_loop(c, &out, N);
 	for (int i = 0; i < 2; i++) {
 		pthread_join(t[i], NULL);
+		assert_int_equal(k[i].last_rc, 0); /* names the error */
 		assert_int_equal(k[i].failures, 0);
 	}
 	for (uint32_t i = 0; i < N; i++)
@@ -357,16 +414,333 @@ static void test_blocking_threads_and_the_loop_share_a_client(void **state)
 	responder_stop(&r);
 }
 
+/* ---- connect, watch, unwatch, kv_range in their asynchronous forms ---- */
+
+struct watch_script {
+	uint32_t checks; /* the 1st and 3rd CHECK answer SESSION_EXPIRED */
+};
+
+static void script_watches(struct responder *r, int node, const struct hasp_wire_msg *req,
+			   const struct sockaddr_in *from, void *arg)
+{
+	struct watch_script *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_WATCH && req->body.watch.name.size == 4 &&
+	    memcmp(req->body.watch.name.data, "deny", 4) == 0) {
+		reply_status(r, node, req, from, HASP_STATUS_FORBIDDEN);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_CHECK) {
+		responder_lock(r);
+		uint32_t n = s->checks++;
+		responder_unlock(r);
+		if (n == 0 || n == 2) {
+			reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
+			return;
+		}
+	}
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* Requests with this opcode the responder received, each counted once
+ * however often it was retransmitted (same session and seq), and, when
+ * `name` is set, only WATCH/UNWATCH of that name. A loaded machine may
+ * delay a reply past the test's 50 ms request timeout. */
+static uint32_t requests_distinct(struct responder *r, uint8_t opcode, const char *name)
+{
+	uint64_t seen_session[64], seen_seq[64];
+	uint32_t count = 0;
+	struct responder_rx x;
+
+	for (uint32_t i = 0; responder_find(r, opcode, i, &x); i++) {
+		struct hasp_wire_msg m;
+		bool dup = false;
+		if (name != NULL) {
+			assert_int_equal(hasp_wire_decode_request(x.data, x.size, &m), 0);
+			if (m.body.watch.name.size != strlen(name) ||
+			    memcmp(m.body.watch.name.data, name, strlen(name)) != 0)
+				continue;
+		}
+		for (uint32_t j = 0; j < count; j++)
+			dup |= seen_session[j] == x.hdr.session_id && seen_seq[j] == x.hdr.seq;
+		if (dup)
+			continue;
+		assert_true(count < 64);
+		seen_session[count] = x.hdr.session_id;
+		seen_seq[count] = x.hdr.seq;
+		count++;
+	}
+	return count;
+}
+
+static void test_connect_watch_unwatch_async(void **state)
+{
+	static struct watch_script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	uint64_t id = 0;
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_watches, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	/* Arguments are checked before anything starts. */
+	assert_int_equal(hasp_client_connect_async(c, NULL, NULL, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_watch_async(c, "svc/", true, NULL, NULL, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_watch_async(c, "has space", false, on_done, &out, NULL),
+			 -HASP_ENAME);
+	assert_int_equal(hasp_client_unwatch_async(c, "", false, on_done, &out, NULL), -HASP_ENAME);
+	assert_int_equal(hasp_client_timeout_ms(c), -1); /* nothing started */
+
+	/* connect: the session opens in the loop, nothing else is sent. */
+	assert_int_equal(hasp_client_connect_async(c, on_done, &out, &id), 0);
+	assert_int_equal(hasp_client_session_id(c), 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.rcs[0], 0);
+	assert_int_equal(out.ops[0], HASP_OP_SESSION_OPEN);
+	assert_int_equal(out.ids[0], id);
+	assert_int_not_equal(hasp_client_session_id(c), 0);
+	/* The SESSION_OPEN alone was sent. */
+	assert_int_equal(responder_count(&r, 0, -1), responder_count(&r, HASP_OP_SESSION_OPEN, -1));
+
+	/* watch: registered; a refused one reports the cluster's word. */
+	uint64_t svc_id = 0, deny_id = 0;
+	assert_int_equal(hasp_client_watch_async(c, "svc/", true, on_done, &out, &svc_id), 0);
+	assert_int_equal(hasp_client_watch_async(c, "deny", false, on_done, &out, &deny_id), 0);
+	run_loop(c, &out, 3);
+	for (uint32_t i = 1; i < 3; i++) {
+		assert_int_equal(out.ops[i], HASP_OP_WATCH);
+		assert_true(out.ids[i] == svc_id || out.ids[i] == deny_id);
+		assert_int_equal(out.rcs[i], out.ids[i] == svc_id ? 0 : -HASP_EFORBIDDEN);
+	}
+	assert_int_not_equal(out.ids[1], out.ids[2]);
+	assert_int_equal(requests_distinct(&r, HASP_OP_WATCH, NULL), 2);
+	/* The watch delivers. */
+	responder_push_event(&r, 0, HASP_EVENT_KV_PUT, "svc/b", 11, "hi", 2);
+	assert_int_equal(hasp_client_next_event(c, &ev, 3000), 0);
+	assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
+	assert_string_equal(ev.name, "svc/b");
+
+	/* A new session registers the accepted watch again, not the refused
+	 * one: the table followed both completions. */
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ESESSION);
+	assert_int_equal(hasp_client_check(c, "job", 1), 0);
+	assert_int_equal(requests_distinct(&r, HASP_OP_WATCH, "svc/"), 2);
+	assert_int_equal(requests_distinct(&r, HASP_OP_WATCH, "deny"), 1);
+
+	/* unwatch: sent, and forgotten (the next session does not restore it). */
+	assert_int_equal(hasp_client_unwatch_async(c, "svc/", true, on_done, &out, NULL), 0);
+	run_loop(c, &out, 4);
+	assert_int_equal(out.ops[3], HASP_OP_UNWATCH);
+	assert_int_equal(out.rcs[3], 0);
+	assert_int_equal(requests_distinct(&r, HASP_OP_UNWATCH, "svc/"), 1);
+	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ESESSION);
+	assert_int_equal(hasp_client_check(c, "job", 1), 0);
+	assert_int_equal(requests_distinct(&r, HASP_OP_CHECK, NULL), 4); /* 2 expired: 3 sessions */
+	assert_int_equal(requests_distinct(&r, HASP_OP_WATCH, NULL), 3);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* range_fn runs without the client's lock: it may call the client. */
+struct range_async {
+	struct hasp_client *c;
+	struct range_seen seen;
+	int stop_after; /* return 1 after this many entries (0: never) */
+	int locked_calls;
+};
+
+static int range_async_collect(const struct hasp_kv_entry *e, void *arg)
+{
+	struct range_async *ra = arg;
+
+	range_collect(e, &ra->seen);
+	ra->locked_calls += hasp_client_session_id(ra->c) != 0; /* takes the lock */
+	return ra->stop_after != 0 && ra->seen.count >= ra->stop_after;
+}
+
+static void test_kv_range_async_follows_more(void **state)
+{
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct range_async ra;
+	char cluster[128];
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(responder_start(&r, 1, script_kv_range_two_per_datagram, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	memset(&ra, 0, sizeof(ra));
+	ra.c = c;
+	assert_int_equal(hasp_client_kv_range_async(c, "k", 0, NULL, NULL, on_done, &out, NULL),
+			 -HASP_EINVAL);
+	assert_int_equal(hasp_client_kv_range_async(c, "bad key", 0, range_async_collect, &ra,
+						    on_done, &out, NULL),
+			 -HASP_ENAME);
+	assert_int_equal(hasp_client_kv_range_async(c, "k", 0, range_async_collect, &ra, on_done,
+						    &out, NULL),
+			 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.rcs[0], 0);
+	assert_int_equal(out.ops[0], HASP_OP_KV_RANGE);
+	/* Every key once, in order, across three datagrams (MORE followed). */
+	assert_int_equal(ra.seen.count, 5);
+	for (int i = 0; i < 5; i++) {
+		assert_string_equal(ra.seen.keys[i], range_keys[i]);
+		assert_int_equal(ra.seen.revisions[i], 100 + i);
+	}
+	assert_int_equal(ra.locked_calls, 5);
+	assert_int_equal(requests_distinct(&r, HASP_OP_KV_RANGE, NULL), 3);
+
+	/* A limit, and a range_fn that stops, end the walk early. */
+	memset(&ra.seen, 0, sizeof(ra.seen));
+	assert_int_equal(hasp_client_kv_range_async(c, NULL, 3, range_async_collect, &ra, on_done,
+						    &out, NULL),
+			 0);
+	run_loop(c, &out, 2);
+	assert_int_equal(out.rcs[1], 0);
+	assert_int_equal(ra.seen.count, 3);
+	assert_int_equal(requests_distinct(&r, HASP_OP_KV_RANGE, NULL), 5);
+	memset(&ra.seen, 0, sizeof(ra.seen));
+	ra.stop_after = 1;
+	assert_int_equal(hasp_client_kv_range_async(c, "k", 0, range_async_collect, &ra, on_done,
+						    &out, NULL),
+			 0);
+	run_loop(c, &out, 3);
+	assert_int_equal(out.rcs[2], 0);
+	assert_int_equal(ra.seen.count, 1);
+	assert_int_equal(requests_distinct(&r, HASP_OP_KV_RANGE, NULL), 6);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* ---- a blocking caller waiting for a window slot the loop frees ---- */
+
+struct held_gets {
+	int release; /* atomic: answer KV_GET seq 1 (before: every send of it is lost) */
+};
+
+static void script_held_gets(struct responder *r, int node, const struct hasp_wire_msg *req,
+			     const struct sockaddr_in *from, void *arg)
+{
+	struct held_gets *h = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_KV_GET && req->hdr.seq == 1 &&
+	    !__atomic_load_n(&h->release, __ATOMIC_ACQUIRE))
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void *one_check_main(void *arg)
+{
+	struct checker *k = arg;
+
+	k->last_rc = hasp_client_check(k->c, "job", 1);
+	return NULL;
+}
+
+/* A blocking call finds the window full (its seq 33 needs the slot of seq
+ * 1, a request of the loop's that goes unanswered) and waits in poll(2) on
+ * the socket for everyone. When seq 1's reply comes, the blocking thread
+ * reads it, and the loop frees the slot when it consumes it; no datagram
+ * follows, so only a wake-up of that poll lets the call go on: without it
+ * the call slept to its deadline and returned -HASP_ETIMEDOUT (seen under
+ * TSan's timing first). */
+static void test_blocking_caller_woken_when_the_loop_frees_a_slot(void **state)
+{
+	static struct held_gets h;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct checker k = { 0 };
+	pthread_t t;
+	char cluster[128];
+	enum { N = 32 }; /* the whole window */
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	__atomic_store_n(&h.release, 0, __ATOMIC_RELEASE);
+	assert_int_equal(responder_start(&r, 1, script_held_gets, &h), 0);
+	test_config(&cfg, NULL);
+	k.c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(k.c), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(hasp_client_kv_get_async(k.c, "key", on_done, &out, NULL), 0);
+	/* Every one answered but seq 1. */
+	run_loop(k.c, &out, N - 1);
+	assert_int_equal(pthread_create(&t, NULL, one_check_main, &k), 0);
+	usleep(100 * 1000); /* it takes the receiver's poll (later: the same end) */
+	__atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+	run_loop(k.c, &out, N);
+	pthread_join(t, NULL);
+	assert_int_equal(k.last_rc, 0);
+	assert_int_equal(requests_distinct(&r, HASP_OP_CHECK, NULL), 1);
+	hasp_client_close(k.c);
+	responder_stop(&r);
+}
+
+/* More requests than the window: slots go to the oldest waiting ones and
+ * callbacks run in the order the calls were made (a newest-first list
+ * gave freed slots to the newest, which could starve the oldest). */
+static void test_window_slots_and_callbacks_in_start_order(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	enum { N = 80 }; /* two and a half windows */
+	uint64_t ids[N];
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(hasp_client_kv_get_async(c, "key", on_done, &out, &ids[i]), 0);
+	run_loop(c, &out, N);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(out.rcs[i], 0);
+		assert_int_equal(out.ids[i], ids[i]);
+		/* The i-th call took the i-th number: seq = revision here. */
+		assert_int_equal(out.revisions[i], i + 1);
+	}
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_one_thread_drives_many_requests, responder_teardown),
+		cmocka_unit_test_teardown(test_callback_request_sent_in_the_same_process,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_wait_granted_by_event_and_cancelled_by_id,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_wait_cancelled_from_another_thread,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_threads_and_the_loop_share_a_client,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_connect_watch_unwatch_async, responder_teardown),
+		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
+		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_window_slots_and_callbacks_in_start_order,
 					  responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -793,63 +793,6 @@ static void test_validity_deadline_counts_from_first_send_minus_drift(void **sta
 
 /* ---- KV range ---- */
 
-static const char *const range_keys[] = { "k1", "k2", "k3", "k4", "k5" };
-
-static void script_kv_range_two_per_datagram(struct responder *r, int node,
-					     const struct hasp_wire_msg *req,
-					     const struct sockaddr_in *from, void *arg)
-{
-	struct hasp_wire_kv_entry entries[5];
-	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
-	size_t count = 0;
-	size_t packed;
-	(void)arg;
-
-	if (req == NULL || responder_answer_session(r, node, req, from))
-		return;
-	if (req->hdr.opcode != HASP_OP_KV_RANGE) {
-		reply_status(r, node, req, from, HASP_STATUS_BAD_OPCODE);
-		return;
-	}
-	const struct hasp_wire_bytes *after = &req->body.kv_range.start_after;
-	for (size_t i = 0; i < 5; i++) {
-		const char *k = range_keys[i];
-		if (after->size > 0 && strncmp(k, (const char *)after->data, after->size) <= 0)
-			continue;
-		entries[count].key.data = (const uint8_t *)k;
-		entries[count].key.size = strlen(k);
-		entries[count].value.data = (const uint8_t *)"v";
-		entries[count].value.size = 1;
-		entries[count].revision = 100 + i;
-		count++;
-	}
-	size_t send = count < 2 ? count : 2;
-	if (req->body.kv_range.limit != 0 && send > req->body.kv_range.limit)
-		send = req->body.kv_range.limit;
-	int size = hasp_wire_encode_kv_range_reply(&req->hdr, entries, send, count > send, buf,
-						   sizeof(buf), &packed);
-	if (size > 0)
-		responder_send_raw(r, node, from, buf, (size_t)size);
-}
-
-struct range_seen {
-	int count;
-	char keys[8][8];
-	uint64_t revisions[8];
-};
-
-static int range_collect(const struct hasp_kv_entry *e, void *arg)
-{
-	struct range_seen *s = arg;
-
-	if (s->count < 8) {
-		snprintf(s->keys[s->count], sizeof(s->keys[0]), "%s", e->key);
-		s->revisions[s->count] = e->revision;
-	}
-	s->count++;
-	return 0;
-}
-
 static void test_kv_range_follows_more_across_datagrams(void **state)
 {
 	static struct responder r;

@@ -1,0 +1,59 @@
+#!/bin/bash
+# hasp-bench on libhasp's asynchronous core (tools/bench_libhasp.c) against
+# one real node: the cycle (uncontended TRY: never BUSY), contended WAIT and
+# kv workloads complete operations with every session opened and none
+# failed, the JSON names the engine, the default is still the wire engine,
+# and a workload libhasp's engine does not run is refused with exit 2.
+#   itest_bench.sh <build dir> <source dir>
+set -eu
+build=$1 src=$2
+. "$src/tests/node/itest_lib.sh"
+
+line=$("$cluster" up -n 1 | tail -1)
+export "${line?}"
+echo "itest: $line"
+bench="$build/tools/hasp-bench"
+out="$HASP_CLUSTER_DIR/bench.json"
+
+# run <args...>: hasp-bench --json into $out (bounded by count and time).
+run() {
+	in_ns "$bench" --json --count 2000 --duration 5 "$@" > "$out" ||
+		fail "hasp-bench $* exited $?"
+}
+# field <python expression over j>: a value of the last run's JSON.
+field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$out"; }
+expect() { # what expected actual
+	[ "$2" = "$3" ] || fail "$1: expected $2, got $3 ($(cat "$out"))"
+}
+
+run --workload cycle --clients 8 --keys 64 --try --engine libhasp
+expect engine libhasp "$(field "j['config']['engine']")"
+expect sessions 8 "$(field "j['results']['sessions']")"
+expect "cycle: some ops" True "$(field "j['results']['ops'] > 0")"
+expect "cycle: every op a cycle" True "$(field "j['results']['cycles'] == j['results']['ops']")"
+expect "cycle: partitioned keys never BUSY" 0 "$(field "j['results']['busy']")"
+expect "cycle: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
+echo "itest: cycle on libhasp"
+
+run --workload contended --clients 8 --keys 4 --wait --engine libhasp
+expect "contended wait: some cycles" True "$(field "j['results']['cycles'] > 0")"
+expect "contended wait: never BUSY" 0 "$(field "j['results']['busy']")"
+expect "contended wait: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
+echo "itest: contended WAIT on libhasp"
+
+run --workload kv --clients 4 --keys 16 --put-percent 50 --engine libhasp
+expect "kv: some ops" True "$(field "j['results']['ops'] > 0")"
+expect "kv: puts answered" True "$(field "'KV_PUT' in j['results']['statuses_by_op']")"
+expect "kv: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
+echo "itest: kv on libhasp"
+
+run --workload cycle --clients 4
+expect "default engine" wire "$(field "j['config']['engine']")"
+expect "wire: some cycles" True "$(field "j['results']['cycles'] > 0")"
+set +e
+in_ns "$bench" --workload burst --engine libhasp --count 1 --duration 1 > /dev/null 2>&1
+rc=$?
+set -e
+expect "burst on --engine libhasp refused" 2 "$rc"
+echo "itest: the default runs the wire engine; libhasp refuses what it does not run"
+echo "itest_bench: PASS"

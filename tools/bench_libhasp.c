@@ -1,0 +1,380 @@
+/*
+ * hasp-bench on libhasp's asynchronous core (tools/bench_engine.h,
+ * bench_run_libhasp): every simulated client is one struct hasp_client
+ * (its own session, sequence numbers, retransmission, leader finding and
+ * keepalives, all libhasp's), and ONE thread drives them all through one
+ * epoll set of their hasp_client_fd()s: a ready fd is processed at once,
+ * and every SWEEP_NS the clients whose hasp_client_timeout_ms() has run
+ * out are processed for their timers.
+ *
+ * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE) and
+ * kv (KV_PUT/KV_GET mix), closed loop. Each client has one operation in
+ * flight, as in the wire engine (tools/bench_session.c), so the figures
+ * compare. Latencies run from the operation's start (the async call).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/limits.h"
+#include "common/prng.h"
+#include "hasp/client.h"
+#include "hasp/errors.h"
+#include "tools/bench_arrival.h"
+#include "tools/bench_engine.h"
+
+#define SWEEP_NS 2000000ull /* the clients' timers looked at every 2 ms */
+#define EPOLL_BATCH 256
+#define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
+
+struct lh_client;
+
+struct lh_engine {
+	const struct bench_config *cfg;
+	struct bench_result *res;
+	struct lh_client *clients;
+	uint32_t client_count;
+	struct prng prng;
+	struct bench_zipf zipf;
+	bool zipf_ready;
+	uint64_t measure_start_ns, run_end_ns, last_done_ns;
+	uint32_t busy; /* clients with an operation in flight */
+	uint64_t progress_ns, progress_ops;
+	uint32_t progress_tick;
+	uint8_t value[HASP_VALUE_SIZE_MAX];
+};
+
+struct lh_client {
+	struct lh_engine *e;
+	struct hasp_client *c;
+	uint32_t index;
+	uint32_t key;
+	uint64_t op_start_ns, req_start_ns;
+	uint64_t due_ns; /* hasp_client_process must run by then (timers) */
+	bool measured;
+	bool in_flight;
+	char name[HASP_CLIENT_NAME_BUF];
+};
+
+static void op_start(struct lh_client *s);
+
+static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t ns)
+{
+	if (measured)
+		bench_hist_record(e->res->lat[l], ns);
+}
+
+/* The reply's status, counted as the wire engine counts it. */
+static void count_status(struct lh_engine *e, uint8_t opcode, int rc)
+{
+	uint16_t st;
+
+	switch (rc) {
+	case 0: st = opcode == HASP_OP_ACQUIRE ? HASP_STATUS_GRANTED : HASP_STATUS_OK; break;
+	case -HASP_EBUSY: st = HASP_STATUS_BUSY; break;
+	case -HASP_ENOENT: st = HASP_STATUS_NOT_FOUND; break;
+	case -HASP_ENOTHOLDER: st = HASP_STATUS_NOT_HOLDER; break;
+	default: return; /* no reply (timeout) or a local error */
+	}
+	e->res->statuses[st]++;
+	e->res->op_statuses[opcode % BENCH_OPCODE_LIMIT][st]++;
+}
+
+static void op_done(struct lh_client *s, bool ok)
+{
+	struct lh_engine *e = s->e;
+	uint64_t now = clock_monotonic_ns();
+
+	if (s->measured) {
+		e->res->ops++;
+		record(e, true, BENCH_LAT_OP, now - s->op_start_ns);
+		if (now > e->last_done_ns)
+			e->last_done_ns = now;
+		if (!ok)
+			e->res->err.failed_ops++;
+	}
+	s->in_flight = false;
+	e->busy--;
+	op_start(s);
+}
+
+static void on_released(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+
+	(void)c;
+	count_status(e, HASP_OP_RELEASE, r->rc);
+	if (r->rc == -HASP_ETIMEDOUT)
+		e->res->err.timeouts++;
+	record(e, s->measured, BENCH_LAT_RELEASE, clock_monotonic_ns() - s->req_start_ns);
+	if (r->rc == 0 && s->measured)
+		e->res->cycles++;
+	op_done(s, r->rc == 0);
+}
+
+static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+	uint64_t now = clock_monotonic_ns();
+
+	count_status(e, HASP_OP_ACQUIRE, r->rc);
+	if (r->rc == -HASP_EBUSY) {
+		if (s->measured)
+			e->res->busy++;
+		op_done(s, true);
+		return;
+	}
+	if (r->rc != 0) {
+		if (r->rc == -HASP_ETIMEDOUT)
+			e->res->err.timeouts++;
+		op_done(s, false);
+		return;
+	}
+	record(e, s->measured, BENCH_LAT_ACQUIRE, now - s->req_start_ns);
+	s->req_start_ns = now;
+	int rc = hasp_client_release_async(c, s->name, r->lock.token, on_released, s, NULL);
+	if (rc != 0)
+		op_done(s, false);
+}
+
+static void on_kv(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+
+	(void)c;
+	count_status(e, r->op, r->rc);
+	if (r->rc == -HASP_ETIMEDOUT)
+		e->res->err.timeouts++;
+	record(e, s->measured, r->op == HASP_OP_KV_PUT ? BENCH_LAT_PUT : BENCH_LAT_GET,
+	       clock_monotonic_ns() - s->req_start_ns);
+	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT);
+}
+
+/* Starts client s's next operation, unless the run's time or count is up. */
+static void op_start(struct lh_client *s)
+{
+	struct lh_engine *e = s->e;
+	const struct bench_config *cfg = e->cfg;
+	uint64_t now = clock_monotonic_ns();
+	int rc;
+
+	if (now >= e->run_end_ns || e->res->ops_started >= cfg->count_max)
+		return;
+	e->res->ops_started++;
+	s->op_start_ns = now;
+	s->req_start_ns = now;
+	s->measured = now >= e->measure_start_ns;
+	s->key = bench_key_pick(cfg, &e->zipf, &e->prng, s->index, e->client_count);
+	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
+	s->in_flight = true;
+	s->due_ns = 0; /* sent by its next hasp_client_process */
+	e->busy++;
+	if (cfg->workload == BENCH_WL_KV) {
+		if (prng_below(&e->prng, 100) < cfg->put_percent)
+			rc = hasp_client_kv_put_async(s->c, s->name, e->value, cfg->value_size, 0,
+						      on_kv, s, NULL);
+		else
+			rc = hasp_client_kv_get_async(s->c, s->name, on_kv, s, NULL);
+	} else {
+		struct hasp_acquire_opts opts = { .ttl_ms = cfg->lock_ttl_ms, .wait = cfg->wait };
+		rc = hasp_client_acquire_async(s->c, s->name, &opts, on_acquired, s, NULL);
+	}
+	if (rc != 0) {
+		/* Refused before anything was sent: counted, and this client
+		 * stops (a retry at once would spin). */
+		e->res->err.failed_ops += s->measured;
+		s->in_flight = false;
+		e->busy--;
+	}
+}
+
+static void on_opened(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+
+	(void)c;
+	s->in_flight = false;
+	s->e->busy--;
+	if (r->rc == 0)
+		s->e->res->sessions++;
+	else
+		s->e->res->err.sessions_failed++;
+}
+
+/* Creates the clients and starts opening their sessions at once
+ * (hasp_client_connect_async: the loop opens them all in parallel). */
+static int open_clients(struct lh_engine *e, int ep)
+{
+	const struct bench_config *cfg = e->cfg;
+
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		struct hasp_client_config hc;
+		hasp_client_config_default(&hc);
+		hc.cluster = cfg->cluster;
+		hc.session_ttl_ms = cfg->session_ttl_ms;
+		hc.request_timeout_ms = cfg->request_timeout_ms;
+		hc.wait_recheck_ms = cfg->wait_recheck_ms;
+		/* bench_config_auth read HASP_ID and HASP_KEY_FILE; libhasp reads
+		 * the same variables (NULL), and "" means wire v1. */
+		if (!cfg->auth)
+			hc.identity = "";
+		s->e = e;
+		s->index = i;
+		int rc = hasp_client_open(&s->c, &hc);
+		if (rc != 0)
+			return rc;
+		int fd = hasp_client_fd(s->c);
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+		if (fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+			return -HASP_ESYS;
+		rc = hasp_client_connect_async(s->c, on_opened, s, NULL);
+		if (rc != 0)
+			return rc;
+		s->in_flight = true;
+		e->busy++;
+	}
+	return 0;
+}
+
+/* Processes client s and notes when its timers next need it. */
+static void process(struct lh_client *s, uint64_t now)
+{
+	(void)!hasp_client_process(s->c, NULL);
+	int ms = hasp_client_timeout_ms(s->c);
+	s->due_ns = ms < 0 ? UINT64_MAX : now + (uint64_t)ms * 1000000u;
+}
+
+/* The clients whose timers are due (retransmissions, rechecks, keepalives,
+ * deadlines): each hasp_client_process costs syscalls, so the idle ones
+ * are left alone. */
+static void process_due(struct lh_engine *e, uint64_t now)
+{
+	for (uint32_t i = 0; i < e->client_count; i++)
+		if (e->clients[i].c != NULL && e->clients[i].due_ns <= now)
+			process(&e->clients[i], now);
+}
+
+static void collect(struct lh_engine *e)
+{
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		struct hasp_client_stats st;
+		if (s->c == NULL)
+			continue;
+		hasp_client_stats_get(s->c, &st);
+		e->res->err.retransmits += st.tx_retransmits;
+		e->res->err.redirects += st.redirects;
+		e->res->err.malformed += st.rx_malformed + st.rx_auth_bad;
+		e->res->err.stray += st.rx_stray + st.rx_late + st.rx_duplicates;
+		e->res->err.session_reopens += st.session_opens > 0 ? st.session_opens - 1 : 0;
+		e->res->tx_datagrams += st.tx_requests + st.tx_retransmits;
+		e->res->rx_datagrams += st.rx_replies + st.rx_duplicates + st.rx_late + st.events;
+		e->res->events += st.events;
+		e->res->err.unfinished += s->in_flight;
+	}
+}
+
+/* Waits for what is in flight (busy) or until the run's time and count
+ * are up; processes the ready clients at once and all every SWEEP_NS. */
+static void drive(struct lh_engine *e, int ep, uint64_t until_ns, bool running)
+{
+	const struct bench_config *cfg = e->cfg;
+	uint64_t sweep_ns = 0;
+
+	for (;;) {
+		uint64_t now = clock_monotonic_ns();
+		if (now >= until_ns)
+			return;
+		if (e->busy == 0 &&
+		    (!running || now >= e->run_end_ns || e->res->ops_started >= cfg->count_max))
+			return;
+		struct epoll_event evs[EPOLL_BATCH];
+		int got = epoll_wait(ep, evs, EPOLL_BATCH, 2);
+		now = clock_monotonic_ns();
+		for (int i = 0; i < got; i++)
+			process(evs[i].data.ptr, now);
+		if (now >= sweep_ns) {
+			process_due(e, now);
+			sweep_ns = now + SWEEP_NS;
+		}
+		if (cfg->progress != NULL && now >= e->progress_ns) {
+			bench_progress_line(cfg->progress, e->res, ++e->progress_tick,
+					    e->res->ops - e->progress_ops);
+			e->progress_ops = e->res->ops;
+			e->progress_ns += 1000000000ull;
+		}
+	}
+}
+
+static int run(struct lh_engine *e)
+{
+	const struct bench_config *cfg = e->cfg;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		return -HASP_ESYS;
+	e->progress_ns = clock_monotonic_ns() + 1000000000ull;
+	int rc = open_clients(e, ep);
+	if (rc == 0) {
+		/* Start-up: every session opened, or given up (libhasp's call
+		 * deadline, 5 s), bounded by OPEN_PHASE_NS. */
+		drive(e, ep, clock_monotonic_ns() + OPEN_PHASE_NS, false);
+		if (e->res->sessions == 0)
+			rc = -HASP_ETIMEDOUT;
+	}
+	if (rc != 0) {
+		close(ep);
+		return rc;
+	}
+	uint64_t start = clock_monotonic_ns();
+	e->measure_start_ns = start + (uint64_t)cfg->warmup_ms * 1000000u;
+	e->run_end_ns = e->measure_start_ns + (uint64_t)cfg->duration_ms * 1000000u;
+	for (uint32_t i = 0; i < e->client_count; i++)
+		if (!e->clients[i].in_flight && hasp_client_session_id(e->clients[i].c) != 0)
+			op_start(&e->clients[i]);
+	drive(e, ep, e->run_end_ns + (uint64_t)BENCH_DRAIN_MS * 1000000u, true);
+	uint64_t end = e->run_end_ns;
+	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
+		end = e->last_done_ns; /* as the wire engine measures */
+	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
+	collect(e);
+	close(ep);
+	return 0;
+}
+
+int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
+{
+	struct lh_engine e = { .cfg = cfg, .res = res, .client_count = cfg->clients };
+
+	if (cfg->workload != BENCH_WL_CYCLE && cfg->workload != BENCH_WL_KV)
+		return -HASP_ECONFIG;
+	if (cfg->rate > 0.0)
+		return -HASP_ECONFIG;
+	e.clients = calloc(cfg->clients, sizeof(*e.clients));
+	if (e.clients == NULL)
+		return -HASP_ENOMEM;
+	prng_seed(&e.prng, cfg->seed);
+	for (uint32_t i = 0; i < sizeof(e.value); i++)
+		e.value[i] = (uint8_t)('a' + i % 26);
+	int rc = 0;
+	if (cfg->contended || cfg->workload == BENCH_WL_KV) {
+		rc = bench_zipf_init(&e.zipf, cfg->keys, cfg->zipf_s);
+		e.zipf_ready = rc == 0;
+	}
+	if (rc == 0)
+		rc = run(&e);
+	for (uint32_t i = 0; i < e.client_count; i++)
+		if (e.clients[i].c != NULL)
+			hasp_client_close(e.clients[i].c);
+	if (e.zipf_ready)
+		bench_zipf_deinit(&e.zipf);
+	free(e.clients);
+	return rc;
+}
