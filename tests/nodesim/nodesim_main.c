@@ -1,0 +1,187 @@
+/*
+ * nodesim: the deterministic simulation of whole nodes and libhasp clients
+ * over a range of seeds (docs/TESTING.md "Node simulation").
+ *
+ *   nodesim --seeds 200 [--seed-start 0] [--nodes 3|5|0] [--clients 3]
+ *           [--run-ms 8000] [--history-dir DIR] [--twice] [--shrink]
+ *   nodesim --seed 1234 --verbose --history-dir DIR     replay one seed
+ *
+ * --nodes 0 (the default) alternates 3 and 5 nodes by seed. --twice runs
+ * the first seed a second time and fails unless both histories are the
+ * same bytes (determinism). --history-dir writes seed-<n>.jsonl for each
+ * seed (tests/fault/checker.py reads them). --shrink lets renewals and
+ * re-acquires by the holder shorten the TTL (see nodesim_clients.c). A failing seed prints the
+ * seed, the property, the command that replays it, and writes its history
+ * (into --history-dir, or the current directory) for checker.py, which
+ * names the operations. Exit status: 0 all passed, 1 a seed failed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/assert.h"
+#include "common/log.h"
+#include "tests/nodesim/nodesim.h"
+
+static struct nodesim_options current;
+
+static void assert_handler(int result, const char *expr, const char *file, int line)
+{
+	if (result)
+		return;
+	fprintf(stderr, "hasp: assertion failed: %s (%s:%d)\n", expr, file, line);
+	fprintf(stderr, "nodesim: seed=%llu nodes=%u\n", (unsigned long long)current.seed,
+		current.nodes);
+	fprintf(stderr, "replay: nodesim --seed %llu --nodes %u --clients %u --run-ms %u --verbose\n",
+		(unsigned long long)current.seed, current.nodes, current.clients, current.run_ms);
+	abort();
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* the program's own speed, not the simulation */
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed_start = 0, seeds = 10;
+	uint32_t nodes = 0, clients = 3, run_ms = 8000;
+	bool verbose = false, twice = false, shrink = false;
+	const char *dir = NULL;
+	char path[4096];
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--seed") == 0 && v) {
+			seed_start = strtoull(v, NULL, 0);
+			seeds = 1;
+			i++;
+		} else if (strcmp(a, "--seeds") == 0 && v) {
+			seeds = strtoull(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--seed-start") == 0 && v) {
+			seed_start = strtoull(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--nodes") == 0 && v) {
+			nodes = (uint32_t)strtoul(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--clients") == 0 && v) {
+			clients = (uint32_t)strtoul(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--run-ms") == 0 && v) {
+			run_ms = (uint32_t)strtoul(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--history-dir") == 0 && v) {
+			dir = v;
+			i++;
+		} else if (strcmp(a, "--twice") == 0) {
+			twice = true;
+		} else if (strcmp(a, "--shrink") == 0) {
+			shrink = true;
+		} else if (strcmp(a, "--verbose") == 0) {
+			verbose = true;
+		} else {
+			fprintf(stderr, "usage: nodesim [--seed S | --seeds N [--seed-start S]] "
+					"[--nodes 3|5|0] [--clients N] [--run-ms MS] "
+					"[--history-dir DIR] [--twice] [--shrink] [--verbose]\n");
+			return 2;
+		}
+	}
+	if ((nodes != 0 && nodes != 3 && nodes != 5) || clients < 1 || clients > NODESIM_CLIENTS_MAX ||
+	    run_ms < 1000 || seeds == 0) {
+		fprintf(stderr, "nodesim: --nodes 3|5|0, --clients 1..%u, --run-ms >= 1000, --seeds >= 1\n",
+			NODESIM_CLIENTS_MAX);
+		return 2;
+	}
+	hasp_assert_set_handler(assert_handler);
+	/* The nodes' log lines carry the real clock and say what the
+	 * history says: only errors, unless --verbose. */
+	if (!verbose && log_set_level("all", LOG_LEVEL_ERROR) != 0)
+		return 2;
+
+	struct nodesim_result res, total;
+	uint64_t failed = 0;
+	double start = now_s();
+	memset(&total, 0, sizeof(total));
+	for (uint64_t s = seed_start; s < seed_start + seeds; s++) {
+		current = (struct nodesim_options){
+			.seed = s, .nodes = nodes ? nodes : (s % 2 ? 5 : 3), .clients = clients,
+			.run_ms = run_ms, .verbose = verbose, .shrink = shrink,
+		};
+		if (dir != NULL) {
+			snprintf(path, sizeof(path), "%s/seed-%llu.jsonl", dir, (unsigned long long)s);
+			current.history = path;
+		}
+		int rc = nodesim_run(&current, &res);
+		if (rc == 0 && res.violations == 0 && twice && s == seed_start) {
+			struct nodesim_result again;
+			struct nodesim_options o = current;
+			o.history = NULL;
+			int rc2 = nodesim_run(&o, &again);
+			if (rc2 != 0 || again.digest != res.digest || again.records != res.records) {
+				fprintf(stderr, "nodesim: seed %llu is not deterministic: history digest "
+						"%016llx (%llu records), then %016llx (%llu records)\n",
+					(unsigned long long)s, (unsigned long long)res.digest,
+					(unsigned long long)res.records, (unsigned long long)again.digest,
+					(unsigned long long)again.records);
+				failed++;
+				continue;
+			}
+			printf("nodesim: seed %llu twice: the same history (digest %016llx, %llu records)\n",
+			       (unsigned long long)s, (unsigned long long)res.digest,
+			       (unsigned long long)res.records);
+		}
+		total.records += res.records;
+		total.grants += res.grants;
+		total.releases += res.releases;
+		total.renews += res.renews;
+		total.reads += res.reads;
+		total.writes += res.writes;
+		total.writes_refused += res.writes_refused;
+		total.crashes += res.crashes;
+		total.partitions += res.partitions;
+		total.datagrams += res.datagrams;
+		total.dropped += res.dropped;
+		total.duplicated += res.duplicated;
+		if (verbose)
+			printf("nodesim: seed %llu nodes %u: %llu records, %llu grants, digest %016llx\n",
+			       (unsigned long long)s, current.nodes, (unsigned long long)res.records,
+			       (unsigned long long)res.grants, (unsigned long long)res.digest);
+		if (rc != 0 || res.violations != 0) {
+			failed++;
+			fprintf(stderr, "nodesim: FAIL seed=%llu nodes=%u: %s (%u violations)\n",
+				(unsigned long long)s, current.nodes, res.first_violation, res.violations);
+			if (dir == NULL) {
+				snprintf(path, sizeof(path), "nodesim-seed-%llu.jsonl", (unsigned long long)s);
+				current.history = path;
+				struct nodesim_result again;
+				(void)nodesim_run(&current, &again);
+			}
+			fprintf(stderr, "  history: %s (tests/fault/checker.py %s names the operations)\n",
+				current.history, current.history);
+			fprintf(stderr, "  replay: nodesim --seed %llu --nodes %u --clients %u --run-ms %u "
+					"--verbose\n",
+				(unsigned long long)s, current.nodes, clients, run_ms);
+		}
+	}
+	double secs = now_s() - start;
+	printf("nodesim: %llu seeds (%llu..%llu), %llu failed, %.1f s, %.2f seeds/s "
+	       "(%u ms simulated each, %u clients)\n",
+	       (unsigned long long)seeds, (unsigned long long)seed_start,
+	       (unsigned long long)(seed_start + seeds - 1), (unsigned long long)failed, secs,
+	       secs > 0 ? (double)seeds / secs : 0.0, run_ms, clients);
+	printf("nodesim: %llu records: %llu grants, %llu releases, %llu renewals, %llu reads, "
+	       "%llu writes (%llu refused by the fence); %llu crashes, %llu partitions; "
+	       "%llu datagrams, %llu dropped, %llu duplicated\n",
+	       (unsigned long long)total.records, (unsigned long long)total.grants,
+	       (unsigned long long)total.releases, (unsigned long long)total.renews,
+	       (unsigned long long)total.reads, (unsigned long long)total.writes,
+	       (unsigned long long)total.writes_refused, (unsigned long long)total.crashes,
+	       (unsigned long long)total.partitions, (unsigned long long)total.datagrams,
+	       (unsigned long long)total.dropped, (unsigned long long)total.duplicated);
+	return failed ? 1 : 0;
+}
