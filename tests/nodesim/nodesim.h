@@ -52,6 +52,10 @@ struct nodesim_result {
  * does not restart from its disk); violations are in `res`. */
 int nodesim_run(const struct nodesim_options *opt, struct nodesim_result *res);
 
+/* An array of `count` elements of `elem` bytes at *items, full at *size:
+ * doubled (at least `first`) when count == *size (nodesim_history.c). */
+void nodesim_grow(void **items, uint32_t count, uint32_t *size, size_t elem, uint32_t first);
+
 /* ---- the history (nodesim_history.c) ---- */
 
 struct nodesim_history;
@@ -70,14 +74,25 @@ int nodesim_history_write(const struct nodesim_history *h, const char *path)
 /* ---- the checks (nodesim_check.c): a C port of checker.py's mutual
  * exclusion and fencing over the operations as the run records them ---- */
 
-struct nodesim_check;
+struct nodesim_hold {
+	uint32_t lock, proc;
+	uint64_t token;
+	uint64_t invoke_ns, ack_ns; /* of the first acknowledgement */
+	uint64_t start, end;
+};
 
-struct nodesim_check *nodesim_check_new(void);
-void nodesim_check_free(struct nodesim_check *k);
+/* Zeroed is empty; nodesim_check_deinit frees. */
+struct nodesim_check {
+	struct nodesim_hold *holds;
+	uint32_t count, size;
+	uint32_t fence_violations; /* found as grants arrive */
+	char fence_msg[256];
+};
+
+void nodesim_check_deinit(struct nodesim_check *k);
 /* An acknowledged grant: from `ack_ns` to `valid_until` (client's view). */
 void nodesim_check_grant(struct nodesim_check *k, uint32_t lock, uint64_t token, uint32_t proc,
 			 uint64_t invoke_ns, uint64_t ack_ns, uint64_t valid_until);
-/* An acquire invoked (for the real-time token order). */
 void nodesim_check_renew_ok(struct nodesim_check *k, uint32_t lock, uint64_t token,
 			    uint64_t valid_until);
 void nodesim_check_renew_refused(struct nodesim_check *k, uint32_t lock, uint64_t token,

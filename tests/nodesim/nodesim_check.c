@@ -12,36 +12,13 @@
 #include "common/assert.h"
 #include "tests/nodesim/nodesim.h"
 
-struct hold {
-	uint32_t lock, proc;
-	uint64_t token;
-	uint64_t invoke_ns, ack_ns; /* of the first acknowledgement */
-	uint64_t start, end;
-};
-
-struct nodesim_check {
-	struct hold *holds;
-	uint32_t count, size;
-	uint32_t fence_violations; /* found as grants arrive */
-	char fence_msg[256];
-};
-
-struct nodesim_check *nodesim_check_new(void)
+void nodesim_check_deinit(struct nodesim_check *k)
 {
-	struct nodesim_check *k = hasp_calloc(1, sizeof(*k));
-	HASP_ASSERT(k != NULL);
-	return k;
-}
-
-void nodesim_check_free(struct nodesim_check *k)
-{
-	if (k == NULL)
-		return;
 	hasp_free(k->holds);
-	hasp_free(k);
+	memset(k, 0, sizeof(*k));
 }
 
-static struct hold *find(struct nodesim_check *k, uint32_t lock, uint64_t token)
+static struct nodesim_hold *find(struct nodesim_check *k, uint32_t lock, uint64_t token)
 {
 	for (uint32_t i = 0; i < k->count; i++)
 		if (k->holds[i].lock == lock && k->holds[i].token == token)
@@ -52,7 +29,7 @@ static struct hold *find(struct nodesim_check *k, uint32_t lock, uint64_t token)
 void nodesim_check_grant(struct nodesim_check *k, uint32_t lock, uint64_t token, uint32_t proc,
 			 uint64_t invoke_ns, uint64_t ack_ns, uint64_t valid_until)
 {
-	struct hold *h = find(k, lock, token);
+	struct nodesim_hold *h = find(k, lock, token);
 	if (h != NULL) {
 		/* The same grant acknowledged again (a retried request); to
 		 * another client it is a fencing violation. */
@@ -67,17 +44,8 @@ void nodesim_check_grant(struct nodesim_check *k, uint32_t lock, uint64_t token,
 		h->end = valid_until > h->end ? valid_until : h->end;
 		return;
 	}
-	if (k->count == k->size) {
-		uint32_t size = k->size ? k->size * 2 : 256;
-		struct hold *n = hasp_calloc(size, sizeof(*n));
-		HASP_ASSERT(n != NULL);
-		if (k->count)
-			memcpy(n, k->holds, k->count * sizeof(*n));
-		hasp_free(k->holds);
-		k->holds = n;
-		k->size = size;
-	}
-	k->holds[k->count++] = (struct hold){ .lock = lock, .proc = proc, .token = token,
+	nodesim_grow((void **)&k->holds, k->count, &k->size, sizeof(*k->holds), 256);
+	k->holds[k->count++] = (struct nodesim_hold){ .lock = lock, .proc = proc, .token = token,
 					      .invoke_ns = invoke_ns, .ack_ns = ack_ns,
 					      .start = ack_ns, .end = valid_until };
 }
@@ -85,7 +53,7 @@ void nodesim_check_grant(struct nodesim_check *k, uint32_t lock, uint64_t token,
 void nodesim_check_renew_ok(struct nodesim_check *k, uint32_t lock, uint64_t token,
 			    uint64_t valid_until)
 {
-	struct hold *h = find(k, lock, token);
+	struct nodesim_hold *h = find(k, lock, token);
 	if (h != NULL)
 		h->end = valid_until; /* a renew may shrink the lease as well */
 }
@@ -93,7 +61,7 @@ void nodesim_check_renew_ok(struct nodesim_check *k, uint32_t lock, uint64_t tok
 void nodesim_check_renew_refused(struct nodesim_check *k, uint32_t lock, uint64_t token,
 				 uint64_t at_ns)
 {
-	struct hold *h = find(k, lock, token);
+	struct nodesim_hold *h = find(k, lock, token);
 	if (h != NULL && at_ns < h->end)
 		h->end = at_ns;
 }
@@ -101,7 +69,7 @@ void nodesim_check_renew_refused(struct nodesim_check *k, uint32_t lock, uint64_
 void nodesim_check_release_start(struct nodesim_check *k, uint32_t lock, uint64_t token,
 				 uint64_t at_ns)
 {
-	struct hold *h = find(k, lock, token);
+	struct nodesim_hold *h = find(k, lock, token);
 	if (h != NULL && at_ns < h->end)
 		h->end = at_ns;
 }
@@ -114,9 +82,9 @@ uint32_t nodesim_check_run(struct nodesim_check *k, char *msg, size_t size)
 	if (bad)
 		snprintf(msg, size, "%s", k->fence_msg);
 	for (uint32_t i = 0; i < k->count; i++) {
-		const struct hold *a = &k->holds[i];
+		const struct nodesim_hold *a = &k->holds[i];
 		for (uint32_t j = 0; j < k->count; j++) {
-			const struct hold *b = &k->holds[j];
+			const struct nodesim_hold *b = &k->holds[j];
 			if (i == j || a->lock != b->lock)
 				continue;
 			/* Mutual exclusion: b starts inside a (both non-empty). */

@@ -17,6 +17,20 @@ struct nodesim_history {
 	uint64_t records;
 };
 
+void nodesim_grow(void **items, uint32_t count, uint32_t *size, size_t elem, uint32_t first)
+{
+	if (count < *size)
+		return;
+	uint32_t n = *size ? *size * 2 : first;
+	void *grown = hasp_calloc(n, elem);
+	HASP_ASSERT(grown != NULL);
+	if (count > 0)
+		memcpy(grown, *items, count * elem);
+	hasp_free(*items);
+	*items = grown;
+	*size = n;
+}
+
 struct nodesim_history *nodesim_history_new(void)
 {
 	struct nodesim_history *h = hasp_calloc(1, sizeof(*h));

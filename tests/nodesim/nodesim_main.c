@@ -48,49 +48,56 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
 	uint64_t seed_start = 0, seeds = 10;
-	uint32_t nodes = 0, clients = 3, run_ms = 8000;
+	uint32_t nodes, clients, run_ms;
 	bool verbose = false, twice = false, shrink = false;
 	const char *dir = NULL;
 	char path[4096];
 
+	uint64_t one_seed = UINT64_MAX, n_nodes = 0, n_clients = 3, n_run_ms = 8000;
+	const struct {
+		const char *name;
+		uint64_t *value; /* a number option, or NULL */
+		bool *flag;
+	} opts[] = {
+		{ "--seed", &one_seed, NULL },       { "--seeds", &seeds, NULL },
+		{ "--seed-start", &seed_start, NULL }, { "--nodes", &n_nodes, NULL },
+		{ "--clients", &n_clients, NULL },   { "--run-ms", &n_run_ms, NULL },
+		{ "--twice", NULL, &twice },         { "--shrink", NULL, &shrink },
+		{ "--verbose", NULL, &verbose },
+	};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		size_t k = 0;
+		while (k < sizeof(opts) / sizeof(opts[0]) && strcmp(argv[i], opts[k].name) != 0)
+			k++;
+		if (k < sizeof(opts) / sizeof(opts[0]) && opts[k].flag != NULL) {
+			*opts[k].flag = true;
+			continue;
+		}
+		char *end = NULL;
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--seed") == 0 && v) {
-			seed_start = strtoull(v, NULL, 0);
-			seeds = 1;
-			i++;
-		} else if (strcmp(a, "--seeds") == 0 && v) {
-			seeds = strtoull(v, NULL, 0);
-			i++;
-		} else if (strcmp(a, "--seed-start") == 0 && v) {
-			seed_start = strtoull(v, NULL, 0);
-			i++;
-		} else if (strcmp(a, "--nodes") == 0 && v) {
-			nodes = (uint32_t)strtoul(v, NULL, 0);
-			i++;
-		} else if (strcmp(a, "--clients") == 0 && v) {
-			clients = (uint32_t)strtoul(v, NULL, 0);
-			i++;
-		} else if (strcmp(a, "--run-ms") == 0 && v) {
-			run_ms = (uint32_t)strtoul(v, NULL, 0);
-			i++;
-		} else if (strcmp(a, "--history-dir") == 0 && v) {
+		if (v != NULL && strcmp(argv[i], "--history-dir") == 0) {
 			dir = v;
-			i++;
-		} else if (strcmp(a, "--twice") == 0) {
-			twice = true;
-		} else if (strcmp(a, "--shrink") == 0) {
-			shrink = true;
-		} else if (strcmp(a, "--verbose") == 0) {
-			verbose = true;
+		} else if (v != NULL && k < sizeof(opts) / sizeof(opts[0]) &&
+			   (*opts[k].value = strtoull(v, &end, 0), end != v && *end == '\0')) {
 		} else {
 			fprintf(stderr, "usage: nodesim [--seed S | --seeds N [--seed-start S]] "
 					"[--nodes 3|5|0] [--clients N] [--run-ms MS] "
 					"[--history-dir DIR] [--twice] [--shrink] [--verbose]\n");
 			return 2;
 		}
+		i++;
 	}
+	if (one_seed != UINT64_MAX) {
+		seed_start = one_seed;
+		seeds = 1;
+	}
+	if (n_nodes > 5 || n_clients > NODESIM_CLIENTS_MAX || n_run_ms > 3600000) {
+		fprintf(stderr, "nodesim: out of range\n");
+		return 2;
+	}
+	nodes = (uint32_t)n_nodes;
+	clients = (uint32_t)n_clients;
+	run_ms = (uint32_t)n_run_ms;
 	if ((nodes != 0 && nodes != 3 && nodes != 5) || clients < 1 || clients > NODESIM_CLIENTS_MAX ||
 	    run_ms < 1000 || seeds == 0) {
 		fprintf(stderr, "nodesim: --nodes 3|5|0, --clients 1..%u, --run-ms >= 1000, --seeds >= 1\n",

@@ -24,7 +24,7 @@ int nodesim_run(const struct nodesim_options *opt, struct nodesim_result *res)
 	HASP_ASSERT(opt->clients >= 1 && opt->clients <= NODESIM_CLIENTS_MAX);
 	memset(res, 0, sizeof(*res));
 	struct nodesim_history *hist = nodesim_history_new();
-	struct nodesim_check *check = nodesim_check_new();
+	struct nodesim_check checks = { 0 }, *check = &checks;
 	if (world_init(w, opt, res) != 0) {
 		rc = -1;
 		goto out;
@@ -67,7 +67,7 @@ close:
 out:
 	world_deinit(w);
 	nodesim_history_free(hist);
-	nodesim_check_free(check);
+	nodesim_check_deinit(check);
 	hasp_free(w);
 	return rc;
 }

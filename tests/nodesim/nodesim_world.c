@@ -57,16 +57,7 @@ static bool dgram_before(const struct dgram *a, const struct dgram *b)
 
 static void heap_push(struct world *w, struct dgram *d)
 {
-	if (w->heap_count == w->heap_size) {
-		uint32_t size = w->heap_size ? w->heap_size * 2 : 1024;
-		struct dgram **n = hasp_calloc(size, sizeof(*n));
-		HASP_ASSERT(n != NULL);
-		if (w->heap_count)
-			memcpy(n, w->heap, w->heap_count * sizeof(*n));
-		hasp_free(w->heap);
-		w->heap = n;
-		w->heap_size = size;
-	}
+	nodesim_grow((void **)&w->heap, w->heap_count, &w->heap_size, sizeof(*w->heap), 1024);
 	uint32_t i = w->heap_count++;
 	while (i > 0) {
 		uint32_t p = (i - 1) / 2;
