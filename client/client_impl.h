@@ -233,8 +233,9 @@ struct client_io {
 	uint64_t (*now_ns)(void *ctx);
 	/* Copies one datagram to `to` (dropping it is a lost datagram). */
 	void (*send)(void *ctx, const struct sockaddr_in *to, const void *data, size_t size);
-	/* The next datagram for this client without waiting: its size (it
-	 * fits `size` or is cut to it), or -1 when none. */
+	/* The next datagram for this client without waiting: its full size
+	 * (as recvfrom with MSG_TRUNC; the copy is cut to `size`), or -1
+	 * when none. */
 	long (*recv)(void *ctx, void *buf, size_t size, struct sockaddr_in *from);
 	/* Lets simulated time pass until `until_ns` or a datagram arrives:
 	 * what a blocking call does in poll(2). */
