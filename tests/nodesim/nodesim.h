@@ -28,12 +28,15 @@
 struct nodesim_options {
 	uint64_t seed;
 	uint32_t nodes;      /* 3 or 5 */
-	uint32_t clients;    /* 1 .. NODESIM_CLIENTS_MAX */
+	uint32_t clients;    /* workers, 1 .. NODESIM_CLIENTS_MAX - 1 (and a watcher) */
 	uint32_t run_ms;     /* simulated time of the workload */
 	bool verbose;
 	/* Renewals and re-acquires by the holder may shorten the TTL (the
 	 * workload avoids it by default: see nodesim_clients.c). */
 	bool shrink;
+	/* One more client watches both locks and records its events (the
+	 * events property); off in nodesim_short (docs/TESTING.md). */
+	bool watch;
 	const char *history; /* write the history (JSON lines) here, or NULL */
 };
 

@@ -64,14 +64,13 @@ static long io_recv(void *ctx, void *buf, size_t size, struct sockaddr_in *from)
 	return n;
 }
 
-/* A blocking call (only hasp_client_close's SESSION_CLOSE here): the
- * client's time passes, the world does not run meanwhile (it cannot:
- * its loop would re-enter this client), so the call times out. */
+/* A blocking call (the watcher's WATCH, its re-registrations after a new
+ * leader, and hasp_client_close's SESSION_CLOSE): the network and the
+ * nodes run meanwhile, the other clients wait. */
 static void io_wait(void *ctx, uint64_t until_ns)
 {
 	struct sim_client *sc = ctx;
-	if (sc->w->now_ns < until_ns)
-		sc->w->now_ns = until_ns;
+	world_run_nodes_until(sc->w, until_ns, sc);
 }
 
 void world_client_deliver(struct world *w, uint32_t k, struct dgram *d)
@@ -102,7 +101,10 @@ int world_clients_open(struct world *w, uint64_t seed)
 
 		sc->w = w;
 		sc->index = k;
-		snprintf(sc->proc, sizeof(sc->proc), "c%u", k);
+		if (k == w->watcher)
+			snprintf(sc->proc, sizeof(sc->proc), "w0");
+		else
+			snprintf(sc->proc, sizeof(sc->proc), "c%u", k);
 		sc->io = (struct client_io){ .now_ns = io_now, .send = io_send, .recv = io_recv,
 					     .wait = io_wait, .ctx = sc };
 		hasp_client_config_default(&cfg);
@@ -150,7 +152,7 @@ uint64_t world_clients_next(const struct world *w)
 	for (uint32_t k = 0; k < w->client_count; k++) {
 		const struct sim_client *sc = &w->clients[k];
 		uint64_t t = sc->wake_ns;
-		if (!sc->busy && w->workload_on && sc->act_ns < t)
+		if (k != w->watcher && !sc->busy && w->workload_on && sc->act_ns < t)
 			t = sc->act_ns;
 		if (sc->paused_until_ns > t)
 			t = sc->paused_until_ns;
@@ -388,12 +390,77 @@ static void act_idle(struct sim_client *sc)
 		start_failed(sc, rc);
 }
 
+/* The watcher: WATCHes both locks once, then records every event libhasp
+ * hands it and every gap it reports (fault_client.c's watcher). */
+static void watcher_run(struct sim_client *sc)
+{
+	struct world *w = sc->w;
+	struct hasp_client_stats st;
+	struct hasp_event ev;
+
+	if (!sc->watching && w->workload_on) {
+		sc->watching = true;
+		for (uint32_t l = 0; l < NODESIM_LOCKS; l++) {
+			nodesim_history_add(w->hist, w->now_ns, sc->proc,
+					    "\"f\": \"watch\", \"type\": \"invoke\", \"lock\": \"%s\"",
+					    lock_name(l));
+			int rc = hasp_client_watch(sc->c, lock_name(l), false);
+			nodesim_history_add(w->hist, w->now_ns, sc->proc,
+					    "\"f\": \"watch\", \"type\": \"%s\", \"lock\": \"%s\", \"rc\": %d",
+					    outcome(rc, false), lock_name(l), rc);
+		}
+	}
+	for (;;) {
+		int rc = hasp_client_next_event(sc->c, &ev, 0);
+		hasp_client_stats_get(sc->c, &st);
+		if (st.events_gaps != sc->gaps) {
+			sc->gaps = st.events_gaps;
+			nodesim_history_add(w->hist, w->now_ns, sc->proc,
+					    "\"f\": \"event\", \"kind\": \"resync\", \"id\": \"gap-%llu\"",
+					    (unsigned long long)sc->gaps);
+		}
+		if (rc != 0)
+			break;
+		if (ev.type == HASP_EVENT_RESYNC) {
+			nodesim_history_add(w->hist, w->now_ns, sc->proc,
+					    "\"f\": \"event\", \"kind\": \"resync\", \"id\": \"resync-%llu\"",
+					    (unsigned long long)sc->gaps);
+			continue;
+		}
+		const char *kind = ev.type == HASP_EVENT_LOCK_GRANTED ? "granted" :
+				   ev.type == HASP_EVENT_LOCK_RELEASED ? "released" :
+				   ev.type == HASP_EVENT_KV_PUT ? "put" : "delete";
+		/* Its identity is what changed, whatever numbered it. */
+		nodesim_history_add(w->hist, w->now_ns, sc->proc,
+				    "\"f\": \"event\", \"kind\": \"%s\", \"lock\": \"%s\", \"token\": %llu, "
+				    "\"id\": \"%s:%s:%llu\"",
+				    kind, ev.name, (unsigned long long)ev.revision, kind, ev.name,
+				    (unsigned long long)ev.revision);
+	}
+}
+
+void world_watcher_end(struct world *w)
+{
+	nodesim_history_add(w->hist, w->now_ns, w->clients[w->watcher].proc, "\"f\": \"watch_end\"");
+}
+
 void world_clients_run(struct world *w)
 {
 	for (uint32_t k = 0; k < w->client_count; k++) {
 		struct sim_client *sc = &w->clients[k];
 		if (sc->paused_until_ns > w->now_ns)
 			continue;
+		if (k == w->watcher) {
+			if (sc->wake_ns > w->now_ns)
+				continue;
+			int prc = hasp_client_process(sc->c, NULL);
+			HASP_ASSERT(prc >= 0);
+			watcher_run(sc);
+			int t = hasp_client_timeout_ms(sc->c);
+			sc->wake_ns = w->now_ns + (t >= 0 && t < 20 ? (t > 0 ? (uint64_t)t * NS_PER_MS : 100000u)
+								    : 20 * NS_PER_MS);
+			continue;
+		}
 		bool act = !sc->busy && w->workload_on && sc->act_ns <= w->now_ns;
 		if (sc->wake_ns > w->now_ns && !act)
 			continue;

@@ -3,15 +3,17 @@
  * over a range of seeds (docs/TESTING.md "Node simulation").
  *
  *   nodesim --seeds 200 [--seed-start 0] [--nodes 3|5|0] [--clients 3]
- *           [--run-ms 8000] [--history-dir DIR] [--twice] [--shrink]
+ *           [--run-ms 8000] [--history-dir DIR] [--twice] [--shrink] [--watch]
  *   nodesim --seed 1234 --verbose --history-dir DIR     replay one seed
  *
  * --nodes 0 (the default) alternates 3 and 5 nodes by seed. --twice runs
  * the first seed a second time and fails unless both histories are the
  * same bytes (determinism). --history-dir writes seed-<n>.jsonl for each
  * seed (tests/fault/checker.py reads them). --shrink lets renewals and
- * re-acquires by the holder shorten the TTL (see nodesim_clients.c). A failing seed prints the
- * seed, the property, the command that replays it, and writes its history
+ * re-acquires by the holder shorten the TTL (see nodesim_clients.c);
+ * --watch adds a client that watches both locks (the events property,
+ * which only checker.py judges). A failing seed prints the seed, the
+ * property, the command that replays it, and writes its history
  * (into --history-dir, or the current directory) for checker.py, which
  * names the operations. Exit status: 0 all passed, 1 a seed failed.
  */
@@ -49,7 +51,7 @@ int main(int argc, char **argv)
 {
 	uint64_t seed_start = 0, seeds = 10;
 	uint32_t nodes, clients, run_ms;
-	bool verbose = false, twice = false, shrink = false;
+	bool verbose = false, twice = false, shrink = false, watch = false;
 	const char *dir = NULL;
 	char path[4096];
 
@@ -63,7 +65,7 @@ int main(int argc, char **argv)
 		{ "--seed-start", &seed_start, NULL }, { "--nodes", &n_nodes, NULL },
 		{ "--clients", &n_clients, NULL },   { "--run-ms", &n_run_ms, NULL },
 		{ "--twice", NULL, &twice },         { "--shrink", NULL, &shrink },
-		{ "--verbose", NULL, &verbose },
+		{ "--watch", NULL, &watch },         { "--verbose", NULL, &verbose },
 	};
 	for (int i = 1; i < argc; i++) {
 		size_t k = 0;
@@ -82,7 +84,7 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr, "usage: nodesim [--seed S | --seeds N [--seed-start S]] "
 					"[--nodes 3|5|0] [--clients N] [--run-ms MS] "
-					"[--history-dir DIR] [--twice] [--shrink] [--verbose]\n");
+					"[--history-dir DIR] [--twice] [--shrink] [--watch] [--verbose]\n");
 			return 2;
 		}
 		i++;
@@ -91,17 +93,17 @@ int main(int argc, char **argv)
 		seed_start = one_seed;
 		seeds = 1;
 	}
-	if (n_nodes > 5 || n_clients > NODESIM_CLIENTS_MAX || n_run_ms > 3600000) {
+	if (n_nodes > 5 || n_clients >= NODESIM_CLIENTS_MAX || n_run_ms > 3600000) {
 		fprintf(stderr, "nodesim: out of range\n");
 		return 2;
 	}
 	nodes = (uint32_t)n_nodes;
 	clients = (uint32_t)n_clients;
 	run_ms = (uint32_t)n_run_ms;
-	if ((nodes != 0 && nodes != 3 && nodes != 5) || clients < 1 || clients > NODESIM_CLIENTS_MAX ||
+	if ((nodes != 0 && nodes != 3 && nodes != 5) || clients < 1 || clients >= NODESIM_CLIENTS_MAX ||
 	    run_ms < 1000 || seeds == 0) {
 		fprintf(stderr, "nodesim: --nodes 3|5|0, --clients 1..%u, --run-ms >= 1000, --seeds >= 1\n",
-			NODESIM_CLIENTS_MAX);
+			NODESIM_CLIENTS_MAX - 1);
 		return 2;
 	}
 	hasp_assert_set_handler(assert_handler);
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
 		current = (struct nodesim_options){
 			.seed = s, .nodes = nodes ? nodes : (s % 2 ? 5 : 3), .clients = clients,
 			.run_ms = run_ms, .verbose = verbose, .shrink = shrink,
+			.watch = watch,
 		};
 		if (dir != NULL) {
 			snprintf(path, sizeof(path), "%s/seed-%llu.jsonl", dir, (unsigned long long)s);

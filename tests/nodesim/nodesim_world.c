@@ -256,7 +256,8 @@ int world_init(struct world *w, const struct nodesim_options *opt, struct nodesi
 	prng_seed(&w->prng, opt->seed * 0x9e3779b97f4a7c15ull + 1);
 	w->now_ns = 1000000000ull;
 	w->node_count = opt->nodes;
-	w->client_count = opt->clients;
+	w->client_count = opt->clients + (opt->watch ? 1 : 0);
+	w->watcher = opt->watch ? opt->clients : UINT32_MAX;
 	/* The network's weather for this seed. */
 	w->drop_ppm = world_rand(w, 4) == 0 ? 0 : world_rand(w, 50000);
 	w->dup_ppm = world_rand(w, 20000);
@@ -402,7 +403,8 @@ static int nemesis(struct world *w)
 
 /* ---- the loop ---- */
 
-int world_step(struct world *w, uint64_t nemesis_until_ns)
+/* The instant the next datagram lands or a node wants to run. */
+static uint64_t nodes_next(const struct world *w)
 {
 	uint64_t next = UINT64_MAX;
 
@@ -411,19 +413,14 @@ int world_step(struct world *w, uint64_t nemesis_until_ns)
 	for (uint32_t i = 0; i < w->node_count; i++)
 		if (w->nodes[i].up && w->nodes[i].wake_ns < next)
 			next = w->nodes[i].wake_ns;
-	uint64_t cw = world_clients_next(w);
-	next = cw < next ? cw : next;
-	bool nem = w->next_nemesis_ns < nemesis_until_ns || w->fault != NULL;
-	if (nem && w->next_nemesis_ns < next)
-		next = w->next_nemesis_ns;
-	HASP_ASSERT(next != UINT64_MAX);
-	if (next > w->now_ns)
-		w->now_ns = next;
+	return next;
+}
 
+/* Delivers what has landed, then runs every node whose instant has come. */
+static void run_nodes(struct world *w)
+{
 	while (w->heap_count > 0 && w->heap[0]->at_ns <= w->now_ns)
 		deliver(w, heap_pop(w));
-	if (nem && w->now_ns >= w->next_nemesis_ns && nemesis(w) != 0)
-		return -1;
 	for (uint32_t i = 0; i < w->node_count; i++) {
 		struct world_node *wn = &w->nodes[i];
 		if (!wn->up || wn->wake_ns > w->now_ns)
@@ -439,6 +436,34 @@ int world_step(struct world *w, uint64_t nemesis_until_ns)
 			deadline = w->now_ns + 20000;
 		wn->wake_ns = deadline;
 	}
+}
+
+int world_step(struct world *w, uint64_t nemesis_until_ns)
+{
+	uint64_t next = nodes_next(w);
+	uint64_t cw = world_clients_next(w);
+	next = cw < next ? cw : next;
+	bool nem = w->next_nemesis_ns < nemesis_until_ns || w->fault != NULL;
+	if (nem && w->next_nemesis_ns < next)
+		next = w->next_nemesis_ns;
+	HASP_ASSERT(next != UINT64_MAX);
+	if (next > w->now_ns)
+		w->now_ns = next;
+
+	while (w->heap_count > 0 && w->heap[0]->at_ns <= w->now_ns)
+		deliver(w, heap_pop(w));
+	if (nem && w->now_ns >= w->next_nemesis_ns && nemesis(w) != 0)
+		return -1;
+	run_nodes(w);
 	world_clients_run(w);
 	return 0;
+}
+
+void world_run_nodes_until(struct world *w, uint64_t until_ns, const struct sim_client *sc)
+{
+	while (w->now_ns < until_ns && sc->inbox_head == NULL) {
+		uint64_t next = nodes_next(w);
+		w->now_ns = next < until_ns ? (next > w->now_ns ? next : w->now_ns) : until_ns;
+		run_nodes(w);
+	}
 }

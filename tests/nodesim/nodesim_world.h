@@ -55,6 +55,9 @@ struct sim_client {
 	bool holding;
 	uint32_t held_lock;
 	struct hasp_lock held;
+	/* The watcher: its WATCHes sent, the event gaps libhasp reported. */
+	bool watching;
+	uint64_t gaps;
 	/* A lock left to expire (overstay) is not asked for before then. */
 	uint64_t shunned_until_ns[NODESIM_LOCKS];
 };
@@ -66,7 +69,8 @@ struct world {
 	struct nodesim_check *check;
 	bool verbose;
 	uint64_t now_ns;
-	uint32_t node_count, client_count;
+	uint32_t node_count, client_count; /* clients: the workers and the watcher */
+	uint32_t watcher;                  /* its index (the last), UINT32_MAX: none */
 	struct world_node nodes[NODESIM_NODES_MAX];
 	struct sim_client clients[NODESIM_CLIENTS_MAX];
 	/* Partition group per endpoint (nodes, then clients): datagrams
@@ -96,6 +100,10 @@ void world_send(struct world *w, uint32_t src_ip, uint16_t src_port, uint32_t ds
  * -1: a node did not restart. */
 int world_step(struct world *w, uint64_t nemesis_until_ns) __attribute__((warn_unused_result));
 int world_leader(const struct world *w);
+/* A blocking libhasp call of client `sc` (its client_io wait): the network
+ * and the nodes run, the other clients do not (they could not: this one is
+ * inside its loop), until `until_ns` or a datagram for `sc`. */
+void world_run_nodes_until(struct world *w, uint64_t until_ns, const struct sim_client *sc);
 
 /* nodesim_clients.c */
 int world_clients_open(struct world *w, uint64_t seed) __attribute__((warn_unused_result));
@@ -103,6 +111,8 @@ void world_clients_close(struct world *w);
 void world_client_deliver(struct world *w, uint32_t k, struct dgram *d);
 uint64_t world_clients_next(const struct world *w);
 void world_clients_run(struct world *w);
+/* The watcher's last record (checker.py asks delivery only before it). */
+void world_watcher_end(struct world *w);
 /* Operations still outstanding. */
 uint32_t world_clients_busy(const struct world *w);
 
