@@ -149,6 +149,12 @@ static int auth_setup(struct hasp_client *c, const struct hasp_client_config *cf
 
 int hasp_client_open(struct hasp_client **client, const struct hasp_client_config *cfg)
 {
+	return client_open_io(client, cfg, NULL);
+}
+
+int client_open_io(struct hasp_client **client, const struct hasp_client_config *cfg,
+		   const struct client_io *io)
+{
 	struct hasp_client *c;
 	pthread_condattr_t attr;
 	int rc;
@@ -178,16 +184,21 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 		goto fail_events;
 	prng_seed(&c->prng, cfg->nonce_seed != 0 ? cfg->nonce_seed : random_seed());
 
-	c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
-		rc = -HASP_ESYS;
-		goto fail_events;
-	}
-	c->intr_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->intr_fd < 0) {
-		close(c->fd);
-		rc = -HASP_ESYS;
-		goto fail_events;
+	c->io = io;
+	c->fd = -1;
+	c->intr_fd = -1;
+	if (io == NULL) {
+		c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (c->fd < 0) {
+			rc = -HASP_ESYS;
+			goto fail_events;
+		}
+		c->intr_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (c->intr_fd < 0) {
+			close(c->fd);
+			rc = -HASP_ESYS;
+			goto fail_events;
+		}
 	}
 	c->wake_fd = -1; /* the asynchronous loop's, made on first use */
 	c->epoll_fd = -1;
@@ -225,7 +236,7 @@ void hasp_client_close(struct hasp_client *c)
 		struct client_call call;
 		memset(&call, 0, sizeof(call));
 		call.req.hdr.opcode = HASP_OP_SESSION_CLOSE;
-		call.deadline_ns = clock_monotonic_ns() +
+		call.deadline_ns = client_now(c) +
 				   (uint64_t)c->cfg.request_timeout_ms * NS_PER_MS;
 		int rc = client_call(c, &call);
 		(void)rc; /* unanswered: the session expires on its own */
@@ -238,8 +249,10 @@ void hasp_client_close(struct hasp_client *c)
 		HASP_ASSERT(op->async);
 		hasp_free(op);
 	}
-	close(c->fd);
-	close(c->intr_fd);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->intr_fd >= 0)
+		close(c->intr_fd);
 	if (c->epoll_fd >= 0)
 		close(c->epoll_fd);
 	if (c->wake_fd >= 0)
@@ -344,7 +357,7 @@ int hasp_client_keepalive(struct hasp_client *c)
 {
 	uint64_t due_ids[HASP_CLIENT_LEASES_MAX];
 	uint32_t due_count = 0;
-	uint64_t now = clock_monotonic_ns();
+	uint64_t now = client_now(c);
 	bool session_due;
 	int first_err = 0;
 
@@ -427,7 +440,7 @@ static void *keepalive_main(void *arg)
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->ka_stop) {
-		uint64_t until = clock_monotonic_ns() + keepalive_tick_ns(c);
+		uint64_t until = clock_monotonic_ns() + keepalive_tick_ns(c); /* the cv's clock */
 		struct timespec ts = { .tv_sec = (time_t)(until / 1000000000ull),
 				       .tv_nsec = (long)(until % 1000000000ull) };
 
@@ -450,7 +463,7 @@ int hasp_client_keepalive_start(struct hasp_client *c)
 
 	HASP_ASSERT(c != NULL);
 	pthread_mutex_lock(&c->mu);
-	if (c->ka_running) {
+	if (c->ka_running || c->io != NULL) { /* simulated: one thread, the loop keeps */
 		pthread_mutex_unlock(&c->mu);
 		return -HASP_ESTATE;
 	}

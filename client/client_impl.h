@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/auth.h"
+#include "common/clock.h"
 #include "common/limits.h"
 #include "common/prng.h"
 #include "hasp/client.h"
@@ -247,9 +248,32 @@ struct watch_entry {
 
 enum session_state { SESSION_NONE = 0, SESSION_OPENING, SESSION_OPEN };
 
+/*
+ * The client's clock and datagram transport, for the deterministic
+ * simulator (tests/nodesim/, docs/TESTING.md): with `io` set, every time
+ * libhasp reads, every datagram it sends and receives go through these
+ * callbacks instead of CLOCK_MONOTONIC and its UDP socket. NULL (what
+ * hasp_client_open sets) is the real clock and socket. Single-threaded
+ * use only (the asynchronous API: hasp_client_process); no helper thread.
+ */
+struct client_io {
+	uint64_t (*now_ns)(void *ctx);
+	/* Copies one datagram to `to` (dropping it is a lost datagram). */
+	void (*send)(void *ctx, const struct sockaddr_in *to, const void *data, size_t size);
+	/* The next datagram for this client without waiting: its full size
+	 * (as recvfrom with MSG_TRUNC; the copy is cut to `size`), or -1
+	 * when none. */
+	long (*recv)(void *ctx, void *buf, size_t size, struct sockaddr_in *from);
+	/* Lets simulated time pass until `until_ns` or a datagram arrives:
+	 * what a blocking call does in poll(2). */
+	void (*wait)(void *ctx, uint64_t until_ns);
+	void *ctx;
+};
+
 struct hasp_client {
 	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
-	int fd;
+	int fd;                        /* -1 with io */
+	const struct client_io *io;    /* NULL: the real clock and socket */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* slot done, receiver role free, session state */
@@ -399,6 +423,17 @@ static inline int client_result(int rc)
 {
 	return rc < 0 ? rc : hasp_status_error((uint32_t)rc);
 }
+
+/* The client's clock: CLOCK_MONOTONIC, or the simulated one (io). */
+static inline uint64_t client_now(const struct hasp_client *c)
+{
+	return c->io == NULL ? clock_monotonic_ns() : c->io->now_ns(c->io->ctx);
+}
+
+/* hasp_client_open over a simulated clock and transport (struct
+ * client_io, which must outlive the client); for the simulator only. */
+int client_open_io(struct hasp_client **client, const struct hasp_client_config *cfg,
+		   const struct client_io *io) __attribute__((warn_unused_result));
 
 /* The absolute deadline for a call starting now. */
 uint64_t client_deadline(const struct hasp_client *c);

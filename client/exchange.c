@@ -55,7 +55,7 @@ uint64_t client_deadline(const struct hasp_client *c)
 {
 	uint32_t deadline_ms = __atomic_load_n(&c->cfg.deadline_ms, __ATOMIC_RELAXED);
 
-	return clock_monotonic_ns() + (uint64_t)deadline_ms * NS_PER_MS;
+	return client_now(c) + (uint64_t)deadline_ms * NS_PER_MS;
 }
 
 uint64_t client_valid_until(const struct hasp_client *c, uint64_t send_ns, uint32_t ttl_ms)
@@ -330,6 +330,18 @@ static void rx_batch_locked(struct hasp_client *c)
 	struct iovec iov[RX_MMSG];
 	struct mmsghdr msgs[RX_MMSG];
 
+	if (c->io != NULL) {
+		/* The simulation's transport (tests/nodesim): one at a time. */
+		for (int i = 0; i < RX_BATCH_MAX; i++) {
+			struct sockaddr_in src;
+			ssize_t n = (ssize_t)c->io->recv(c->io->ctx, bufs[0], sizeof(bufs[0]), &src);
+			if (n < 0)
+				return;
+			dispatch_locked(c, bufs[0], (size_t)n < sizeof(bufs[0]) ? (size_t)n : sizeof(bufs[0]),
+					&src);
+		}
+		return;
+	}
 	for (int done = 0; done < RX_BATCH_MAX;) {
 		for (int i = 0; i < RX_MMSG; i++) {
 			iov[i] = (struct iovec){ .iov_base = bufs[i], .iov_len = sizeof(bufs[i]) };
@@ -366,7 +378,7 @@ static void receiver_interrupt_locked(struct hasp_client *c)
 {
 	uint64_t one = 1;
 
-	if (c->receiving && !c->intr_pending) {
+	if (c->receiving && !c->intr_pending && c->intr_fd >= 0) {
 		(void)!write(c->intr_fd, &one, sizeof(one));
 		c->intr_pending = true;
 	}
@@ -413,13 +425,19 @@ void client_read_nowait_locked(struct hasp_client *c)
 
 void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 {
-	uint64_t now = clock_monotonic_ns();
+	uint64_t now = client_now(c);
 	struct pollfd pfd[2] = { { .fd = c->fd, .events = POLLIN },
 				 { .fd = c->intr_fd, .events = POLLIN } };
 	int timeout_ms;
 
 	if (now >= until_ns)
 		return;
+	if (c->io != NULL) {
+		/* Simulated: one thread, no poll(2); time passes in the world. */
+		c->io->wait(c->io->ctx, until_ns);
+		rx_batch_locked(c);
+		return;
+	}
 	if (c->receiving) {
 		struct timespec ts = ns_to_timespec(until_ns);
 		int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
@@ -451,6 +469,10 @@ static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, 
 	struct sockaddr_in to = c->nodes[target];
 
 	/* A failed send is a lost datagram: the retransmit timer covers it. */
+	if (c->io != NULL) {
+		c->io->send(c->io->ctx, &to, req, size);
+		return;
+	}
 	(void)sendto(c->fd, req, size, 0, (const struct sockaddr *)&to, sizeof(to));
 }
 
@@ -853,7 +875,7 @@ int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, u
 int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 {
 	for (;;) {
-		uint64_t now = clock_monotonic_ns();
+		uint64_t now = client_now(c);
 		uint64_t wake = deadline_ns;
 		int rc = client_session_advance_locked(c, deadline_ns, now, &wake);
 
@@ -987,7 +1009,7 @@ int client_call(struct hasp_client *c, struct client_call *call)
 	HASP_ASSERT(call != NULL);
 	if (call->deadline_ns == 0)
 		call->deadline_ns = client_deadline(c);
-	if (clock_monotonic_ns() >= call->deadline_ns)
+	if (client_now(c) >= call->deadline_ns)
 		return -HASP_ETIMEDOUT; /* before taking a number */
 	r = hasp_calloc(1, sizeof(*r));
 	if (r == NULL)
@@ -999,7 +1021,7 @@ int client_call(struct hasp_client *c, struct client_call *call)
 	}
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
-		uint64_t now = clock_monotonic_ns();
+		uint64_t now = client_now(c);
 		uint64_t wake = UINT64_MAX;
 		if (client_req_advance_locked(c, r, now, &wake))
 			break;

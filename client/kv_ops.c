@@ -345,7 +345,7 @@ int hasp_client_next_event(struct hasp_client *c, struct hasp_event *ev, uint32_
 
 	if (c == NULL || ev == NULL)
 		return -HASP_EINVAL;
-	until = clock_monotonic_ns() + (uint64_t)timeout_ms * NS_PER_MS;
+	until = client_now(c) + (uint64_t)timeout_ms * NS_PER_MS;
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		if (c->event_count > 0) {
@@ -355,7 +355,7 @@ int hasp_client_next_event(struct hasp_client *c, struct hasp_event *ev, uint32_
 			pthread_mutex_unlock(&c->mu);
 			return 0;
 		}
-		if (clock_monotonic_ns() >= until)
+		if (client_now(c) >= until)
 			break;
 		client_wait_io_locked(c, until);
 	}

@@ -218,5 +218,5 @@ bool hasp_client_lock_safe(struct hasp_client *c, const struct hasp_lock *lock, 
 
 	if (lock->token == 0)
 		return false;
-	return clock_monotonic_ns() + (uint64_t)work_ms * NS_PER_MS < until;
+	return client_now(c) + (uint64_t)work_ms * NS_PER_MS < until;
 }

@@ -543,7 +543,7 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 	op->attempts = 0;
 	op->wait_deadline_ns = UINT64_MAX;
 	if (opts->wait && opts->wait_timeout_ms != 0)
-		op->wait_deadline_ns = clock_monotonic_ns() + (uint64_t)opts->wait_timeout_ms * NS_PER_MS;
+		op->wait_deadline_ns = client_now(c) + (uint64_t)opts->wait_timeout_ms * NS_PER_MS;
 	HASP_ASSERT(n.size < sizeof(op->res.lock.name));
 	memcpy(op->res.lock.name, n.data, n.size);
 	op->res.lock.name[n.size] = '\0';
@@ -697,7 +697,7 @@ int client_op_run(struct hasp_client *c, struct client_op *op)
 	op_begin_locked(c, op);
 	for (;;) {
 		uint64_t wake = UINT64_MAX;
-		if (op_advance_locked(c, op, clock_monotonic_ns(), &wake))
+		if (op_advance_locked(c, op, client_now(c), &wake))
 			break;
 		client_wait_io_locked(c, wake);
 	}
@@ -722,8 +722,8 @@ static int async_init_locked(struct hasp_client *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	if (c->epoll_fd >= 0)
-		return 0;
+	if (c->epoll_fd >= 0 || c->io != NULL)
+		return 0; /* made, or simulated: the simulator wakes the loop */
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (c->wake_fd < 0)
 		return -HASP_ESYS;
@@ -805,7 +805,7 @@ int hasp_client_timeout_ms(struct hasp_client *c)
 		if (op->async && op->wake_ns < wake)
 			wake = op->wake_ns;
 	}
-	if (!c->ka_running && c->epoll_fd >= 0) {
+	if (!c->ka_running && (c->epoll_fd >= 0 || c->io != NULL)) {
 		/* The loop keeps the session and the watched locks. */
 		uint64_t ka = client_keepalive_next_locked(c);
 		uint64_t wd = client_watchdog_next_locked(c);
@@ -815,7 +815,7 @@ int hasp_client_timeout_ms(struct hasp_client *c)
 	pthread_mutex_unlock(&c->mu);
 	if (wake == UINT64_MAX)
 		return -1;
-	now = clock_monotonic_ns();
+	now = client_now(c);
 	if (wake <= now)
 		return 0;
 	uint64_t ms = (wake - now + NS_PER_MS - 1) / NS_PER_MS;
@@ -893,7 +893,7 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	 * `processing` stays set through the callbacks, so starting it writes
 	 * no wake-up. */
 	for (uint32_t round = 0;; round++) {
-		struct client_op *ordered = process_pass_locked(c, clock_monotonic_ns());
+		struct client_op *ordered = process_pass_locked(c, client_now(c));
 		c->wake_missed = false; /* this pass looked */
 		if (ordered == NULL)
 			break;

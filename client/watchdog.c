@@ -216,7 +216,7 @@ void client_watchdog(struct hasp_client *c, bool async)
 	uint64_t margin = (uint64_t)c->cfg.lock_lost_margin_ms * NS_PER_MS;
 
 	pthread_mutex_lock(&c->mu);
-	uint64_t now = clock_monotonic_ns();
+	uint64_t now = client_now(c);
 	for (uint32_t i = 0; c->kept != NULL && i < HASP_CLIENT_KEPT_MAX; i++) {
 		struct kept_lock *k = &c->kept[i];
 		int reason;
@@ -329,7 +329,7 @@ void client_keepalive_async(struct hasp_client *c)
 	bool session;
 
 	pthread_mutex_lock(&c->mu);
-	uint64_t now = clock_monotonic_ns();
+	uint64_t now = client_now(c);
 	session = c->session_state == SESSION_OPEN && !c->session_ka_busy &&
 		  now >= c->session_last_ok_send_ns + (uint64_t)c->session_ttl_ms * NS_PER_MS / 3;
 	c->session_ka_busy |= session;
