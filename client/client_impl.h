@@ -89,6 +89,18 @@ enum req_state {
  * retransmission, redirects and leader finding (exchange.c). Blocking
  * calls and the asynchronous loop both advance it with req_advance_locked;
  * it owns its bytes, so it may outlive the caller's arguments. */
+/* A TTL change whose answer never came: the lock's validity is capped at
+ * its first send + TTL - drift (ttl_caps.c). */
+struct ttl_cap {
+	bool used;
+	uint64_t session_id;
+	uint64_t token;    /* 0: any grant of the name by the session (ACQUIRE) */
+	uint64_t until_ns; /* the cap */
+	uint64_t made_ns;  /* when the request was given up */
+	char name[HASP_CLIENT_NAME_BUF];
+};
+#define CLIENT_TTL_CAPS 32u
+
 struct client_req {
 	uint8_t state; /* enum req_state */
 	uint8_t opcode;
@@ -101,6 +113,11 @@ struct client_req {
 	uint64_t deadline_ns;
 	uint64_t first_send_ns; /* first transmission (validity counts from it) */
 	uint64_t session_id;    /* the session it was numbered in */
+	/* A TTL the request sets on a held lock (RENEW with a TTL, ACQUIRE
+	 * with its own): unanswered, it caps the lock's validity. */
+	uint32_t ttl_change_ms;
+	uint64_t ttl_token; /* RENEW's token; 0 for ACQUIRE */
+	char ttl_name[HASP_CLIENT_NAME_BUF];
 	size_t size;
 	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
 	size_t reply_size;
@@ -346,6 +363,11 @@ struct hasp_client {
 	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
 	struct watch_entry watches[HASP_CLIENT_WATCHES_MAX];
 
+	struct ttl_cap ttl_caps[CLIENT_TTL_CAPS];
+	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
+	uint64_t ttl_cap_all_made_ns;
+	uint64_t ttl_cap_all_session;
+
 	struct hasp_client_stats stats;
 
 	pthread_t ka_thread;
@@ -440,6 +462,13 @@ uint64_t client_deadline(const struct hasp_client *c);
 
 /* send_ns + ttl - drift margin (never before send_ns). */
 uint64_t client_valid_until(const struct hasp_client *c, uint64_t send_ns, uint32_t ttl_ms);
+
+/* ttl_caps.c */
+void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *r, uint64_t now_ns);
+void client_ttl_cap_clear_locked(struct hasp_client *c, const char *name, uint64_t token,
+				 uint64_t sent_ns, uint64_t session_id);
+uint64_t client_ttl_cap_apply_locked(const struct hasp_client *c, const char *name, uint64_t token,
+				     uint64_t until_ns);
 
 /* Copies a C string name into wire bytes after checking it; -HASP_ENAME. */
 int client_name(const char *name, struct hasp_wire_bytes *out) __attribute__((warn_unused_result));

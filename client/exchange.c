@@ -717,6 +717,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 		if (now >= r->deadline_ns && r->sent) {
 			p->state = PENDING_ABANDONED;
 			c->stats.timeouts++;
+			client_ttl_cap_note_locked(c, r, now);
 			req_finish(r, -HASP_ETIMEDOUT);
 			return true;
 		}
@@ -898,6 +899,28 @@ static bool any_waiting_locked(const struct hasp_client *c)
 	return false;
 }
 
+/* What a request would re-arm on a lock this session holds (ttl_caps.c). */
+static void req_note_ttl_change(struct client_req *r, const struct hasp_wire_msg *msg)
+{
+	const struct hasp_wire_bytes *name;
+
+	if (msg->hdr.opcode == HASP_OP_RENEW && msg->body.renew.ttl_ms != 0) {
+		name = &msg->body.renew.name;
+		r->ttl_change_ms = msg->body.renew.ttl_ms;
+		r->ttl_token = msg->body.renew.token;
+	} else if (msg->hdr.opcode == HASP_OP_ACQUIRE && msg->body.acquire.lease_id == 0) {
+		name = &msg->body.acquire.name;
+		r->ttl_change_ms = msg->body.acquire.ttl_ms;
+		r->ttl_token = 0;
+	} else {
+		return;
+	}
+	/* Encoded already, so the name fits the wire's limit. */
+	HASP_ASSERT(name->size < sizeof(r->ttl_name));
+	memcpy(r->ttl_name, name->data, name->size);
+	r->ttl_name[name->size] = '\0';
+}
+
 int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wire_msg *msg,
 		    uint64_t deadline_ns)
 {
@@ -919,6 +942,7 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 	r->opcode = msg->hdr.opcode;
 	r->deadline_ns = deadline_ns;
 	r->state = REQ_IDLE;
+	req_note_ttl_change(r, msg);
 	return 0;
 }
 
@@ -996,6 +1020,7 @@ void client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 	if (r->state == REQ_SENT) {
 		r->p->state = PENDING_ABANDONED;
 		c->stats.timeouts++;
+		client_ttl_cap_note_locked(c, r, client_now(c));
 	}
 	req_finish(r, -HASP_ECANCELED);
 }

@@ -207,6 +207,10 @@ uint64_t hasp_client_lock_valid_until(struct hasp_client *c, const struct hasp_l
 			until = l->valid_until_ns;
 		pthread_mutex_unlock(&c->mu);
 	}
+	/* An unanswered TTL change may have shortened the lease. */
+	pthread_mutex_lock(&c->mu);
+	until = client_ttl_cap_apply_locked(c, lock->name, lock->token, until);
+	pthread_mutex_unlock(&c->mu);
 	return until;
 }
 

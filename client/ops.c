@@ -87,6 +87,13 @@ static void op_finish_locked(struct hasp_client *c, struct client_op *op, int rc
 {
 	op->res.rc = rc;
 	op->phase = PH_DONE;
+	/* A grant answered to a request sent after an unanswered TTL change
+	 * on this lock was applied after it: that cap is over (ttl_caps.c). */
+	if (op->kind == OP_ACQUIRE && rc == 0)
+		client_ttl_cap_clear_locked(c, op->res.lock.name, op->res.lock.token,
+					    op->acquire_send_ns != 0 ? op->acquire_send_ns
+								     : op->req.first_send_ns,
+					    op->req.session_id);
 	/* A granted lock is watched for loss (and renewed) from now on. */
 	if (op->kind == OP_ACQUIRE && rc == 0 &&
 	    (op->opts.auto_renew || c->cfg.lock_lost_fn != NULL))
@@ -233,7 +240,14 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 			op->res.lock.valid_until_ns =
 				client_valid_until(c, op->req.first_send_ns, op->res.lock.ttl_ms);
 			HASP_ASSERT(op->res.lock.valid_until_ns >= op->req.first_send_ns);
+			client_ttl_cap_clear_locked(c, op->res.lock.name, op->res.lock.token,
+						    op->req.first_send_ns, op->req.session_id);
 		}
+		break;
+	case HASP_OP_RELEASE:
+		if (status == HASP_STATUS_OK)
+			client_ttl_cap_clear_locked(c, op->res.lock.name, op->res.lock.token,
+						    op->req.first_send_ns, op->req.session_id);
 		break;
 	case HASP_OP_LOCK_READ:
 		if (status == HASP_STATUS_OK) {

@@ -741,6 +741,66 @@ static void script_lose_first_then_slow_grant(struct responder *r, int node,
 		reply_status(r, node, req, from, HASP_STATUS_OK);
 }
 
+/* The first RENEW (every transmission of it) is applied but never
+ * answered; later ones are answered. */
+struct lose_first_renew {
+	uint64_t lost_seq;
+};
+
+static void script_lose_first_renew(struct responder *r, int node, const struct hasp_wire_msg *req,
+				    const struct sockaddr_in *from, void *arg)
+{
+	struct lose_first_renew *s = arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_RENEW) {
+		if (s->lost_seq == 0)
+			s->lost_seq = req->hdr.seq;
+		if (req->hdr.seq == s->lost_seq)
+			return; /* applied, the answer lost */
+	}
+	if (req->hdr.opcode == HASP_OP_ACQUIRE || req->hdr.opcode == HASP_OP_RENEW)
+		reply_granted(r, node, req, from, 7);
+	else
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* A RENEW that shortens the TTL and is never answered may have been
+ * applied: the lock's validity must not outlast the shorter lease (found
+ * by the node simulation, tests/nodesim --shrink). A later answered renew
+ * sets it again. */
+static void test_unanswered_shorter_renew_caps_the_validity(void **state)
+{
+	static struct lose_first_renew s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	s.lost_seq = 0;
+	assert_int_equal(responder_start(&r, 1, script_lose_first_renew, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 300;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 60000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
+	uint64_t before = clock_monotonic_ns();
+	assert_true(hasp_client_lock_valid_until(c, &lock) > before + 50000 * MS);
+
+	assert_int_equal(hasp_client_renew(c, "job", 7, 1000, NULL), -HASP_ETIMEDOUT);
+	uint64_t after = clock_monotonic_ns();
+	assert_true(hasp_client_lock_valid_until(c, &lock) <= after + 1000 * MS);
+
+	/* Answered: the lease is what this renew set, from its send time. */
+	struct hasp_lock renewed = lock;
+	assert_int_equal(hasp_client_renew(c, "job", 7, 60000, &renewed), 0);
+	assert_true(hasp_client_lock_valid_until(c, &renewed) > after + 50000 * MS);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void test_validity_deadline_counts_from_first_send_minus_drift(void **state)
 {
 	static struct slow_grant s = { 0 };
@@ -1864,6 +1924,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_mode_times_out_when_never_granted, responder_teardown),
 		cmocka_unit_test_teardown(test_wait_timeout_bounds_unanswered_rereads, responder_teardown),
 		cmocka_unit_test_teardown(test_validity_deadline_counts_from_first_send_minus_drift, responder_teardown),
+		cmocka_unit_test_teardown(test_unanswered_shorter_renew_caps_the_validity, responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_follows_more_across_datagrams, responder_teardown),
 		cmocka_unit_test_teardown(test_malformed_and_stray_datagrams_are_counted_and_ignored, responder_teardown),
 		cmocka_unit_test_teardown(test_session_expired_is_reported_and_next_call_opens_new_session, responder_teardown),

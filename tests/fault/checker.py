@@ -145,7 +145,9 @@ def holds(ops):
     """Each acknowledged grant becomes a hold from its acknowledgement to the
     end of the validity the client library reported. A renewal that
     succeeded replaces that end with the validity it reported (a renew may
-    shrink the lease as well as grow it); one the cluster refused ends the
+    shrink the lease as well as grow it); one never answered (info) caps it
+    at the validity the library reported after it, as does an unanswered
+    acquire by the holder (it re-arms the lease too); one the cluster refused ends the
     hold when the refusal arrives; a hold is cut short when its holder
     starts a release (from then on it no longer acts on the lock)."""
     by_lock = {}
@@ -157,10 +159,16 @@ def holds(ops):
             if h is None:
                 h = by_lock[lock][token] = {"lock": lock, "token": token, "proc": g.invoke["proc"],
                                             "start": g.end, "end": g.get("valid_until", g.end),
-                                            "recs": g.records()}
-            else:  # the same grant acknowledged again (a retried request)
+                                            "ack": g.end, "recs": g.records()}
+            else:
+                # The same grant acknowledged again: the holder acquired
+                # it again, which re-arms the lease with that request's
+                # TTL (shorter or longer), so the later acknowledgement's
+                # validity is the one the holder goes by.
                 h["start"] = min(h["start"], g.end)
-                h["end"] = max(h["end"], g.get("valid_until", g.end))
+                if g.end >= h["ack"]:
+                    h["ack"] = g.end
+                    h["end"] = g.get("valid_until", g.end)
     for op in ops:
         f = op.invoke["f"]
         lock, token = op.invoke.get("lock"), op.invoke.get("token")
@@ -171,6 +179,10 @@ def holds(ops):
             h["end"] = op.get("valid_until")
         elif f == "renew" and op.type == "fail":
             h["end"] = min(h["end"], op.end)
+        elif op.type == "info" and f in ("renew", "acquire") and op.get("valid_until") is not None:
+            # Unanswered: the TTL it carried may have been applied, and the
+            # library's validity after it is what the hold may last.
+            h["end"] = min(h["end"], op.get("valid_until"))
         elif f == "release":
             h["end"] = min(h["end"], op.start)
     return by_lock

@@ -178,8 +178,11 @@ static int do_renew(struct hasp_client *c, struct hasp_lock *l, uint32_t ttl_ms)
 		record("renew", "ok", "\"lock\":\"%s\",\"token\":%" PRIu64 ",\"valid_until\":%" PRIu64,
 		       l->name, l->token, hasp_client_lock_valid_until(c, l));
 	else
+		/* Unanswered, it may have shortened the lease: the library's
+		 * validity after it is what the hold may last (checker.py). */
 		record("renew", outcome(rc, 0), "\"lock\":\"%s\",\"token\":%" PRIu64
-		       ",\"rc\":%d", l->name, l->token, rc);
+		       ",\"rc\":%d,\"valid_until\":%" PRIu64, l->name, l->token, rc,
+		       hasp_client_lock_valid_until(c, l));
 	return rc;
 }
 

@@ -81,6 +81,7 @@ struct nodesim_hold {
 	uint32_t lock, proc;
 	uint64_t token;
 	uint64_t invoke_ns, ack_ns; /* of the first acknowledgement */
+	uint64_t last_ack_ns;       /* of the latest (a re-acquire by the holder) */
 	uint64_t start, end;
 };
 
@@ -96,6 +97,10 @@ void nodesim_check_deinit(struct nodesim_check *k);
 /* An acknowledged grant: from `ack_ns` to `valid_until` (client's view). */
 void nodesim_check_grant(struct nodesim_check *k, uint32_t lock, uint64_t token, uint32_t proc,
 			 uint64_t invoke_ns, uint64_t ack_ns, uint64_t valid_until);
+/* An unanswered RENEW or holder's ACQUIRE: the hold lasts at most the
+ * validity the library reported after it. */
+void nodesim_check_validity_cap(struct nodesim_check *k, uint32_t lock, uint64_t token,
+				uint64_t valid_until);
 void nodesim_check_renew_ok(struct nodesim_check *k, uint32_t lock, uint64_t token,
 			    uint64_t valid_until);
 void nodesim_check_renew_refused(struct nodesim_check *k, uint32_t lock, uint64_t token,

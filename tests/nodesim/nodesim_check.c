@@ -40,13 +40,19 @@ void nodesim_check_grant(struct nodesim_check *k, uint32_t lock, uint64_t token,
 					 lock, (unsigned long long)token, h->proc, proc);
 			return;
 		}
+		/* The holder acquired it again: that re-arms the lease with
+		 * the request's TTL, so the later acknowledgement's validity
+		 * is the one the holder goes by (checker.py, holds()). */
 		h->start = ack_ns < h->start ? ack_ns : h->start;
-		h->end = valid_until > h->end ? valid_until : h->end;
+		if (ack_ns >= h->last_ack_ns) {
+			h->last_ack_ns = ack_ns;
+			h->end = valid_until;
+		}
 		return;
 	}
 	nodesim_grow((void **)&k->holds, k->count, &k->size, sizeof(*k->holds), 256);
 	k->holds[k->count++] = (struct nodesim_hold){ .lock = lock, .proc = proc, .token = token,
-					      .invoke_ns = invoke_ns, .ack_ns = ack_ns,
+					      .invoke_ns = invoke_ns, .ack_ns = ack_ns, .last_ack_ns = ack_ns,
 					      .start = ack_ns, .end = valid_until };
 }
 
@@ -56,6 +62,14 @@ void nodesim_check_renew_ok(struct nodesim_check *k, uint32_t lock, uint64_t tok
 	struct nodesim_hold *h = find(k, lock, token);
 	if (h != NULL)
 		h->end = valid_until; /* a renew may shrink the lease as well */
+}
+
+void nodesim_check_validity_cap(struct nodesim_check *k, uint32_t lock, uint64_t token,
+				uint64_t valid_until)
+{
+	struct nodesim_hold *h = find(k, lock, token);
+	if (h != NULL && valid_until < h->end)
+		h->end = valid_until; /* an unanswered TTL change (checker.py) */
 }
 
 void nodesim_check_renew_refused(struct nodesim_check *k, uint32_t lock, uint64_t token,

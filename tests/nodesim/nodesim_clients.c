@@ -222,6 +222,15 @@ static void done(struct hasp_client *c, const struct hasp_result *res, void *arg
 			sc->held_lock = sc->op_lock;
 			sc->held = res->lock;
 			w->res->grants++;
+		} else if (sc->holding && sc->held_lock == sc->op_lock && rc != -HASP_EBUSY) {
+			/* The holder's ACQUIRE re-arms the lease with its TTL:
+			 * unanswered, the library caps the held lock's validity. */
+			uint64_t until = hasp_client_lock_valid_until(sc->c, &sc->held);
+			nodesim_history_add(w->hist, w->now_ns, sc->proc,
+					    "\"f\": \"acquire\", \"type\": \"info\", \"lock\": \"%s\", \"rc\": %d, "
+					    "\"token\": %llu, \"valid_until\": %llu",
+					    lock, rc, (unsigned long long)sc->held.token, (unsigned long long)until);
+			nodesim_check_validity_cap(w->check, sc->op_lock, sc->held.token, until);
 		} else {
 			nodesim_history_add(w->hist, w->now_ns, sc->proc,
 					    "\"f\": \"acquire\", \"type\": \"%s\", \"lock\": \"%s\", \"rc\": %d",
@@ -253,10 +262,23 @@ static void done(struct hasp_client *c, const struct hasp_result *res, void *arg
 			w->res->renews++;
 		} else {
 			bool refused = rc == -HASP_ENOTHOLDER;
-			nodesim_history_add(w->hist, w->now_ns, sc->proc,
-					    "\"f\": \"renew\", \"type\": \"%s\", \"lock\": \"%s\", "
-					    "\"token\": %llu, \"rc\": %d",
-					    outcome(rc, refused), lock, (unsigned long long)sc->op_token, rc);
+			bool ours = sc->holding && sc->held.token == sc->op_token;
+			/* Unanswered, it may have shortened the lease: the
+			 * library's validity after it bounds the hold. */
+			if (!refused && ours) {
+				uint64_t until = hasp_client_lock_valid_until(sc->c, &sc->held);
+				nodesim_history_add(w->hist, w->now_ns, sc->proc,
+						    "\"f\": \"renew\", \"type\": \"info\", \"lock\": \"%s\", "
+						    "\"token\": %llu, \"rc\": %d, \"valid_until\": %llu",
+						    lock, (unsigned long long)sc->op_token, rc,
+						    (unsigned long long)until);
+				nodesim_check_validity_cap(w->check, sc->op_lock, sc->op_token, until);
+			} else {
+				nodesim_history_add(w->hist, w->now_ns, sc->proc,
+						    "\"f\": \"renew\", \"type\": \"%s\", \"lock\": \"%s\", "
+						    "\"token\": %llu, \"rc\": %d",
+						    outcome(rc, refused), lock, (unsigned long long)sc->op_token, rc);
+			}
 			if (refused) {
 				nodesim_check_renew_refused(w->check, sc->op_lock, sc->op_token, w->now_ns);
 				if (sc->holding && sc->held.token == sc->op_token)
