@@ -239,14 +239,18 @@ static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t coun
 			n->stats.peer_tx_errors++;
 			continue;
 		}
+		uint32_t k = (uint32_t)(m - n->cfg.members);
 		size_t sealed = (size_t)size;
-		if (n->cfg.peer_auth)
-			sealed = peer_auth_seal(&n->cfg.peer_key, &n->peer_auth_tx, n->tx, (size_t)size,
+		if (n->cfg.peer_auth) {
+			/* A revoked member gets nothing: it could not open it. */
+			if (!n->peer_keys[k].keyed)
+				continue;
+			sealed = peer_auth_seal(&n->peer_keys[k].tx, &n->peer_auth_tx, n->tx, (size_t)size,
 						sizeof(n->tx));
+		}
 		HASP_ASSERT(sealed >= (size_t)size);
 		node_send(n, m->ip, m->peer_port, n->self->peer_port, n->tx, sealed);
 		n->stats.peer_tx++;
-		uint32_t k = (uint32_t)(m - n->cfg.members);
 		if (msgs[i].type == RAFT_MSG_APPEND && msgs[i].entry_count == 0 && n->peer_probe_ns[k] == 0)
 			n->peer_probe_ns[k] = n->now_ns;
 	}
@@ -277,6 +281,33 @@ static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t c
 		    res.reply.status == HASP_STATUS_OK && res.reply.reason != LOCKS_REASON_NOT_DUE)
 			notify_session_end(n, cmd.session_id);
 	}
+}
+
+/* A committed configuration that no longer lists a member revokes its pair
+ * keys (docs/SECURITY.md 3.5): from here on its datagrams, whatever address
+ * they come from, fail their MAC. Only committed ones: an uncommitted
+ * configuration may still be replaced. Raft appends a configuration only
+ * after the previous one committed, so the latest one is the one to follow
+ * once it commits. */
+static void follow_peer_keys(struct node *n)
+{
+	const struct raft *r = &n->raft;
+	if (r->conf_index == 0 || r->conf_index > r->commit || r->conf_index == n->peer_keys_conf_index)
+		return;
+	n->peer_keys_conf_index = r->conf_index;
+	uint32_t ids[RAFT_CONF_MEMBERS_MAX];
+	for (uint32_t i = 0; i < r->conf.count; i++)
+		ids[i] = r->conf.members[i].id;
+	uint32_t before = n->cfg.member_count;
+	uint32_t revoked = peer_keys_follow(n->peer_keys, &n->cfg, ids, r->conf.count);
+	HASP_ASSERT(before == n->cfg.member_count);
+	if (revoked == 0)
+		return;
+	n->stats.peer_keys_revoked += revoked;
+	for (uint32_t k = 0; k < n->cfg.member_count; k++)
+		if (n->peer_keys[k].seen && !n->peer_keys[k].keyed && n->cfg.members[k].id != n->cfg.node_id)
+			LOG_INFO(node, "peer keys revoked node=%u index=%llu (no longer a member)",
+				 n->cfg.members[k].id, (unsigned long long)r->conf_index);
 }
 
 /*
@@ -346,6 +377,8 @@ static void node_update(struct node *n)
 	}
 	if (n->applied > 0)
 		(void)dispatch_serve_reads(n);
+	if (n->cfg.peer_auth)
+		follow_peer_keys(n);
 	if (raft_removed(&n->raft) != n->removed) {
 		n->removed = !n->removed;
 		if (n->removed && n->raft.removal_notice_index > n->raft.conf_index)
@@ -528,7 +561,7 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	n->self = node_config_self(&n->cfg);
 	if (n->cfg.peer_auth) {
 		if (auth_init() != 0) {
-			snprintf(err, err_size, "peer_key_file: libsodium failed to initialise");
+			snprintf(err, err_size, "node_key_file: libsodium failed to initialise");
 			return -HASP_ESYS;
 		}
 		/* The epoch orders this process's datagrams after those of every
@@ -536,6 +569,19 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 		n->peer_auth_tx.epoch = clock_realtime_ns();
 		HASP_ASSERT(n->peer_auth_tx.epoch != 0);
 		n->peer_auth_tx.counter = 0;
+		/* Pair keys, once per member (docs/SECURITY.md 3.5); the member
+		 * lines are the members this node knows at start. */
+		for (uint32_t k = 0; k < n->cfg.member_count; k++) {
+			const struct node_member *m = &n->cfg.members[k];
+			if (m->id == n->cfg.node_id)
+				continue;
+			if (peer_keys_derive(&n->peer_keys[k], &n->cfg, m) != 0) {
+				snprintf(err, err_size, "member: node %u's public key is not usable (a low-order point)",
+					 m->id);
+				return -HASP_ECONFIG;
+			}
+			n->peer_keys[k].seen = true;
+		}
 	}
 
 	raft_config_default(&rcfg, cfg->cluster_id, cfg->node_id);
@@ -701,7 +747,9 @@ void node_deinit(struct node *n)
 	if (n->sm.locks != NULL || n->sm.sessions != NULL)
 		locks_deinit(&n->sm);
 	raft_deinit(&n->raft);
-	auth_key_wipe(&n->cfg.peer_key);
+	auth_key_wipe(&n->cfg.node_key);
+	for (uint32_t k = 0; k < NODE_MEMBERS_MAX; k++)
+		peer_keys_revoke(&n->peer_keys[k]);
 }
 
 /* ---- datagrams ---- */
@@ -728,12 +776,19 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	n->stats.peer_rx++;
 	if (n->stopping || n->failed)
 		return;
-	/* The MAC first (docs/SECURITY.md): the source address and the
+	/* The MAC first (docs/SECURITY.md 3.2): the source address and the
 	 * cluster id are no proof of anything, and nothing unauthenticated
-	 * may reach the decoder, the RTT probe or raft. */
+	 * may reach the decoder, the RTT probe or raft. The source address
+	 * only picks the key to try: the pair key of the member it names
+	 * (members' addresses are distinct), so a datagram sealed by any
+	 * other node, or by a revoked member, fails here. */
 	struct peer_auth_tag tag = { 0 };
+	const struct node_member *claimed = NULL;
 	if (n->cfg.peer_auth) {
-		long msg_size = peer_auth_open(&n->cfg.peer_key, payload, size, &tag);
+		claimed = node_config_member_by_ip(&n->cfg, src_ip);
+		const struct peer_keys *pk =
+			claimed != NULL ? &n->peer_keys[claimed - n->cfg.members] : NULL;
+		long msg_size = pk != NULL && pk->keyed ? peer_auth_open(&pk->rx, payload, size, &tag) : -1;
 		if (msg_size < 0) {
 			n->stats.peer_auth_bad++;
 			return;
@@ -751,7 +806,8 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 		return;
 	}
 	const struct node_member *from = node_config_member(&n->cfg, m.from);
-	if (m.to != n->cfg.node_id || from == NULL || from->ip != src_ip || m.from == n->cfg.node_id) {
+	if (m.to != n->cfg.node_id || from == NULL || from->ip != src_ip || m.from == n->cfg.node_id ||
+	    (claimed != NULL && from != claimed)) {
 		n->stats.peer_dropped_node++;
 		return;
 	}
