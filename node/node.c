@@ -242,8 +242,10 @@ static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t coun
 		uint32_t k = (uint32_t)(m - n->cfg.members);
 		size_t sealed = (size_t)size;
 		if (n->cfg.peer_auth) {
-			/* A revoked member gets nothing: it could not open it. */
-			if (!n->peer_keys[k].keyed)
+			/* A removed member gets nothing but the news of its
+			 * removal (raft's answer to its vote request). */
+			const struct peer_keys *pk = &n->peer_keys[k];
+			if (!pk->keyed && !(pk->removed && msgs[i].not_member))
 				continue;
 			sealed = peer_auth_seal(&n->peer_keys[k].tx, &n->peer_auth_tx, n->tx, (size_t)size,
 						sizeof(n->tx));
@@ -764,6 +766,32 @@ void node_client_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t s
 	dispatch_request(n, src_ip, src_port, payload, size);
 }
 
+/* A datagram authentic under the revoked keys of a removed member: a vote
+ * request (with a valid window) goes to raft, which does not count the
+ * sender as a member and answers with a not_member notice (docs/RAFT.md,
+ * issue 11 item 6), so that a member removed while it was down learns it
+ * and stops campaigning. Nothing else of it reaches raft; the notice is no
+ * larger than the request. */
+static void removed_vote_request(struct node *n, const struct node_member *from,
+				 const struct peer_auth_tag *tag, const uint8_t *payload, size_t size)
+{
+	struct raft_msg m;
+	if (msg_codec_decode(&m, n->rx_entries, n->rx_entries_max, payload, size) != 0 ||
+	    (m.type != RAFT_MSG_VOTE && m.type != RAFT_MSG_PRE_VOTE) || m.from != from->id ||
+	    m.to != n->cfg.node_id || m.cluster_id != n->cfg.cluster_id)
+		return;
+	for (uint32_t i = 0; i < n->raft.conf.count; i++)
+		if (n->raft.conf.members[i].id == m.from)
+			return; /* a member again (by an entry we hold): not with old keys */
+	uint32_t k = (uint32_t)(from - n->cfg.members);
+	if (!peer_auth_window_accept(&n->peer_auth_rx[k], m.from, tag)) {
+		n->stats.peer_auth_replayed++;
+		return;
+	}
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+	node_step(n, &ev);
+}
+
 void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
 		  const uint8_t *payload, size_t size)
 {
@@ -788,9 +816,16 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 		claimed = node_config_member_by_ip(&n->cfg, src_ip);
 		const struct peer_keys *pk =
 			claimed != NULL ? &n->peer_keys[claimed - n->cfg.members] : NULL;
-		long msg_size = pk != NULL && pk->keyed ? peer_auth_open(&pk->rx, payload, size, &tag) : -1;
-		if (msg_size < 0) {
+		long msg_size = pk != NULL && (pk->keyed || pk->removed) ? peer_auth_open(&pk->rx, payload, size, &tag)
+									  : -1;
+		if (msg_size < 0 || !pk->keyed) {
+			/* No MAC of the address's member; or a member removed
+			 * by a committed configuration, whose datagrams count
+			 * as bad too: only its vote requests go on, for raft
+			 * to tell it that it was removed (removed_vote_request). */
 			n->stats.peer_auth_bad++;
+			if (msg_size >= 0)
+				removed_vote_request(n, claimed, &tag, payload, (size_t)msg_size);
 			return;
 		}
 		size = (size_t)msg_size;

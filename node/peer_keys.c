@@ -26,6 +26,7 @@ void peer_keys_revoke(struct peer_keys *pk)
 	auth_key_wipe(&pk->tx);
 	auth_key_wipe(&pk->rx);
 	pk->keyed = false;
+	pk->removed = false;
 }
 
 uint32_t peer_keys_follow(struct peer_keys *table, const struct node_config *cfg, const uint32_t *ids,
@@ -44,7 +45,8 @@ uint32_t peer_keys_follow(struct peer_keys *table, const struct node_config *cfg
 		if (listed) {
 			table[k].seen = true;
 		} else if (table[k].seen && table[k].keyed) {
-			peer_keys_revoke(&table[k]);
+			table[k].keyed = false;
+			table[k].removed = true;
 			revoked++;
 		}
 	}

@@ -24,7 +24,9 @@
 struct peer_keys {
 	struct auth_key tx; /* seals what we send to it */
 	struct auth_key rx; /* opens what it sends to us */
-	bool keyed;         /* tx and rx hold its pair's keys */
+	bool keyed;         /* a member: tx and rx hold its pair's keys */
+	bool removed;       /* revoked by a committed configuration: tx and rx kept
+			     * only to tell it so (node_peer_rx), nothing else */
 	bool seen;          /* listed by a configuration we applied (or a member line at start) */
 };
 
@@ -39,9 +41,11 @@ int peer_keys_derive(struct peer_keys *pk, const struct node_config *cfg, const 
 void peer_keys_revoke(struct peer_keys *pk);
 
 /* Applies a committed configuration: members listed become seen; members
- * seen before and no longer listed are revoked (this node's own slot is
- * never touched). ids: the configuration's member ids. Returns how many
- * were revoked. */
+ * seen before and no longer listed are revoked: no longer keyed, but
+ * marked removed with their keys kept, so that the node can still answer
+ * a removed member's vote request with the news of its removal (and
+ * nothing else). This node's own slot is never touched. ids: the
+ * configuration's member ids. Returns how many were revoked. */
 uint32_t peer_keys_follow(struct peer_keys *table, const struct node_config *cfg, const uint32_t *ids,
 			  uint32_t id_count);
 
