@@ -7,6 +7,12 @@
 # (heartbeat with a huge commit). The cluster must keep its leader and
 # term, keep serving, apply nothing of it, and count the drops
 # (peer_auth_bad).
+# Then an attacker that holds the third member's key pair (docs/SECURITY.md
+# 3.5: per-node keys) forges the same messages to the leader as the
+# follower: sealed under the third member's own pair key with the leader,
+# from the follower's address (dropped at the MAC, peer_auth_bad) and from
+# the third member's own address (valid MAC, but it may not speak as
+# another member: peer_dropped_node).
 #   itest_peer_forge.sh <build dir> <source dir> [--set KEY=VALUE]
 # (`--set peer_auth=off` shows the attack working: the test then fails.)
 set -eu
@@ -48,6 +54,31 @@ echo "itest: peer_auth_bad leader $bad_l -> $got_l, follower $bad_f -> $got_f"
 fails=0
 [ "$got_l" -ge $want_l ] || { echo "FAIL: leader counted $((got_l - bad_l)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
 [ "$got_f" -ge $want_f ] || { echo "FAIL: follower counted $((got_f - bad_f)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
+
+# A member's key pair does not make it another member.
+if [ -f "$HASP_CLUSTER_DIR/n1.key" ]; then
+	t=$((6 - l - f))
+	bad_l=$(stats "$l" peer_auth_bad)
+	node_l=$(stats "$l" peer_dropped_node)
+	pub_l=$("$build/tools/hasp-keygen" --public "$HASP_CLUSTER_DIR/n$l.key")
+	seal=("$build/tests/node/peer_seal" "$HASP_CLUSTER_DIR/n$t.key" "$t" "$pub_l")
+	in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" \
+		$forged $rounds "${seal[@]}"
+	in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$t" "$HASP_SUBNET.1$l" 7777 "$f" "$l" \
+		$forged $rounds "${seal[@]}"
+	deadline=$((SECONDS + 20))
+	while [ $SECONDS -lt $deadline ]; do
+		[ "$(stats "$l" peer_auth_bad)" -ge $((bad_l + 3 * rounds)) ] &&
+			[ "$(stats "$l" peer_dropped_node)" -ge $((node_l + 3 * rounds)) ] && break
+		sleep 0.1
+	done
+	got_bad=$(( $(stats "$l" peer_auth_bad) - bad_l )) got_node=$(( $(stats "$l" peer_dropped_node) - node_l ))
+	echo "itest: node $t's key as node $f: leader peer_auth_bad +$got_bad, peer_dropped_node +$got_node"
+	[ $got_bad -ge $((3 * rounds)) ] ||
+		{ echo "FAIL: leader counted $got_bad of $((3 * rounds)) sealed by node $t from node $f's address"; fails=$((fails + 1)); }
+	[ $got_node -ge $((3 * rounds)) ] ||
+		{ echo "FAIL: leader counted $got_node of $((3 * rounds)) from node $t naming node $f"; fails=$((fails + 1)); }
+fi
 
 # Still serving, and no node took the forged term.
 "$hasp" kv put itest/forge after >/dev/null || { echo "FAIL: no service after the forgeries"; fails=$((fails + 1)); }

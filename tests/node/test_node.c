@@ -1203,6 +1203,64 @@ static void test_node_lcore_allocates_nothing_after_start(void **state)
 	sim_destroy(s);
 }
 
+/* Member lines carry public keys (docs/SECURITY.md 3.5): hostile ones are
+ * refused with the field named, and nothing is added. */
+static void test_node_config_member_public_keys(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[512], line[192], hex1[AUTH_PUBLIC_HEX_SIZE], hex2[AUTH_PUBLIC_HEX_SIZE];
+	sim_pub_hex(1, hex1);
+	sim_pub_hex(2, hex2);
+	node_config_default(&c);
+	snprintf(line, sizeof(line), "1,10.1.0.1,7001,7000,%s", hex1);
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), 0);
+	assert_true(c.members[0].has_pub);
+	static const char *const bad[] = {
+		"2,10.1.0.2,7001,7000,xyz",                                     /* not hex */
+		"2,10.1.0.2,7001,7000,0123",                                    /* short */
+		"2,10.1.0.2,7001,7000,0000000000000000000000000000000000000000000000000000000000000000",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(node_config_set(&c, "member", bad[i], err, sizeof(err)), -HASP_ECONFIG);
+		assert_non_null(strstr(err, "public key is not 64 hex digits"));
+	}
+	snprintf(line, sizeof(line), "2,10.1.0.2,7001,7000,%s0", hex2); /* 65 digits */
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), -HASP_ECONFIG);
+	snprintf(line, sizeof(line), "2,10.1.0.2,7001,7000,%s", hex1); /* node 1's key */
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "nodes 1 and 2 have the same public key"));
+	assert_int_equal(c.member_count, 1);
+	/* The cluster key of earlier versions is refused, naming the new key. */
+	assert_int_equal(node_config_set(&c, "peer_key_file", "/etc/hasp/cluster.key", err, sizeof(err)),
+			 -HASP_ECONFIG);
+	assert_non_null(strstr(err, "node_key_file"));
+	/* The whole configuration: a member without a key, and this node's
+	 * key pair not the one of its member line, are refused. */
+	snprintf(line, sizeof(line), "2,10.1.0.2,7001,7000,%s", hex2);
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), 0);
+	static const char *const kv[][2] = { { "node_id", "1" }, { "cluster_id", "5" }, { "ip", "10.1.0.1/24" },
+					     { "mac", "02:00:00:00:00:01" }, { "data_dir", "/tmp/x" },
+					     { "eal", "-l 0" }, { "client_auth", "off" } };
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		assert_int_equal(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)), 0);
+	sim_node_secret(1, &c.node_key);
+	assert_int_equal(auth_public_key(&c.node_key, c.node_pub), 0);
+	c.node_key_loaded = true;
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), 0);
+	sim_node_secret(2, &c.node_key);
+	assert_int_equal(auth_public_key(&c.node_key, c.node_pub), 0);
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "node 1's public key is not node_key_file's"));
+	sim_node_secret(1, &c.node_key);
+	assert_int_equal(auth_public_key(&c.node_key, c.node_pub), 0);
+	assert_int_equal(node_config_set(&c, "member", "3,10.1.0.3,7001,7000", err, sizeof(err)), 0);
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "node 3 has no public key"));
+	assert_int_equal(node_config_set(&c, "peer_auth", "off", err, sizeof(err)), 0);
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), 0);
+}
+
 static void test_node_config_names_the_bad_field(void **state)
 {
 	(void)state;
@@ -1678,6 +1736,7 @@ int main(void)
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_snapshot_install_forgets_ended_sessions),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
+		cmocka_unit_test(test_node_config_member_public_keys),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
 		cmocka_unit_test(test_node_client_auth_acts_only_on_verified_datagrams),
