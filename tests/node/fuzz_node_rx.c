@@ -11,8 +11,9 @@
  * sends what a client would refuse).
  *
  * Peer authentication is on: raft-port bytes of a record whose kind has
- * bit 1 set (3, 7, ...) are first sealed with the cluster key (a fresh
- * counter each), so the fuzzer reaches the raft decoder and raft; the
+ * bit 1 set (3, 7, ...) are first sealed with node 2's pair key (a fresh
+ * counter each; node 2 at 10.0.0.2 is known, not a configuration member),
+ * so the fuzzer reaches the raft decoder and raft; the
  * other raft-port records test the MAC check itself.
  *
  * Built a second time as fuzz_node_rx_auth (FUZZ_CLIENT_AUTH): the node

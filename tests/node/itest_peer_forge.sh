@@ -60,19 +60,10 @@ if [ -f "$HASP_CLUSTER_DIR/n1.key" ]; then
 	t=$((6 - l - f))
 	bad_l=$(stats "$l" peer_auth_bad)
 	node_l=$(stats "$l" peer_dropped_node)
-	pub_l=$("$build/tools/hasp-keygen" --public "$HASP_CLUSTER_DIR/n$l.key")
-	seal=("$build/tests/node/peer_seal" "$HASP_CLUSTER_DIR/n$t.key" "$t" "$pub_l")
-	in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$f" "$HASP_SUBNET.1$l" 7777 "$f" "$l" \
-		$forged $rounds "${seal[@]}"
-	in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$t" "$HASP_SUBNET.1$l" 7777 "$f" "$l" \
-		$forged $rounds "${seal[@]}"
-	deadline=$((SECONDS + 20))
-	while [ $SECONDS -lt $deadline ]; do
-		[ "$(stats "$l" peer_auth_bad)" -ge $((bad_l + 3 * rounds)) ] &&
-			[ "$(stats "$l" peer_dropped_node)" -ge $((node_l + 3 * rounds)) ] && break
-		sleep 0.1
-	done
-	got_bad=$(( $(stats "$l" peer_auth_bad) - bad_l )) got_node=$(( $(stats "$l" peer_dropped_node) - node_l ))
+	forge_sealed "$t" "$l" "$f" "$f" $forged $rounds
+	forge_sealed "$t" "$l" "$t" "$f" $forged $rounds
+	got_bad=$(( $(wait_counter "$l" peer_auth_bad $((bad_l + 3 * rounds))) - bad_l ))
+	got_node=$(( $(wait_counter "$l" peer_dropped_node $((node_l + 3 * rounds))) - node_l ))
 	echo "itest: node $t's key as node $f: leader peer_auth_bad +$got_bad, peer_dropped_node +$got_node"
 	[ $got_bad -ge $((3 * rounds)) ] ||
 		{ echo "FAIL: leader counted $got_bad of $((3 * rounds)) sealed by node $t from node $f's address"; fails=$((fails + 1)); }

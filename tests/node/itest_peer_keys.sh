@@ -12,17 +12,11 @@
 #   itest_peer_keys.sh <build dir> <source dir>
 set -eu
 build=$1 src=$2
-shift 2
 . "$src/tests/node/itest_lib.sh"
 
-ctl="$build/control/haspctl"
-
-line=$("$cluster" up -n 3 | tail -1)
-export "${line?}"
-echo "itest: $line"
-"$hasp" kv put itest/keys/before v >/dev/null
-
 # 1. A new member, its own keys, through members add.
+export "$("$cluster" up -n 3 | tail -1)"
+"$hasp" kv put itest/keys/before v >/dev/null
 "$cluster" join 4
 grep -q "^member = 4,.*,[0-9a-f]\{64\}$" "$HASP_CLUSTER_DIR/n1.conf" &&
 	fail "node 1's config lists node 4: the key must come from members add"
@@ -41,7 +35,7 @@ echo "itest: node 4 joined with its own key pair and applied up to $want"
 promoted=0
 for _ in $(seq 1 60); do
 	l=$("$cluster" leader)
-	out=$("$ctl" --socket "$(node_sock "$l")" members promote 4 2>&1) && { promoted=1; break; }
+	out=$("$build/control/haspctl" --socket "$(node_sock "$l")" members promote 4 2>&1) && { promoted=1; break; }
 	sleep 0.5
 done
 [ $promoted -eq 1 ] || fail "members promote 4: $out"
@@ -56,15 +50,7 @@ r=$((l % 3 + 1))
 echo "itest: leader=$l, removing node $r"
 "$cluster" stop "$r"
 declare -A bad
-removed=0
-for _ in $(seq 1 50); do
-	"$ctl" --socket "$(node_sock "$l")" members remove "$r" >/dev/null 2>&1 || true
-	"$ctl" --json --socket "$(node_sock "$l")" status |
-		python3 -c "import json,sys; ids=[m['id'] for m in json.load(sys.stdin)['result']['members']]; sys.exit(int(sys.argv[1]) in ids)" "$r" &&
-		{ removed=1; break; }
-	sleep 0.2
-done
-[ $removed -eq 1 ] || fail "members remove $r did not take"
+remove_member "$l" "$r"
 term=$(stats "$l" term)
 revoked=0
 for _ in $(seq 1 150); do
@@ -82,12 +68,7 @@ for i in 1 2 3 4; do [ "$i" = "$r" ] || bad[$i]=$(stats "$i" peer_auth_bad); don
 # The removed process, with its own keys: every datagram it sends is
 # dropped and counted; only the news of its removal reaches it.
 "$cluster" start "$r"
-said=0
-for _ in $(seq 1 150); do
-	[ "$(node_field "$r" role)" = removed ] && { said=1; break; }
-	sleep 0.2
-done
-[ $said -eq 1 ] || fail "node $r says '$(node_field "$r" role)', not removed"
+wait_role "$r" removed
 rose=0
 for i in "${!bad[@]}"; do
 	[ "$(stats "$i" peer_auth_bad)" -gt "${bad[$i]}" ] && rose=$((rose + 1))
@@ -102,16 +83,10 @@ f=""
 for i in "${!bad[@]}"; do [ "$i" = "$l" ] || { f=$i; break; }; done
 forged=$((term + 1000)) rounds=20
 before=$(stats "$f" peer_auth_bad)
-pub_f=$("$build/tools/hasp-keygen" --public "$HASP_CLUSTER_DIR/n$f.key")
-seal=("$build/tests/node/peer_seal" "$HASP_CLUSTER_DIR/n$r.key" "$r" "$pub_f")
-in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$r" "$HASP_SUBNET.1$f" 7777 "$r" "$f" \
-	$forged $rounds "${seal[@]}"
-in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$l" "$HASP_SUBNET.1$f" 7777 "$l" "$f" \
-	$forged $rounds "${seal[@]}"
+forge_sealed "$r" "$f" "$r" "$r" $forged $rounds
+forge_sealed "$r" "$f" "$l" "$l" $forged $rounds
 want=$((before + 6 * rounds))
-deadline=$((SECONDS + 20))
-while [ $SECONDS -lt $deadline ] && [ "$(stats "$f" peer_auth_bad)" -lt $want ]; do sleep 0.1; done
-got=$(stats "$f" peer_auth_bad)
+got=$(wait_counter "$f" peer_auth_bad $want)
 echo "itest: node $f peer_auth_bad $before -> $got (forged with node $r's key: $((6 * rounds)))"
 [ "$got" -ge $want ] || fail "node $f counted $((got - before)) of $((6 * rounds)) forged datagrams"
 
