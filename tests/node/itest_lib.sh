@@ -79,15 +79,17 @@ stats() {
 }
 
 # remove_member <leader> <id>: `members remove <id>` on the leader until its
-# configuration no longer lists the node (bounded: 50 tries).
+# configuration no longer lists the node (bounded: 50 tries; a leader
+# change on a loaded machine moves the next try to the new leader).
 remove_member() {
-	local _
+	local _ l=$1
 	for _ in $(seq 1 50); do
-		"$build/control/haspctl" --socket "$(node_sock "$1")" members remove "$2" >/dev/null 2>&1 || true
-		"$build/control/haspctl" --json --socket "$(node_sock "$1")" status |
+		"$build/control/haspctl" --socket "$(node_sock "$l")" members remove "$2" >/dev/null 2>&1 || true
+		"$build/control/haspctl" --json --socket "$(node_sock "$l")" status |
 			python3 -c "import json,sys; ids=[m['id'] for m in json.load(sys.stdin)['result']['members']]; sys.exit(int(sys.argv[1]) in ids)" "$2" &&
 			return 0
 		sleep 0.2
+		l=$("$cluster" leader)
 	done
 	fail "members remove $2 did not take"
 }
