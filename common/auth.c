@@ -61,6 +61,59 @@ void auth_key_wipe(struct auth_key *key)
 	sodium_memzero(key->bytes, sizeof(key->bytes));
 }
 
+static_assert(AUTH_PUBLIC_SIZE == crypto_kx_PUBLICKEYBYTES, "a public key is an X25519 point");
+static_assert(AUTH_KEY_SIZE == crypto_kx_SECRETKEYBYTES, "a key file holds an X25519 secret");
+static_assert(AUTH_KEY_SIZE == crypto_kx_SESSIONKEYBYTES, "a crypto_kx session key is a MAC key");
+
+int auth_public_key(const struct auth_key *secret, uint8_t pub[AUTH_PUBLIC_SIZE])
+{
+	HASP_ASSERT(secret != NULL && pub != NULL);
+	if (crypto_scalarmult_base(pub, secret->bytes) != 0 || sodium_is_zero(pub, AUTH_PUBLIC_SIZE)) {
+		sodium_memzero(pub, AUTH_PUBLIC_SIZE);
+		return -HASP_EINVAL;
+	}
+	return 0;
+}
+
+int auth_public_parse(const char *text, uint8_t pub[AUTH_PUBLIC_SIZE])
+{
+	size_t bin_size = 0;
+	const char *end = NULL;
+
+	HASP_ASSERT(text != NULL && pub != NULL);
+	if (strlen(text) != AUTH_PUBLIC_SIZE * 2u ||
+	    sodium_hex2bin(pub, AUTH_PUBLIC_SIZE, text, AUTH_PUBLIC_SIZE * 2u, NULL, &bin_size, &end) != 0 ||
+	    bin_size != AUTH_PUBLIC_SIZE || end != text + AUTH_PUBLIC_SIZE * 2u ||
+	    sodium_is_zero(pub, AUTH_PUBLIC_SIZE)) {
+		memset(pub, 0, AUTH_PUBLIC_SIZE);
+		return -HASP_EINVAL;
+	}
+	return 0;
+}
+
+void auth_public_format(const uint8_t pub[AUTH_PUBLIC_SIZE], char text[AUTH_PUBLIC_HEX_SIZE])
+{
+	HASP_ASSERT(pub != NULL && text != NULL);
+	sodium_bin2hex(text, AUTH_PUBLIC_HEX_SIZE, pub, AUTH_PUBLIC_SIZE);
+}
+
+int auth_pair_keys(uint32_t self_id, const struct auth_key *self_secret, const uint8_t self_pub[AUTH_PUBLIC_SIZE],
+		   uint32_t peer_id, const uint8_t peer_pub[AUTH_PUBLIC_SIZE], struct auth_key *tx,
+		   struct auth_key *rx)
+{
+	HASP_ASSERT(self_secret != NULL && self_pub != NULL && peer_pub != NULL && tx != NULL && rx != NULL);
+	int rc = self_id == peer_id ? -1
+		 : self_id < peer_id
+			 ? crypto_kx_client_session_keys(rx->bytes, tx->bytes, self_pub, self_secret->bytes, peer_pub)
+			 : crypto_kx_server_session_keys(rx->bytes, tx->bytes, self_pub, self_secret->bytes, peer_pub);
+	if (rc != 0) {
+		auth_key_wipe(tx);
+		auth_key_wipe(rx);
+		return -HASP_EINVAL;
+	}
+	return 0;
+}
+
 int auth_key_load(const char *path, struct auth_key *key)
 {
 	char text[AUTH_KEY_FILE_SIZE + 1]; /* one more byte shows a longer file */

@@ -56,4 +56,34 @@ int auth_key_save(const char *path, const struct auth_key *key) __attribute__((w
 /* Zeroes key in a way the compiler cannot drop. */
 void auth_key_wipe(struct auth_key *key);
 
+/*
+ * Per-node static key pairs (docs/SECURITY.md 3.5). A node's secret key is
+ * an ordinary key file: any 32 random bytes are an X25519 secret key.
+ */
+#define AUTH_PUBLIC_SIZE 32u
+#define AUTH_PUBLIC_HEX_SIZE (AUTH_PUBLIC_SIZE * 2u + 1u) /* with the NUL */
+
+/* The X25519 public key of secret (crypto_scalarmult_base). Returns 0, or
+ * -HASP_EINVAL for a secret whose public key would be all zero. */
+int auth_public_key(const struct auth_key *secret, uint8_t pub[AUTH_PUBLIC_SIZE])
+	__attribute__((warn_unused_result));
+
+/* Parses exactly 64 hex digits (text is NUL-terminated) into pub. Returns
+ * 0 or -HASP_EINVAL (wrong length, not hex, or the all-zero key). */
+int auth_public_parse(const char *text, uint8_t pub[AUTH_PUBLIC_SIZE]) __attribute__((warn_unused_result));
+
+/* Writes pub as 64 lowercase hex digits and a NUL into text. */
+void auth_public_format(const uint8_t pub[AUTH_PUBLIC_SIZE], char text[AUTH_PUBLIC_HEX_SIZE]);
+
+/* The two directional MAC keys a node shares with one peer, from libsodium's
+ * crypto_kx (X25519 then BLAKE2b-512 over the shared point and both public
+ * keys): tx for what self sends to the peer, rx for what it receives from
+ * it. The node with the smaller id plays crypto_kx's client, so both ends
+ * compute the same two keys, crossed. Returns 0, or -HASP_EINVAL when the
+ * peer's public key is unusable (a low-order point) or the ids are equal;
+ * tx and rx are then zero. Computed once per peer, never per datagram. */
+int auth_pair_keys(uint32_t self_id, const struct auth_key *self_secret, const uint8_t self_pub[AUTH_PUBLIC_SIZE],
+		   uint32_t peer_id, const uint8_t peer_pub[AUTH_PUBLIC_SIZE], struct auth_key *tx,
+		   struct auth_key *rx) __attribute__((warn_unused_result));
+
 #endif

@@ -58,7 +58,7 @@ static const char usage_text[] =
 	"  status            [--cluster]  node state; --cluster asks every node in --nodes\n"
 	"  health            exit 0 healthy, 5 unhealthy, 6 degraded\n"
 	"  members list      every member's id, role and addresses\n"
-	"  members add       <id> <ip> <peer-port> <client-port>  (joins as a learner)\n"
+	"  members add       <id> <ip> <peer-port> <client-port> <public-key>  (joins as a learner)\n"
 	"  members promote   <id>\n"
 	"  members remove    <id>\n"
 	"  leader transfer   <id>\n"
@@ -100,10 +100,11 @@ static const struct cmd_help cmd_helps[] = {
 	{ "health", "health", "Exit 0 healthy, 5 unhealthy, 6 degraded; one line saying why.\n" },
 	{ "members", "members list|add|promote|remove ...", "Cluster membership (see each subcommand).\n" },
 	{ "members list", "members list", "The configuration: every member's id, role and addresses.\n" },
-	{ "members add", "members add <id> <ip> <peer-port> <client-port>",
+	{ "members add", "members add <id> <ip> <peer-port> <client-port> <public-key>",
 	  "Adds a node as a learner (runs on the leader; every node in --nodes learns the\n"
-	  "address first). Refused: already a member, configuration full (7 members),\n"
-	  "another change not committed yet.\n" },
+	  "address and the node's public key first: hasp-keygen --public KEYFILE prints it;\n"
+	  "the key may be left out only with peer_auth = off). Refused: already a member,\n"
+	  "configuration full (7 members), another change not committed yet.\n" },
 	{ "members promote", "members promote <id>",
 	  "Makes a caught-up learner a voter (leader). Refused: no such member, already a\n"
 	  "voter, not caught up yet (retry).\n" },
@@ -958,13 +959,13 @@ static int cmd_members(struct ctl *c, int argc, char **argv)
 	if (strcmp(argv[0], "list") == 0)
 		return cmd_words(c, "members.list", argc - 1, argv + 1, 0, false);
 	if (strcmp(argv[0], "add") == 0) {
-		if (argc != 5)
-			return usage(c, "members add <id> <ip> <peer-port> <client-port>");
+		if (argc != 5 && argc != 6)
+			return usage(c, "members add <id> <ip> <peer-port> <client-port> <public-key>");
 		/* Every node must know the new member's address before any of
 		 * them may lead it (a configuration entry carries only ids):
 		 * tell each node in --nodes first, then ask the leader. */
 		char line[512];
-		if (!line_build(line, sizeof(line), "members.address", 4, argv + 1))
+		if (!line_build(line, sizeof(line), "members.address", argc - 1, argv + 1))
 			return usage(c, "arguments must be non-empty and without spaces");
 		for (uint32_t i = 0; i < c->node_count; i++) {
 			struct reply r;
@@ -974,7 +975,7 @@ static int cmd_members(struct ctl *c, int argc, char **argv)
 				fprintf(c->err, "haspctl: node %u: %s: %s\n", c->nodes[i].id, r.error, r.message);
 			reply_free(&r);
 		}
-		return cmd_words(c, "members.add", argc - 1, argv + 1, 4, true);
+		return cmd_words(c, "members.add", argc - 1, argv + 1, argc - 1, true);
 	}
 	if (strcmp(argv[0], "remove") == 0)
 		return cmd_words(c, "members.remove", argc - 1, argv + 1, 1, true);

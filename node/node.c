@@ -302,14 +302,20 @@ static void send_msgs(struct node *n, const struct raft_msg *msgs, uint32_t coun
 			n->stats.peer_tx_errors++;
 			continue;
 		}
+		uint32_t k = (uint32_t)(m - n->cfg.members);
 		size_t sealed = (size_t)size;
-		if (n->cfg.peer_auth)
-			sealed = peer_auth_seal(&n->cfg.peer_key, &n->peer_auth_tx, n->tx, (size_t)size,
+		if (n->cfg.peer_auth) {
+			/* A removed member gets nothing but the news of its
+			 * removal (raft's answer to its vote request). */
+			const struct peer_keys *pk = &n->peer_keys[k];
+			if (!pk->keyed && !(pk->removed && msgs[i].not_member))
+				continue;
+			sealed = peer_auth_seal(&n->peer_keys[k].tx, &n->peer_auth_tx, n->tx, (size_t)size,
 						sizeof(n->tx));
+		}
 		HASP_ASSERT(sealed >= (size_t)size);
 		node_send(n, m->ip, m->peer_port, n->self->peer_port, n->tx, sealed);
 		n->stats.peer_tx++;
-		uint32_t k = (uint32_t)(m - n->cfg.members);
 		if (msgs[i].type == RAFT_MSG_APPEND && msgs[i].entry_count == 0 && n->peer_probe_ns[k] == 0)
 			n->peer_probe_ns[k] = n->now_ns;
 	}
@@ -340,6 +346,33 @@ static void apply_entries(struct node *n, const struct raft_entry *e, uint32_t c
 		    res.reply.status == HASP_STATUS_OK && res.reply.reason != LOCKS_REASON_NOT_DUE)
 			notify_session_end(n, cmd.session_id);
 	}
+}
+
+/* A committed configuration that no longer lists a member revokes its pair
+ * keys (docs/SECURITY.md 3.5): from here on its datagrams, whatever address
+ * they come from, fail their MAC. Only committed ones: an uncommitted
+ * configuration may still be replaced. Raft appends a configuration only
+ * after the previous one committed, so the latest one is the one to follow
+ * once it commits. */
+static void follow_peer_keys(struct node *n)
+{
+	const struct raft *r = &n->raft;
+	if (r->conf_index == 0 || r->conf_index > r->commit || r->conf_index == n->peer_keys_conf_index)
+		return;
+	n->peer_keys_conf_index = r->conf_index;
+	uint32_t ids[RAFT_CONF_MEMBERS_MAX];
+	for (uint32_t i = 0; i < r->conf.count; i++)
+		ids[i] = r->conf.members[i].id;
+	uint32_t before = n->cfg.member_count;
+	uint32_t revoked = peer_keys_follow(n->peer_keys, &n->cfg, ids, r->conf.count);
+	HASP_ASSERT(before == n->cfg.member_count);
+	if (revoked == 0)
+		return;
+	n->stats.peer_keys_revoked += revoked;
+	for (uint32_t k = 0; k < n->cfg.member_count; k++)
+		if (n->peer_keys[k].seen && !n->peer_keys[k].keyed && n->cfg.members[k].id != n->cfg.node_id)
+			LOG_INFO(node, "peer keys revoked node=%u index=%llu (no longer a member)",
+				 n->cfg.members[k].id, (unsigned long long)r->conf_index);
 }
 
 /*
@@ -415,6 +448,8 @@ static void node_update(struct node *n)
 	}
 	if (n->applied > 0)
 		(void)dispatch_serve_reads(n);
+	if (n->cfg.peer_auth)
+		follow_peer_keys(n);
 	if (raft_removed(&n->raft) != n->removed) {
 		n->removed = !n->removed;
 		if (n->removed && n->raft.removal_notice_index > n->raft.conf_index)
@@ -597,7 +632,7 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	n->self = node_config_self(&n->cfg);
 	if (n->cfg.peer_auth) {
 		if (auth_init() != 0) {
-			snprintf(err, err_size, "peer_key_file: libsodium failed to initialise");
+			snprintf(err, err_size, "node_key_file: libsodium failed to initialise");
 			return -HASP_ESYS;
 		}
 		/* The epoch orders this process's datagrams after those of every
@@ -605,6 +640,19 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 		n->peer_auth_tx.epoch = clock_realtime_ns();
 		HASP_ASSERT(n->peer_auth_tx.epoch != 0);
 		n->peer_auth_tx.counter = 0;
+		/* Pair keys, once per member (docs/SECURITY.md 3.5); the member
+		 * lines are the members this node knows at start. */
+		for (uint32_t k = 0; k < n->cfg.member_count; k++) {
+			const struct node_member *m = &n->cfg.members[k];
+			if (m->id == n->cfg.node_id)
+				continue;
+			if (peer_keys_derive(&n->peer_keys[k], &n->cfg, m) != 0) {
+				snprintf(err, err_size, "member: node %u's public key is not usable (a low-order point)",
+					 m->id);
+				return -HASP_ECONFIG;
+			}
+			n->peer_keys[k].seen = true;
+		}
 	}
 
 	raft_config_default(&rcfg, cfg->cluster_id, cfg->node_id);
@@ -770,7 +818,9 @@ void node_deinit(struct node *n)
 	if (n->sm.locks != NULL || n->sm.sessions != NULL)
 		locks_deinit(&n->sm);
 	raft_deinit(&n->raft);
-	auth_key_wipe(&n->cfg.peer_key);
+	auth_key_wipe(&n->cfg.node_key);
+	for (uint32_t k = 0; k < NODE_MEMBERS_MAX; k++)
+		peer_keys_revoke(&n->peer_keys[k]);
 }
 
 /* ---- datagrams ---- */
@@ -785,6 +835,32 @@ void node_client_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t s
 	dispatch_request(n, src_ip, src_port, payload, size);
 }
 
+/* A datagram authentic under the revoked keys of a removed member: a vote
+ * request (with a valid window) goes to raft, which does not count the
+ * sender as a member and answers with a not_member notice (docs/RAFT.md,
+ * issue 11 item 6), so that a member removed while it was down learns it
+ * and stops campaigning. Nothing else of it reaches raft; the notice is no
+ * larger than the request. */
+static void removed_vote_request(struct node *n, const struct node_member *from,
+				 const struct peer_auth_tag *tag, const uint8_t *payload, size_t size)
+{
+	struct raft_msg m;
+	if (msg_codec_decode(&m, n->rx_entries, n->rx_entries_max, payload, size) != 0 ||
+	    (m.type != RAFT_MSG_VOTE && m.type != RAFT_MSG_PRE_VOTE) || m.from != from->id ||
+	    m.to != n->cfg.node_id || m.cluster_id != n->cfg.cluster_id)
+		return;
+	for (uint32_t i = 0; i < n->raft.conf.count; i++)
+		if (n->raft.conf.members[i].id == m.from)
+			return; /* a member again (by an entry we hold): not with old keys */
+	uint32_t k = (uint32_t)(from - n->cfg.members);
+	if (!peer_auth_window_accept(&n->peer_auth_rx[k], m.from, tag)) {
+		n->stats.peer_auth_replayed++;
+		return;
+	}
+	struct raft_event ev = { .type = RAFT_EVENT_RECEIVE, .msg = &m };
+	node_step(n, &ev);
+}
+
 void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src_port,
 		  const uint8_t *payload, size_t size)
 {
@@ -797,14 +873,28 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 	n->stats.peer_rx++;
 	if (n->stopping || n->failed)
 		return;
-	/* The MAC first (docs/SECURITY.md): the source address and the
+	/* The MAC first (docs/SECURITY.md 3.2): the source address and the
 	 * cluster id are no proof of anything, and nothing unauthenticated
-	 * may reach the decoder, the RTT probe or raft. */
+	 * may reach the decoder, the RTT probe or raft. The source address
+	 * only picks the key to try: the pair key of the member it names
+	 * (members' addresses are distinct), so a datagram sealed by any
+	 * other node, or by a revoked member, fails here. */
 	struct peer_auth_tag tag = { 0 };
+	const struct node_member *claimed = NULL;
 	if (n->cfg.peer_auth) {
-		long msg_size = peer_auth_open(&n->cfg.peer_key, payload, size, &tag);
-		if (msg_size < 0) {
+		claimed = node_config_member_by_ip(&n->cfg, src_ip);
+		const struct peer_keys *pk =
+			claimed != NULL ? &n->peer_keys[claimed - n->cfg.members] : NULL;
+		long msg_size = pk != NULL && (pk->keyed || pk->removed) ? peer_auth_open(&pk->rx, payload, size, &tag)
+									  : -1;
+		if (msg_size < 0 || !pk->keyed) {
+			/* No MAC of the address's member; or a member removed
+			 * by a committed configuration, whose datagrams count
+			 * as bad too: only its vote requests go on, for raft
+			 * to tell it that it was removed (removed_vote_request). */
 			n->stats.peer_auth_bad++;
+			if (msg_size >= 0)
+				removed_vote_request(n, claimed, &tag, payload, (size_t)msg_size);
 			return;
 		}
 		size = (size_t)msg_size;
@@ -820,7 +910,8 @@ void node_peer_rx(struct node *n, uint64_t now_ns, uint32_t src_ip, uint16_t src
 		return;
 	}
 	const struct node_member *from = node_config_member(&n->cfg, m.from);
-	if (m.to != n->cfg.node_id || from == NULL || from->ip != src_ip || m.from == n->cfg.node_id) {
+	if (m.to != n->cfg.node_id || from == NULL || from->ip != src_ip || m.from == n->cfg.node_id ||
+	    (claimed != NULL && from != claimed)) {
 		n->stats.peer_dropped_node++;
 		return;
 	}

@@ -30,6 +30,7 @@
 #include "node/client_auth.h"
 #include "node/node_hist.h"
 #include "node/peer_auth.h"
+#include "node/peer_keys.h"
 #include "node/snap_fork.h"
 #include "node/watch_index.h"
 #include "hasp/wire.h"
@@ -78,7 +79,9 @@ struct node_stats {
 	uint64_t ticks_proposed;
 	uint64_t expiries_proposed;    /* LEASE_EXPIRE + SESSION_EXPIRE */
 	uint64_t peer_rx;
-	uint64_t peer_auth_bad;        /* no valid MAC under the cluster key (forged, damaged, short) */
+	uint64_t peer_auth_bad;        /* no valid MAC under the sender's pair key (forged, damaged, short,
+					* unknown or revoked sender address) */
+	uint64_t peer_keys_revoked;    /* members whose pair keys a committed configuration revoked */
 	uint64_t peer_auth_replayed;   /* valid MAC, (epoch, counter) already seen or too old */
 	uint64_t peer_bad;             /* refused by the raft message decoder */
 	uint64_t peer_dropped_cluster; /* another cluster id */
@@ -308,6 +311,10 @@ struct node {
 	 * hands). */
 	struct peer_auth_tx peer_auth_tx;
 	struct peer_auth_window peer_auth_rx[NODE_MEMBERS_MAX];
+	/* The pair keys of each member, same index (node/peer_keys.h), and
+	 * the configuration index they last followed. */
+	struct peer_keys peer_keys[NODE_MEMBERS_MAX];
+	uint64_t peer_keys_conf_index;
 
 	/* Client identities and session keys (client_auth = on). */
 	struct client_auth client_auth;

@@ -200,14 +200,30 @@ static bool conf_change(struct node_admin *na, struct control_request *req, uint
  * request on bad arguments or a conflicting address. */
 static bool member_address(struct node_admin *na, struct control_request *req, uint32_t *id_out)
 {
-	struct node_config *cfg = &na->n->cfg;
+	struct node *n = na->n;
+	struct node_config *cfg = &n->cfg;
 	uint64_t id, peer, client;
 	uint32_t ip;
-	if (req->argc != 4 || !control_arg_u64(req, 0, "id", &id) ||
+	uint8_t pub[AUTH_PUBLIC_SIZE] = { 0 };
+	if ((req->argc != 4 && req->argc != 5) || !control_arg_u64(req, 0, "id", &id) ||
 	    !control_arg_u64(req, 2, "peer_port", &peer) || !control_arg_u64(req, 3, "client_port", &client)) {
 		if (req->error == 0)
-			control_request_fail(req, -HASP_EINVAL, "usage: %s <id> <ip> <peer_port> <client_port>",
-					     req->name);
+			control_request_fail(req, -HASP_EINVAL,
+					     "usage: %s <id> <ip> <peer_port> <client_port> <public_key>", req->name);
+		return false;
+	}
+	/* The new member's public key (docs/SECURITY.md 3.5): needed with
+	 * peer_auth = on, as on a member line. */
+	bool has_pub = req->argc == 5;
+	if (has_pub && auth_public_parse(req->argv[4], pub) != 0) {
+		control_request_fail(req, -HASP_EINVAL,
+				     "public_key: not 64 hex digits of a usable key (hasp-keygen --public KEYFILE)");
+		return false;
+	}
+	if (cfg->peer_auth && !has_pub) {
+		control_request_fail(req, -HASP_EINVAL,
+				     "public_key: missing (peer_auth is on: the new member's public key, "
+				     "hasp-keygen --public KEYFILE)");
 		return false;
 	}
 	/* As the config file's member lines: ports 1..65535 and distinct; and
@@ -228,7 +244,20 @@ static bool member_address(struct node_admin *na, struct control_request *req, u
 					     cfg->members[i].id);
 			return false;
 		}
+	for (uint32_t i = 0; has_pub && i < cfg->member_count; i++)
+		if (cfg->members[i].id != id && cfg->members[i].has_pub &&
+		    memcmp(cfg->members[i].pub, pub, AUTH_PUBLIC_SIZE) == 0) {
+			control_request_fail(req, -HASP_EEXIST, "that public key is node %u's", cfg->members[i].id);
+			return false;
+		}
+	if (id == cfg->node_id && has_pub && memcmp(pub, cfg->members[n->self - cfg->members].pub,
+						    AUTH_PUBLIC_SIZE) != 0) {
+		control_request_fail(req, -HASP_EEXIST, "node %llu is this node, known with another key",
+				     (unsigned long long)id);
+		return false;
+	}
 	const struct node_member *m = node_config_member(cfg, (uint32_t)id);
+	uint32_t k;
 	if (m == NULL) {
 		if (cfg->member_count == NODE_MEMBERS_MAX) {
 			control_request_fail(req, -HASP_EFULL,
@@ -236,14 +265,46 @@ static bool member_address(struct node_admin *na, struct control_request *req, u
 					     NODE_MEMBERS_MAX);
 			return false;
 		}
-		cfg->members[cfg->member_count++] = (struct node_member){
-			.id = (uint32_t)id, .ip = ip, .peer_port = (uint16_t)peer, .client_port = (uint16_t)client,
-		};
+		k = cfg->member_count;
 	} else if (m->ip != ip || m->peer_port != peer || m->client_port != client) {
 		control_request_fail(req, -HASP_EEXIST, "node %llu is known with another address",
 				     (unsigned long long)id);
 		return false;
+	} else {
+		k = (uint32_t)(m - cfg->members);
+		/* A member whose keys are in use keeps them: another key for it
+		 * is a conflict, as another address is. A revoked one (removed
+		 * by a committed configuration) may come back with any key. */
+		bool in_use = id == cfg->node_id || n->peer_keys[k].keyed;
+		if (cfg->peer_auth && in_use && memcmp(m->pub, pub, AUTH_PUBLIC_SIZE) != 0) {
+			control_request_fail(req, -HASP_EEXIST, "node %llu is known with another public key",
+					     (unsigned long long)id);
+			return false;
+		}
+		if (in_use || !cfg->peer_auth) {
+			*id_out = (uint32_t)id;
+			return true;
+		}
 	}
+	struct node_member nm = {
+		.id = (uint32_t)id, .ip = ip, .peer_port = (uint16_t)peer, .client_port = (uint16_t)client,
+		.has_pub = has_pub,
+	};
+	memcpy(nm.pub, pub, AUTH_PUBLIC_SIZE);
+	if (cfg->peer_auth) {
+		struct peer_keys pk = { 0 };
+		if (peer_keys_derive(&pk, cfg, &nm) != 0) {
+			control_request_fail(req, -HASP_EINVAL, "public_key: not a usable key (a low-order point)");
+			return false;
+		}
+		/* Not seen yet: the configuration that adds it has not committed
+		 * (a later one that lists it makes it seen). */
+		n->peer_keys[k] = pk;
+		peer_keys_revoke(&pk);
+	}
+	cfg->members[k] = nm;
+	if (k == cfg->member_count)
+		cfg->member_count++;
 	*id_out = (uint32_t)id;
 	return true;
 }
@@ -929,9 +990,9 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	if (rc == 0 && n->cfg.data_dir[0] != '\0')
 		rc = process_metrics_watch_dir(&na->ctl.process, control_metrics(&na->ctl), n->cfg.data_dir);
 	const struct control_command cmds[] = {
-		{ "members.add", "<id> <ip> <peer_port> <client_port>", "add a learner (leader)",
+		{ "members.add", "<id> <ip> <peer_port> <client_port> <public_key>", "add a learner (leader)",
 		  CONTROL_ON_LCORE, cmd_members_add, na },
-		{ "members.address", "<id> <ip> <peer_port> <client_port>",
+		{ "members.address", "<id> <ip> <peer_port> <client_port> <public_key>",
 		  "record a member's address on this node (any node)", CONTROL_ON_LCORE, cmd_members_address, na },
 		{ "members.promote", "<id>", "promote a caught-up learner to voter (leader)", CONTROL_ON_LCORE,
 		  cmd_members_promote, na },

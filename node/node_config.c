@@ -114,11 +114,11 @@ static int parse_ip_prefix(const char *text, uint32_t *ip, uint8_t *prefix_len)
 	return 0;
 }
 
-/* member = id,ip,peer_port,client_port */
+/* member = id,ip,peer_port,client_port[,public_key] */
 static int set_member(struct node_config *cfg, const char *value, char *err, size_t err_size)
 {
-	char buf[128];
-	char *fields[4];
+	char buf[192];
+	char *fields[5];
 	uint32_t n = 0;
 	uint64_t id, pp, cp;
 	uint32_t ip;
@@ -128,14 +128,15 @@ static int set_member(struct node_config *cfg, const char *value, char *err, siz
 	strcpy(buf, value);
 	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
 	     tok = strtok_r(NULL, ",", &save)) {
-		if (n == 4)
-			return fail(err, err_size, "member: '%s' has more than id,ip,peer_port,client_port", value);
+		if (n == 5)
+			return fail(err, err_size, "member: '%s' has more than id,ip,peer_port,client_port,public_key",
+				    value);
 		while (*tok == ' ')
 			tok++;
 		fields[n++] = tok;
 	}
-	if (n != 4)
-		return fail(err, err_size, "member: '%s' is not id,ip,peer_port,client_port", value);
+	if (n < 4)
+		return fail(err, err_size, "member: '%s' is not id,ip,peer_port,client_port,public_key", value);
 	if (!parse_u64(fields[0], 1, UINT32_MAX, &id))
 		return fail(err, err_size, "member: id '%s' is not a number in 1..%u", fields[0], UINT32_MAX);
 	if (ipv4_addr_parse(fields[1], &ip) != 0)
@@ -150,9 +151,23 @@ static int set_member(struct node_config *cfg, const char *value, char *err, siz
 			return fail(err, err_size, "member: node id %llu listed twice", (unsigned long long)id);
 	if (cfg->member_count == NODE_MEMBERS_MAX)
 		return fail(err, err_size, "member: more than %u members", NODE_MEMBERS_MAX);
-	cfg->members[cfg->member_count++] = (struct node_member){
-		.id = (uint32_t)id, .ip = ip, .peer_port = (uint16_t)pp, .client_port = (uint16_t)cp
-	};
+	struct node_member m = { .id = (uint32_t)id, .ip = ip, .peer_port = (uint16_t)pp, .client_port = (uint16_t)cp };
+	if (n == 5) {
+		char *end = fields[4] + strlen(fields[4]);
+		while (end > fields[4] && end[-1] == ' ')
+			*--end = '\0';
+		if (auth_public_parse(fields[4], m.pub) != 0)
+			return fail(err, err_size,
+				    "member: node %llu's public key is not 64 hex digits of a usable key "
+				    "(hasp-keygen --public KEYFILE prints one)",
+				    (unsigned long long)id);
+		for (uint32_t i = 0; i < cfg->member_count; i++)
+			if (cfg->members[i].has_pub && memcmp(cfg->members[i].pub, m.pub, AUTH_PUBLIC_SIZE) == 0)
+				return fail(err, err_size, "member: nodes %u and %llu have the same public key",
+					    cfg->members[i].id, (unsigned long long)id);
+		m.has_pub = true;
+	}
+	cfg->members[cfg->member_count++] = m;
 	return 0;
 }
 
@@ -333,8 +348,15 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 		cfg->peer_auth = value[1] == 'n';
 		return 0;
 	}
+	if (strcmp(k, "node_key_file") == 0)
+		return set_path(k, value, cfg->node_key_file, err, err_size);
 	if (strcmp(k, "peer_key_file") == 0)
-		return set_path(k, value, cfg->peer_key_file, err, err_size);
+		/* The shared cluster key let any member speak as any other;
+		 * refused rather than kept (docs/SECURITY.md 3.5, migration). */
+		return fail(err, err_size,
+			    "peer_key_file: the shared cluster key is no longer used; give this node "
+			    "node_key_file (hasp-keygen FILE) and every member line its public key "
+			    "(hasp-keygen --public FILE), docs/SECURITY.md 3.5");
 	if (strcmp(k, "admin_key_file") == 0)
 		return set_path(k, value, cfg->admin_key_file, err, err_size);
 	if (strcmp(k, "client_auth") == 0) {
@@ -405,6 +427,14 @@ const struct node_member *node_config_member(const struct node_config *cfg, uint
 	return NULL;
 }
 
+const struct node_member *node_config_member_by_ip(const struct node_config *cfg, uint32_t ip)
+{
+	for (uint32_t i = 0; i < cfg->member_count; i++)
+		if (cfg->members[i].ip == ip)
+			return &cfg->members[i];
+	return NULL;
+}
+
 const struct node_member *node_config_self(const struct node_config *cfg)
 {
 	return node_config_member(cfg, cfg->node_id);
@@ -432,10 +462,21 @@ int node_config_check(const struct node_config *cfg, char *err, size_t err_size)
 		return fail(err, err_size, "data_dir: missing");
 	if (cfg->eal_argc < 2)
 		return fail(err, err_size, "eal: missing (the DPDK EAL arguments, or give them after --)");
-	if (cfg->peer_auth && !cfg->peer_key_loaded)
+	if (cfg->peer_auth && !cfg->node_key_loaded)
 		return fail(err, err_size,
-			    "peer_key_file: missing (the cluster key, made by hasp-keygen; "
+			    "node_key_file: missing (this node's secret key, made by hasp-keygen; "
 			    "or peer_auth = off for an insecure test cluster)");
+	for (uint32_t i = 0; cfg->peer_auth && i < cfg->member_count; i++)
+		if (!cfg->members[i].has_pub)
+			return fail(err, err_size,
+				    "member: node %u has no public key (the fifth field, "
+				    "id,ip,peer_port,client_port,public_key; needed with peer_auth = on)",
+				    cfg->members[i].id);
+	if (cfg->peer_auth && memcmp(self->pub, cfg->node_pub, AUTH_PUBLIC_SIZE) != 0)
+		return fail(err, err_size,
+			    "member: node %u's public key is not node_key_file's (hasp-keygen --public "
+			    "FILE prints it)",
+			    cfg->node_id);
 	if (cfg->client_auth && cfg->client_identities_file[0] == '\0')
 		return fail(err, err_size,
 			    "client_identities_file: missing (the clients' identities and keys, "
@@ -465,10 +506,10 @@ static const char usage_text[] =
 	"usage: haspd [--config FILE] [--KEY VALUE ...] [-- EAL arguments]\n"
 	"       haspd --help | --version\n"
 	"  keys (file: 'key = value'; flags: --key value): node_id, cluster_id,\n"
-	"  member (id,ip,peer_port,client_port; repeat), ip (A.B.C.D/LEN), mac,\n"
+	"  member (id,ip,peer_port,client_port,public_key; repeat), ip (A.B.C.D/LEN), mac,\n"
 	"  gateway, port, data_dir, stats_file, admin_socket, admin_addr, admin_key_file,\n"
 	"  join, bootstrap,\n"
-	"  peer_auth (on|off), peer_key_file, client_auth (on|off),\n"
+	"  peer_auth (on|off), node_key_file, client_auth (on|off),\n"
 	"  client_identities_file, session_ttl_max_ms, identity_sessions_max,\n"
 	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
@@ -562,11 +603,18 @@ int node_config_load(struct node_config *cfg, int argc, char **argv, char *err, 
 		}
 		cfg->eal_argv[cfg->eal_argc] = NULL;
 	}
-	if (cfg->peer_auth && cfg->peer_key_file[0] != '\0') {
-		if ((rc = key_file_load("peer_key_file", cfg->peer_key_file, &cfg->peer_key, err,
+	if (cfg->peer_auth && cfg->node_key_file[0] != '\0') {
+		if (auth_init() != 0)
+			return fail(err, err_size, "node_key_file: libsodium failed to initialise");
+		if ((rc = key_file_load("node_key_file", cfg->node_key_file, &cfg->node_key, err,
 					err_size)) != 0)
 			return rc;
-		cfg->peer_key_loaded = true;
+		if (auth_public_key(&cfg->node_key, cfg->node_pub) != 0) {
+			auth_key_wipe(&cfg->node_key);
+			return fail(err, err_size, "node_key_file: %s is not a usable X25519 secret key",
+				    cfg->node_key_file);
+		}
+		cfg->node_key_loaded = true;
 	}
 	if (cfg->admin_key_file[0] != '\0') {
 		if ((rc = key_file_load("admin_key_file", cfg->admin_key_file, &cfg->admin_key, err,

@@ -30,6 +30,10 @@ struct node_member {
 	uint32_t ip;          /* host order */
 	uint16_t peer_port;   /* raft messages */
 	uint16_t client_port; /* client requests */
+	/* Its X25519 public key (docs/SECURITY.md 3.5): the member line's
+	 * fifth field, or `members add`'s. Required with peer_auth = on. */
+	uint8_t pub[AUTH_PUBLIC_SIZE];
+	bool has_pub;
 };
 
 struct node_config {
@@ -67,14 +71,18 @@ struct node_config {
 	 * (otherwise only a directory haspd creates itself, or join = 1). */
 	bool bootstrap;
 
-	/* Peer authentication (docs/SECURITY.md): on unless the operator
-	 * writes `peer_auth = off`. The cluster key is read from
-	 * peer_key_file by node_config_load() (owner-only file, never
-	 * logged); tests may fill peer_key and set peer_key_loaded. */
+	/* Peer authentication (docs/SECURITY.md 3): on unless the operator
+	 * writes `peer_auth = off`. This node's X25519 secret key is read
+	 * from node_key_file by node_config_load() (owner-only file, never
+	 * logged) and its public key computed; tests may fill node_key and
+	 * node_pub and set node_key_loaded. Each member line carries that
+	 * member's public key; the MAC keys of a pair are derived from them
+	 * at start (node/peer_keys.h). */
 	bool peer_auth;
-	char peer_key_file[NODE_PATH_SIZE];
-	struct auth_key peer_key;
-	bool peer_key_loaded;
+	char node_key_file[NODE_PATH_SIZE];
+	struct auth_key node_key;
+	uint8_t node_pub[AUTH_PUBLIC_SIZE];
+	bool node_key_loaded;
 
 	/* Client authentication (docs/SECURITY.md section 4): on unless the
 	 * operator writes `client_auth = off` (wire v1, no identities). The
@@ -149,5 +157,7 @@ int node_config_check(const struct node_config *cfg, char *err, size_t err_size)
 /* This node's entry in the member list (checked to exist). */
 const struct node_member *node_config_self(const struct node_config *cfg);
 const struct node_member *node_config_member(const struct node_config *cfg, uint32_t id);
+/* The member whose address is ip (addresses are distinct), or NULL. */
+const struct node_member *node_config_member_by_ip(const struct node_config *cfg, uint32_t ip);
 
 #endif

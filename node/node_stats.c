@@ -43,6 +43,7 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(peer_rx) \
 	X(peer_auth_bad) \
 	X(peer_auth_replayed) \
+	X(peer_keys_revoked) \
 	X(peer_bad) \
 	X(peer_dropped_cluster) \
 	X(peer_dropped_node) \

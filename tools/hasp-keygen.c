@@ -2,6 +2,7 @@
  * hasp-keygen: writes a new random key file for hasp (docs/SECURITY.md).
  *
  *   hasp-keygen FILE
+ *   hasp-keygen --public FILE
  *   hasp-keygen --identity NAME --identities IDFILE [--allow PERM:PREFIX ...]
  *               [--sessions N] [--release identity|session] FILE
  *
@@ -11,7 +12,10 @@
  * also appended as a client identity line to IDFILE (created 0600 when
  * missing; the node's client_identities_file, format in
  * node/client_auth.h), so FILE becomes that client's key file. The key is
- * never printed. Exit 0 on success, 1 when a file exists, holds the name
+ * never printed. A node's key file (node_key_file) is made the same way;
+ * --public reads an existing one and prints its X25519 public key, 64 hex
+ * digits and a newline, for the node's member line and `haspctl members
+ * add` (docs/SECURITY.md 3.5). The public key is not a secret. Exit 0 on success, 1 when a file exists, holds the name
  * already or cannot be written, 2 on bad usage.
  */
 #include <errno.h>
@@ -31,16 +35,20 @@
 
 static const char usage_text[] =
 	"usage: hasp-keygen FILE\n"
+	"       hasp-keygen --public FILE\n"
 	"       hasp-keygen --identity NAME --identities IDFILE [--allow PERM:PREFIX ...]\n"
 	"                   [--sessions N] [--release identity|session] FILE\n"
 	"  PERM: read, acquire, watch, kv_read, kv_write, all; PREFIX may be empty (every name).\n"
 	"  Writes a new 0600 key file (never overwrites); with --identity also appends\n"
-	"  the client identity to IDFILE (the node's client_identities_file).\n";
+	"  the client identity to IDFILE (the node's client_identities_file).\n"
+	"  --public prints the public key of an existing node key file (node_key_file)\n"
+	"  for the member lines and haspctl members add.\n";
 
 struct args {
 	const char *file, *identity, *identities, *sessions, *release;
 	const char *allow[ALLOW_MAX];
 	int allow_count;
+	bool public_only;
 };
 
 static int usage(const char *why)
@@ -65,7 +73,9 @@ static int parse(int argc, char **argv, struct args *a)
 			     strcmp(w, "--release") == 0;
 		if (takes && i + 1 >= argc)
 			return usage("an option is missing its value");
-		if (strcmp(w, "--identity") == 0)
+		if (strcmp(w, "--public") == 0)
+			a->public_only = true;
+		else if (strcmp(w, "--identity") == 0)
 			a->identity = argv[++i];
 		else if (strcmp(w, "--identities") == 0)
 			a->identities = argv[++i];
@@ -86,6 +96,9 @@ static int parse(int argc, char **argv, struct args *a)
 	}
 	if (a->file == NULL)
 		return usage(NULL);
+	if (a->public_only && (a->identity != NULL || a->identities != NULL || a->allow_count > 0 ||
+			       a->sessions != NULL || a->release != NULL))
+		return usage("--public takes only the key file");
 	if ((a->identity == NULL) != (a->identities == NULL))
 		return usage("--identity and --identities go together");
 	if (a->identity == NULL && (a->allow_count > 0 || a->sessions != NULL || a->release != NULL))
@@ -162,6 +175,31 @@ static int append_identity(const struct args *a, const struct auth_key *key)
 	return 0;
 }
 
+/* --public: the X25519 public key of an existing node key file. */
+static int print_public(const char *file)
+{
+	struct auth_key key;
+	uint8_t pub[AUTH_PUBLIC_SIZE];
+	char text[AUTH_PUBLIC_HEX_SIZE];
+
+	int rc = auth_key_load(file, &key);
+	if (rc != 0) {
+		fprintf(stderr, "hasp-keygen: %s: %s\n", file,
+			rc == -HASP_ECONFIG ? "must be a regular file owned by this user, mode 0600 or 0400"
+					    : hasp_strerror(rc));
+		return 1;
+	}
+	rc = auth_public_key(&key, pub);
+	auth_key_wipe(&key);
+	if (rc != 0) {
+		fprintf(stderr, "hasp-keygen: %s: not a usable X25519 secret key\n", file);
+		return 1;
+	}
+	auth_public_format(pub, text);
+	printf("%s\n", text);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a;
@@ -176,6 +214,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hasp-keygen: libsodium failed to initialise\n");
 		return 1;
 	}
+	if (a.public_only)
+		return print_public(a.file);
 	auth_key_generate(&key);
 	rc = auth_key_save(a.file, &key);
 	if (rc != 0) {

@@ -191,6 +191,77 @@ static void test_auth_key_load_refuses_missing_file_and_directory(void **state)
 	assert_int_equal(auth_key_load(dir, &got), -HASP_ECONFIG);
 }
 
+/* Per-node key pairs (docs/SECURITY.md 3.5): both ends of a pair derive the
+ * same two keys, crossed; a third node's pair keys differ from both. */
+static void test_auth_pair_keys_agree_crossed_and_differ_per_pair(void **state)
+{
+	(void)state;
+	struct auth_key sk[3], tx[3][3], rx[3][3];
+	uint8_t pub[3][AUTH_PUBLIC_SIZE];
+	for (int i = 0; i < 3; i++) {
+		auth_key_generate(&sk[i]);
+		assert_int_equal(auth_public_key(&sk[i], pub[i]), 0);
+	}
+	for (uint32_t a = 0; a < 3; a++)
+		for (uint32_t b = 0; b < 3; b++)
+			if (a != b)
+				assert_int_equal(auth_pair_keys(a + 1, &sk[a], pub[a], b + 1, pub[b], &tx[a][b],
+								&rx[a][b]),
+						 0);
+	/* 1 -> 2 and 2 <- 1 are one key, the other direction another. */
+	assert_memory_equal(tx[0][1].bytes, rx[1][0].bytes, AUTH_KEY_SIZE);
+	assert_memory_equal(rx[0][1].bytes, tx[1][0].bytes, AUTH_KEY_SIZE);
+	assert_memory_not_equal(tx[0][1].bytes, rx[0][1].bytes, AUTH_KEY_SIZE);
+	/* Node 3 holds keys for its own pairs only. */
+	for (uint32_t b = 0; b < 2; b++) {
+		assert_memory_not_equal(tx[2][b].bytes, tx[0][1].bytes, AUTH_KEY_SIZE);
+		assert_memory_not_equal(tx[2][b].bytes, tx[1][0].bytes, AUTH_KEY_SIZE);
+	}
+	assert_memory_not_equal(tx[2][0].bytes, tx[2][1].bytes, AUTH_KEY_SIZE);
+	/* A MAC under 2 -> 1 verifies under 1's rx key from 2, and not under
+	 * the key node 3 shares with node 1. */
+	uint8_t mac[AUTH_MAC_SIZE];
+	auth_mac(&tx[1][0], "raft", 4, mac);
+	assert_true(auth_verify(&rx[0][1], "raft", 4, mac));
+	assert_false(auth_verify(&rx[0][2], "raft", 4, mac));
+	/* The same public key twice (equal ids) is no pair. */
+	assert_int_equal(auth_pair_keys(1, &sk[0], pub[0], 1, pub[1], &tx[0][0], &rx[0][0]), -HASP_EINVAL);
+}
+
+/* Hostile public keys: a low-order point gives no key (and the outputs are
+ * zeroed); bad hex, the wrong length and the all-zero key do not parse. */
+static void test_auth_public_keys_hostile_input_refused(void **state)
+{
+	(void)state;
+	struct auth_key sk, tx, rx;
+	uint8_t pub[AUTH_PUBLIC_SIZE], bad[AUTH_PUBLIC_SIZE] = { 1 }; /* the point of order 1: u = 1 */
+	static const struct auth_key zero;
+	auth_key_generate(&sk);
+	assert_int_equal(auth_public_key(&sk, pub), 0);
+	assert_int_equal(auth_pair_keys(1, &sk, pub, 2, bad, &tx, &rx), -HASP_EINVAL);
+	assert_memory_equal(tx.bytes, zero.bytes, AUTH_KEY_SIZE);
+	assert_memory_equal(rx.bytes, zero.bytes, AUTH_KEY_SIZE);
+
+	char hex[AUTH_PUBLIC_HEX_SIZE], text[AUTH_PUBLIC_HEX_SIZE + 2];
+	uint8_t back[AUTH_PUBLIC_SIZE];
+	auth_public_format(pub, hex);
+	assert_int_equal(strlen(hex), 64);
+	assert_int_equal(auth_public_parse(hex, back), 0);
+	assert_memory_equal(back, pub, AUTH_PUBLIC_SIZE);
+	snprintf(text, sizeof(text), "%s", hex);
+	text[5] = 'g';
+	assert_int_equal(auth_public_parse(text, back), -HASP_EINVAL);
+	assert_int_equal(auth_public_parse(hex + 2, back), -HASP_EINVAL); /* 62 digits */
+	snprintf(text, sizeof(text), "%s0", hex);
+	assert_int_equal(auth_public_parse(text, back), -HASP_EINVAL); /* 65 */
+	assert_int_equal(auth_public_parse("", back), -HASP_EINVAL);
+	memset(text, '0', 64);
+	text[64] = '\0';
+	assert_int_equal(auth_public_parse(text, back), -HASP_EINVAL); /* all zero */
+	snprintf(text, sizeof(text), " %.63s", hex);
+	assert_int_equal(auth_public_parse(text, back), -HASP_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -201,6 +272,8 @@ int main(void)
 		cmocka_unit_test(test_auth_key_load_refuses_group_or_other_bits),
 		cmocka_unit_test(test_auth_key_load_refuses_bad_length_and_bad_hex),
 		cmocka_unit_test(test_auth_key_load_refuses_missing_file_and_directory),
+		cmocka_unit_test(test_auth_pair_keys_agree_crossed_and_differ_per_pair),
+		cmocka_unit_test(test_auth_public_keys_hostile_input_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -105,14 +105,18 @@ sed -e "s/^node_id = 1/node_id = 4/" -e "s/$subnet\.11\//$subnet.14\//" -e 's/00
 	-e 's/^\(admin_addr = .*\):7071$/\1:7074/' \
 	-e "s#/n1/#/n4/#g" -e "s/-n1 /-n4 /" -e "s/n1\$/n4/" -e "s/iface=\(.*\)n1/iface=\1n4/" \
 	"$HASP_CLUSTER_DIR/n1.conf" > "$HASP_CLUSTER_DIR/n4.conf"
-printf 'member = 4,%s.14,7001,7000\njoin = 1\n' "$subnet" >> "$HASP_CLUSTER_DIR/n4.conf"
+# Its own key pair (docs/SECURITY.md 3.5), handed out by members add.
+"$build/tools/hasp-keygen" "$HASP_CLUSTER_DIR/n4.key"
+pub4=$("$build/tools/hasp-keygen" --public "$HASP_CLUSTER_DIR/n4.key")
+sed -i "s#^node_key_file = .*#node_key_file = $HASP_CLUSTER_DIR/n4.key#" "$HASP_CLUSTER_DIR/n4.conf"
+printf 'member = 4,%s.14,7001,7000,%s\njoin = 1\n' "$subnet" "$pub4" >> "$HASP_CLUSTER_DIR/n4.conf"
 "$cluster" start 4 >/dev/null
 N4=$(nodes 1 2 3 4)
 # Each step is checked by its outcome, so a leader change in the middle
 # (the command may still commit) only costs a retry.
 member_role() { "$ctl" --nodes "$N4" raw members.list | awk -v id=4 '$1 == id { print $2 }'; }
 add4() {
-	"$ctl" --nodes "$N4" members add 4 "$subnet.14" 7001 7000 >/dev/null || true
+	"$ctl" --nodes "$N4" members add 4 "$subnet.14" 7001 7000 "$pub4" >/dev/null || true
 	[ -n "$(member_role)" ]
 }
 retry 10 add4 || fail "members add"

@@ -326,7 +326,8 @@ static void test_haspctl_help_per_command_and_version(void **state)
 {
 	(void)state;
 	unsetenv("HASP_ADMIN");
-	expect(ctl("members", "add", "--help", NULL), 0, "members add <id> <ip> <peer-port> <client-port>\n",
+	expect(ctl("members", "add", "--help", NULL), 0,
+	       "members add <id> <ip> <peer-port> <client-port> <public-key>\n",
 	       NULL);
 	expect(ctl("--json", "locks", "release", "-h", NULL), 0, "usage: haspctl", NULL);
 	expect(ctl("status", "--help", NULL), 0, "status [--cluster]", NULL);

@@ -11,8 +11,9 @@
  * sends what a client would refuse).
  *
  * Peer authentication is on: raft-port bytes of a record whose kind has
- * bit 1 set (3, 7, ...) are first sealed with the cluster key (a fresh
- * counter each), so the fuzzer reaches the raft decoder and raft; the
+ * bit 1 set (3, 7, ...) are first sealed with node 2's pair key (a fresh
+ * counter each; node 2 at 10.0.0.2 is known, not a configuration member),
+ * so the fuzzer reaches the raft decoder and raft; the
  * other raft-port records test the MAC check itself.
  *
  * Built a second time as fuzz_node_rx_auth (FUZZ_CLIENT_AUTH): the node
@@ -33,6 +34,7 @@
 #include "node/node.h"
 #include "hasp/wire.h"
 #include "storage/simdisk.h"
+#include "tests/node/sim_keys.h"
 
 #define CLIENT_IP 0x0a000064u
 
@@ -105,13 +107,12 @@ static void fuzz_setup(void)
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
 		HASP_ASSERT(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)) == 0);
-	memset(c.peer_key.bytes, 0x40, sizeof(c.peer_key.bytes));
-	c.peer_key_loaded = true;
+	sim_peer_keys(&c);
 #ifdef FUZZ_CLIENT_AUTH
 	HASP_ASSERT(node_config_set(&c, "client_auth", "on", err, sizeof(err)) == 0);
 	HASP_ASSERT(node_config_set(&c, "client_identities_file", fuzz_identities(), err, sizeof(err)) == 0);
 #endif
-	fuzz_key = c.peer_key;
+	sim_pair_tx(2, 1, &fuzz_key);
 	struct simdisk_config dc;
 	simdisk_config_default(&dc, 1);
 	fuzz_disk = simdisk_create(&dc);
@@ -120,6 +121,17 @@ static void fuzz_setup(void)
 	HASP_ASSERT(node_init(&fuzz_node, &c, simdisk_io(fuzz_disk), &net, fuzz_now, err, sizeof(err)) == 0);
 	fuzz_run_ms(1000);
 	HASP_ASSERT(fuzz_node.role == RAFT_LEADER);
+	/* Node 2 at 10.0.0.2, known with its public key as `members add`
+	 * would record it (not a member of the configuration): sealed records
+	 * come from it, so they pass the MAC and reach the decoder and raft. */
+	struct node_member two = { .id = 2, .ip = 0x0a000002u, .peer_port = 7001, .client_port = 7000,
+				   .has_pub = true };
+	struct auth_key sk;
+	sim_node_secret(2, &sk);
+	HASP_ASSERT(auth_public_key(&sk, two.pub) == 0);
+	fuzz_node.cfg.members[fuzz_node.cfg.member_count] = two;
+	HASP_ASSERT(peer_keys_derive(&fuzz_node.peer_keys[fuzz_node.cfg.member_count], &fuzz_node.cfg, &two) == 0);
+	fuzz_node.cfg.member_count++;
 	fuzz_ready = true;
 }
 

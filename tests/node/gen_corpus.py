@@ -26,7 +26,7 @@ seeds = {
         + rec(0, req(16, 1, struct.pack('<QIBB', 0, 50, 1, len(name)) + name, S + 1)),
     'garbage': rec(0, b'\xab' * 40) + rec(1, b'\x01\x05' + b'\0' * 30) + rec(0, req(99, 1, b'')),
     'raft_append_resp': rec(1, struct.pack('<BBHQIIQ', 1, 6, 0, 42, 2, 1, 1) + b'\0' * 32),
-    # kind 3: the fuzzer seals the bytes with the cluster key first, so
+    # kind 3: the fuzzer seals the bytes with node 2's pair key first, so
     # these reach the raft decoder and raft (kind 1 stops at the MAC).
     'raft_sealed': rec(3, struct.pack('<BBHQIIQ', 1, 6, 0, 42, 2, 1, 1) + b'\0' * 32)
         + rec(3, struct.pack('<BBHQIIQ', 1, 1, 0, 42, 2, 1, 1) + struct.pack('<QQ', 0, 0))

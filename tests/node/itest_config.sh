@@ -9,16 +9,22 @@ keygen=$3
 tmp=$(mktemp -d /tmp/hasp-itest-config.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
-"$keygen" "$tmp/cluster.key" || { echo "FAIL: hasp-keygen"; exit 1; }
+# Each node's key pair (docs/SECURITY.md 3.5): the secret key file, and the
+# public key that every member line carries.
+"$keygen" "$tmp/n1.key" && "$keygen" "$tmp/n2.key" || { echo "FAIL: hasp-keygen"; exit 1; }
+pub1=$("$keygen" --public "$tmp/n1.key") && pub2=$("$keygen" --public "$tmp/n2.key") ||
+	{ echo "FAIL: hasp-keygen --public"; exit 1; }
+printf '%s' "$pub1" | grep -Eqx '[0-9a-f]{64}' || { echo "FAIL: hasp-keygen --public printed '$pub1'"; exit 1; }
+[ "$pub1" != "$pub2" ] || { echo "FAIL: two key files, one public key"; exit 1; }
 "$keygen" --identity app --identities "$tmp/identities" --allow all: "$tmp/app.key" ||
 	{ echo "FAIL: hasp-keygen --identity"; exit 1; }
 
 base() { # a valid configuration, minus the keys named in $@
 	local skip=" $* "
-	for kv in "node_id=1" "cluster_id=9" "member=1,10.77.250.11,7001,7000" \
-		"member=2,10.77.250.12,7001,7000" "ip=10.77.250.11/24" "mac=02:77:00:00:00:01" \
+	for kv in "node_id=1" "cluster_id=9" "member=1,10.77.250.11,7001,7000,$pub1" \
+		"member=2,10.77.250.12,7001,7000,$pub2" "ip=10.77.250.11/24" "mac=02:77:00:00:00:01" \
 		"data_dir=$tmp/data" "eal=-l 0 --no-huge --no-pci --file-prefix hasp-itest-config" \
-		"peer_key_file=$tmp/cluster.key" "client_identities_file=$tmp/identities"; do
+		"node_key_file=$tmp/n1.key" "client_identities_file=$tmp/identities"; do
 		k=${kv%%=*}
 		case $skip in *" $k "*) continue ;; esac
 		echo "$k = ${kv#*=}"
@@ -39,7 +45,7 @@ expect() { # code field description -- haspd arguments...
 	fi
 }
 
-for key in node_id cluster_id member ip mac data_dir eal peer_key_file client_identities_file; do
+for key in node_id cluster_id member ip mac data_dir eal node_key_file client_identities_file; do
 	base "$key" > "$tmp/c.conf"
 	expect 2 "$key" "missing $key" -- --config "$tmp/c.conf"
 done
@@ -59,21 +65,43 @@ expect 2 snapshot_threshold "snapshot window" -- --config "$tmp/ok.conf" --log-w
 expect 2 bogus "unknown key" -- --config "$tmp/ok.conf" --bogus 1
 expect 2 "config" "missing file" -- --config "$tmp/none.conf"
 printf 'node_id 1\n' > "$tmp/syntax.conf"
-# Peer authentication (docs/SECURITY.md): the key file must be owner-only
-# and exactly one key; turning it off takes an explicit line.
+# Peer authentication (docs/SECURITY.md 3): the node's key file must be
+# owner-only and exactly one key; turning it off takes an explicit line.
 expect 2 peer_auth "bad peer_auth" -- --config "$tmp/ok.conf" --peer-auth maybe
-cp "$tmp/cluster.key" "$tmp/open.key"
+cp "$tmp/n1.key" "$tmp/open.key"
 chmod 0644 "$tmp/open.key"
-expect 2 peer_key_file "key readable by others" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/open.key"
+expect 2 node_key_file "key readable by others" -- --config "$tmp/ok.conf" --node-key-file "$tmp/open.key"
 printf 'abcd\n' > "$tmp/short.key"
 chmod 0600 "$tmp/short.key"
-expect 2 peer_key_file "key too short" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/short.key"
-expect 2 peer_key_file "key file missing" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/none.key"
-# The admin key (docs/SECURITY.md 4.8): the same rules as the cluster key.
+expect 2 node_key_file "key too short" -- --config "$tmp/ok.conf" --node-key-file "$tmp/short.key"
+expect 2 node_key_file "key file missing" -- --config "$tmp/ok.conf" --node-key-file "$tmp/none.key"
+# The node's key pair must be the one its member line names.
+expect 2 "node 1's public key is not node_key_file's" "another node's key file" -- --config "$tmp/ok.conf" \
+	--node-key-file "$tmp/n2.key"
+# Hostile member lines: no key, bad hex, wrong length, the all-zero key,
+# another member's key, a sixth field.
+expect 2 "node 3 has no public key" "member without a public key" -- --config "$tmp/ok.conf" \
+	--member 3,10.77.250.13,7001,7000
+for bad in "zz${pub1:2}" "${pub1:2}" "${pub1}00" "$(printf '%064d' 0)"; do # not hex, 62, 66, zero
+	expect 2 "public key is not 64 hex" "public key '$bad'" -- --config "$tmp/ok.conf" \
+		--member "3,10.77.250.13,7001,7000,$bad"
+done
+expect 2 "nodes 2 and 3 have the same public key" "duplicate public key" -- --config "$tmp/ok.conf" \
+	--member "3,10.77.250.13,7001,7000,$pub2"
+expect 2 "has more than" "member with six fields" -- --config "$tmp/ok.conf" \
+	--member "3,10.77.250.13,7001,7000,$pub1,x"
+# Migration: the shared cluster key is refused, naming what replaces it.
+expect 2 "peer_key_file: the shared cluster key is no longer used; give this node node_key_file" \
+	"a cluster key (before per-node keys)" -- --config "$tmp/ok.conf" --peer-key-file "$tmp/n2.key"
+if "$keygen" --public "$tmp/open.key" >/dev/null 2>&1; then
+	echo "FAIL: hasp-keygen --public read a key readable by others"
+	fails=$((fails + 1))
+fi
+# The admin key (docs/SECURITY.md 4.8): the same rules as a node's key.
 expect 2 admin_key_file "admin key readable by others" -- --config "$tmp/ok.conf" --admin-key-file "$tmp/open.key"
 expect 2 admin_key_file "admin key too short" -- --config "$tmp/ok.conf" --admin-key-file "$tmp/short.key"
 expect 2 admin_key_file "admin key file missing" -- --config "$tmp/ok.conf" --admin-key-file "$tmp/none.key"
-if "$keygen" "$tmp/cluster.key" 2>/dev/null; then
+if "$keygen" "$tmp/n1.key" 2>/dev/null; then
 	echo "FAIL: hasp-keygen overwrote an existing key"
 	fails=$((fails + 1))
 fi
@@ -107,7 +135,8 @@ expect 3 "$tmp/file" "data_dir is a file" -- --config "$tmp/ok.conf" --data-dir 
 expect 3 "/proc/hasp-itest" "data_dir not creatable" -- --config "$tmp/ok.conf" --data-dir /proc/hasp-itest/data
 # Explicit insecure mode: no key needed (the configuration passes and the
 # data dir is what stops it).
-base peer_key_file client_identities_file > "$tmp/insecure.conf"
+base node_key_file client_identities_file member > "$tmp/insecure.conf"
+echo "member = 1,10.77.250.11,7001,7000" >> "$tmp/insecure.conf"
 expect 3 "$tmp/file" "peer_auth = off needs no key" -- --config "$tmp/insecure.conf" --peer-auth off \
 	--client-auth off --data-dir "$tmp/file"
 [ $fails -eq 0 ] && echo "itest: PASS (config)" || echo "itest: $fails FAILED"

@@ -77,3 +77,48 @@ stats() {
 	for _ in $(seq 1 50); do [ -s "$f" ] && break; sleep 0.05; done
 	python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$f" "$2"
 }
+
+# remove_member <leader> <id>: `members remove <id>` on the leader until its
+# configuration no longer lists the node (bounded: 50 tries; a leader
+# change on a loaded machine moves the next try to the new leader).
+remove_member() {
+	local _ l=$1
+	for _ in $(seq 1 50); do
+		"$build/control/haspctl" --socket "$(node_sock "$l")" members remove "$2" >/dev/null 2>&1 || true
+		"$build/control/haspctl" --json --socket "$(node_sock "$l")" status |
+			python3 -c "import json,sys; ids=[m['id'] for m in json.load(sys.stdin)['result']['members']]; sys.exit(int(sys.argv[1]) in ids)" "$2" &&
+			return 0
+		sleep 0.2
+		l=$("$cluster" leader)
+	done
+	fail "members remove $2 did not take"
+}
+
+# wait_role <n> <role>: until node n's status says role (bounded: 30 s).
+wait_role() {
+	local _
+	for _ in $(seq 1 150); do
+		[ "$(node_field "$1" role)" = "$2" ] && return 0
+		sleep 0.2
+	done
+	fail "node $1 says '$(node_field "$1" role)', not $2"
+}
+
+# forge_sealed <owner> <to> <src> <from> <term> <rounds>: peer_forge.py's
+# three forged messages x rounds, from node src's address to node to,
+# naming node `from` as the sender, sealed with node owner's key file
+# (tests/node/peer_seal: what a holder of that file can send).
+forge_sealed() {
+	local pub
+	pub=$("$build/tools/hasp-keygen" --public "$HASP_CLUSTER_DIR/n$2.key")
+	in_ns python3 "$src/tests/node/peer_forge.py" "$HASP_SUBNET.1$3" "$HASP_SUBNET.1$2" 7777 "$4" "$2" "$5" "$6" \
+		"$build/tests/node/peer_seal" "$HASP_CLUSTER_DIR/n$1.key" "$1" "$pub"
+}
+
+# wait_counter <n> <key> <min>: until node n's counter reaches min (the
+# datagrams are in flight; bounded: 20 s), then prints the counter.
+wait_counter() {
+	local deadline=$((SECONDS + 20))
+	while [ $SECONDS -lt $deadline ] && [ "$(stats "$1" "$2")" -lt "$3" ]; do sleep 0.1; done
+	stats "$1" "$2"
+}

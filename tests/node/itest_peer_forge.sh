@@ -7,6 +7,12 @@
 # (heartbeat with a huge commit). The cluster must keep its leader and
 # term, keep serving, apply nothing of it, and count the drops
 # (peer_auth_bad).
+# Then an attacker that holds the third member's key pair (docs/SECURITY.md
+# 3.5: per-node keys) forges the same messages to the leader as the
+# follower: sealed under the third member's own pair key with the leader,
+# from the follower's address (dropped at the MAC, peer_auth_bad) and from
+# the third member's own address (valid MAC, but it may not speak as
+# another member: peer_dropped_node).
 #   itest_peer_forge.sh <build dir> <source dir> [--set KEY=VALUE]
 # (`--set peer_auth=off` shows the attack working: the test then fails.)
 set -eu
@@ -48,6 +54,22 @@ echo "itest: peer_auth_bad leader $bad_l -> $got_l, follower $bad_f -> $got_f"
 fails=0
 [ "$got_l" -ge $want_l ] || { echo "FAIL: leader counted $((got_l - bad_l)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
 [ "$got_f" -ge $want_f ] || { echo "FAIL: follower counted $((got_f - bad_f)) of $((3 * rounds)) forged datagrams"; fails=$((fails + 1)); }
+
+# A member's key pair does not make it another member.
+if [ -f "$HASP_CLUSTER_DIR/n1.key" ]; then
+	t=$((6 - l - f))
+	bad_l=$(stats "$l" peer_auth_bad)
+	node_l=$(stats "$l" peer_dropped_node)
+	forge_sealed "$t" "$l" "$f" "$f" $forged $rounds
+	forge_sealed "$t" "$l" "$t" "$f" $forged $rounds
+	got_bad=$(( $(wait_counter "$l" peer_auth_bad $((bad_l + 3 * rounds))) - bad_l ))
+	got_node=$(( $(wait_counter "$l" peer_dropped_node $((node_l + 3 * rounds))) - node_l ))
+	echo "itest: node $t's key as node $f: leader peer_auth_bad +$got_bad, peer_dropped_node +$got_node"
+	[ $got_bad -ge $((3 * rounds)) ] ||
+		{ echo "FAIL: leader counted $got_bad of $((3 * rounds)) sealed by node $t from node $f's address"; fails=$((fails + 1)); }
+	[ $got_node -ge $((3 * rounds)) ] ||
+		{ echo "FAIL: leader counted $got_node of $((3 * rounds)) from node $t naming node $f"; fails=$((fails + 1)); }
+fi
 
 # Still serving, and no node took the forged term.
 "$hasp" kv put itest/forge after >/dev/null || { echo "FAIL: no service after the forgeries"; fails=$((fails + 1)); }

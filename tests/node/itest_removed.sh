@@ -24,26 +24,13 @@ r=$((l % 3 + 1))
 echo "itest: leader=$l, removing node $r while it is down"
 
 "$cluster" stop "$r"
-removed=0
-for _ in $(seq 1 50); do
-	"$ctl" --socket "$(node_sock "$l")" members remove "$r" >/dev/null 2>&1 || true
-	"$ctl" --json --socket "$(node_sock "$l")" status |
-		python3 -c "import json,sys; ids=[m['id'] for m in json.load(sys.stdin)['result']['members']]; sys.exit(int(sys.argv[1]) in ids)" "$r" &&
-		{ removed=1; break; }
-	sleep 0.2
-done
-[ $removed -eq 1 ] || fail "members remove $r did not take"
+remove_member "$l" "$r"
 "$hasp" kv put itest/removed/after v >/dev/null
 
 # Before the fix it campaigned forever at ever higher terms: role
 # candidate (or follower between timeouts), never `removed`.
 "$cluster" start "$r"
-said=0
-for _ in $(seq 1 150); do
-	[ "$(node_field "$r" role)" = removed ] && { said=1; break; }
-	sleep 0.2
-done
-[ $said -eq 1 ] || fail "node $r says '$(node_field "$r" role)', not removed"
+wait_role "$r" removed
 [ "$(stats "$r" raft_removal_notices)" -ge 1 ] || fail "node $r counted no removal notice"
 grep -q "removed from the configuration node=$r .*told by a member" "$HASP_CLUSTER_DIR/n$r/log" ||
 	fail "no log line on node $r"

@@ -7,6 +7,12 @@ address in the source field. The messages follow raft/msg_codec.h
 (version 1) and carry no valid MAC.
 
   peer_forge.py SRC_IP DST_IP CLUSTER_ID FROM_ID TO_ID TERM COUNT
+               [SEALER KEYFILE KEY_OWNER_ID TO_PUBLIC_KEY]
+
+With the four optional arguments the attacker holds a member's key file
+(KEY_OWNER_ID's, docs/SECURITY.md 3.5): SEALER (tests/node/peer_seal)
+seals every message under the pair key of KEY_OWNER_ID and TO_ID, as that
+member would, whatever FROM_ID and SRC_IP claim.
 
 For each of COUNT rounds it sends, from SRC_IP:7001 to DST_IP:7001, an
 APPEND_RESP (reject) at TERM, a transfer VOTE at TERM with a huge log, and
@@ -15,7 +21,9 @@ sends to the address it is given, nothing else, COUNT x 3 datagrams.
 """
 import socket
 import struct
+import subprocess
 import sys
+import time
 
 PEER_PORT = 7001
 
@@ -46,8 +54,23 @@ def ipv4_udp(src, dst, payload):
     return ip + udp
 
 
+def seal(args, to, msgs):
+    """The messages sealed by peer_seal (one counter each, a new epoch)."""
+    sealer, keyfile, owner, pub = args
+    data = b''.join(struct.pack('<H', len(m)) + m for m in msgs)
+    out = subprocess.run([sealer, keyfile, owner, str(to), pub, str(time.time_ns())],
+                         input=data, stdout=subprocess.PIPE, check=True).stdout
+    sealed, pos = [], 0
+    while pos < len(out):
+        (n,) = struct.unpack_from('<H', out, pos)
+        sealed.append(out[pos + 2:pos + 2 + n])
+        pos += 2 + n
+    assert len(sealed) == len(msgs), 'peer_seal returned %d of %d' % (len(sealed), len(msgs))
+    return sealed
+
+
 def main():
-    if len(sys.argv) != 8:
+    if len(sys.argv) not in (8, 12):
         print(__doc__, file=sys.stderr)
         return 2
     src, dst = sys.argv[1], sys.argv[2]
@@ -63,6 +86,9 @@ def main():
         # APPEND heartbeat from a "leader" at term with a huge commit.
         header(5, 0, cluster, frm, to, term) + struct.pack('<QQQQH', 0, 0, 1 << 40, 0, 0),
     ]
+    if len(sys.argv) == 12:
+        msgs = seal(sys.argv[8:12], to, msgs * count)
+        count = 1
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     try:
         for _ in range(count):

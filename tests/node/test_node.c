@@ -28,6 +28,7 @@
 #include "hasp/errors.h"
 #include "raft/msg_codec.h"
 #include "storage/simdisk.h"
+#include "tests/node/sim_keys.h"
 #include "tests/storage/forbid_io.h"
 #include "tests/test_util.h"
 
@@ -38,11 +39,6 @@
 #define STEP_NS 100000ull     /* 100 us per simulation step */
 
 /* The cluster key every simulated node shares (a test key, not secret). */
-static void sim_cluster_key(struct auth_key *k)
-{
-	for (uint32_t i = 0; i < AUTH_KEY_SIZE; i++)
-		k->bytes[i] = (uint8_t)(0x40 + i);
-}
 
 struct dgram {
 	uint32_t src_ip, dst_ip;
@@ -136,8 +132,7 @@ static struct sim *sim_create_with(uint64_t seed, const char *segment_size)
 							 sizeof(err)), 0);
 		else
 			assert_int_equal(node_config_set(c, "client_auth", "off", err, sizeof(err)), 0);
-		sim_cluster_key(&c->peer_key);
-		c->peer_key_loaded = true;
+		sim_peer_keys(c);
 		struct simdisk_config dc;
 		simdisk_config_default(&dc, seed + i);
 		dc.short_write_per_million = 0;
@@ -525,33 +520,40 @@ static void test_node_bad_datagrams_are_counted_not_applied(void **state)
 
 	/* Junk without a MAC stops at the MAC check; junk with a valid one
 	 * (a member gone wrong) stops at the decoder. */
+	int a = (l + 1) % NODES, b = (l + 2) % NODES; /* two other members */
 	struct auth_key key;
 	struct peer_auth_tx tx = { .epoch = 1 };
-	sim_cluster_key(&key);
-	node_peer_rx(n, s->now_ns, s->cfg[(l + 1) % NODES].ip, 7001, junk, sizeof(junk));
+	sim_pair_tx(s->cfg[a].node_id, n->cfg.node_id, &key);
+	node_peer_rx(n, s->now_ns, s->cfg[a].ip, 7001, junk, sizeof(junk));
 	assert_int_equal(n->stats.peer_auth_bad, 1);
 	assert_int_equal(n->stats.peer_bad, 0);
 	uint8_t buf[256];
 	memcpy(buf, junk, sizeof(junk));
 	size_t sealed = peer_auth_seal(&key, &tx, buf, sizeof(junk), sizeof(buf));
-	node_peer_rx(n, s->now_ns, s->cfg[(l + 1) % NODES].ip, 7001, buf, sealed);
+	node_peer_rx(n, s->now_ns, s->cfg[a].ip, 7001, buf, sealed);
 	assert_int_equal(n->stats.peer_bad, 1);
-	/* A well-formed raft message of another cluster, and one from an
-	 * address that is not the sender's (both with a valid MAC). */
-	struct raft_msg m = { .type = RAFT_MSG_APPEND_RESP, .cluster_id = 99, .from = 2, .to = n->cfg.node_id,
-			      .term = 1 };
+	/* A well-formed raft message of another cluster (valid MAC). */
+	struct raft_msg m = { .type = RAFT_MSG_APPEND_RESP, .cluster_id = 99, .from = s->cfg[a].node_id,
+			      .to = n->cfg.node_id, .term = 1 };
 	int size = msg_codec_encode(&m, buf, sizeof(buf));
 	assert_true(size > 0);
 	sealed = peer_auth_seal(&key, &tx, buf, (size_t)size, sizeof(buf));
-	node_peer_rx(n, s->now_ns, s->cfg[1].ip, 7001, buf, sealed);
+	node_peer_rx(n, s->now_ns, s->cfg[a].ip, 7001, buf, sealed);
 	assert_int_equal(n->stats.peer_dropped_cluster, 1);
+	/* Member a's valid MAC naming member b as the sender: a member may
+	 * not speak as another, even from its own address. */
 	m.cluster_id = 42;
-	m.from = (uint32_t)((l + 1) % NODES) + 1;
+	m.from = s->cfg[b].node_id;
 	size = msg_codec_encode(&m, buf, sizeof(buf));
 	sealed = peer_auth_seal(&key, &tx, buf, (size_t)size, sizeof(buf));
-	node_peer_rx(n, s->now_ns, CLIENT_IP, 7001, buf, sealed);
+	node_peer_rx(n, s->now_ns, s->cfg[a].ip, 7001, buf, sealed);
 	assert_int_equal(n->stats.peer_dropped_node, 1);
-	assert_int_equal(n->stats.peer_auth_bad, 1);
+	/* The same from b's address, or from an address no member has: the
+	 * key of a's pair is not b's, and an unknown address has none. */
+	node_peer_rx(n, s->now_ns, s->cfg[b].ip, 7001, buf, sealed);
+	node_peer_rx(n, s->now_ns, CLIENT_IP, 7001, buf, sealed);
+	assert_int_equal(n->stats.peer_auth_bad, 3);
+	assert_int_equal(n->stats.peer_dropped_node, 1);
 	sim_run_ms(s, 5);
 	assert_true(n->stats.applied_commands >= applied); /* nothing of the junk applied */
 	assert_int_equal(n->stats.apply_decode_errors, 0);
@@ -643,18 +645,26 @@ static void test_node_forged_peer_messages_neither_depose_nor_commit(void **stat
 	assert_int_equal(leader->stats.peer_auth_bad, 2);
 	assert_int_equal(follower->stats.peer_auth_bad, 1);
 
-	/* The same vote sealed under another key. */
+	/* The same vote sealed by the third member, which holds its own key
+	 * pair: under its pair key with the leader (a valid MAC, but from
+	 * the follower's address), and under its pair key with the follower
+	 * (stolen from neither). Both fail: only f's key opens f's address. */
+	int third = (l + 2) % NODES;
 	struct auth_key wrong;
 	struct peer_auth_tx tx = { .epoch = UINT64_MAX };
 	uint8_t buf[512];
-	sim_cluster_key(&wrong);
-	wrong.bytes[0] ^= 1;
+	sim_pair_tx(s->cfg[third].node_id, s->cfg[l].node_id, &wrong);
 	int size = msg_codec_encode(&vote, buf, sizeof(buf));
 	assert_true(size > 0);
 	size_t sealed = peer_auth_seal(&wrong, &tx, buf, (size_t)size, sizeof(buf));
 	node_peer_rx(leader, s->now_ns, s->cfg[f].ip, 7001, buf, sealed);
-	assert_int_equal(leader->stats.peer_auth_bad, 3);
+	sim_pair_tx(s->cfg[third].node_id, s->cfg[f].node_id, &wrong);
+	size = msg_codec_encode(&vote, buf, sizeof(buf));
+	sealed = peer_auth_seal(&wrong, &tx, buf, (size_t)size, sizeof(buf));
+	node_peer_rx(leader, s->now_ns, s->cfg[f].ip, 7001, buf, sealed);
+	assert_int_equal(leader->stats.peer_auth_bad, 4);
 	assert_int_equal(leader->raft.term, term);
+	assert_int_equal(leader->role, RAFT_LEADER);
 
 	/* A real datagram from the leader to the follower, captured on the
 	 * wire: delivered once, then replayed, tampered and truncated. */
@@ -1238,8 +1248,7 @@ static int real_init(struct node *n, const char *dir, const char *extra_key, cha
 	assert_int_equal(node_config_set(&c, "client_auth", "off", err, size), 0);
 	if (extra_key != NULL)
 		assert_int_equal(node_config_set(&c, extra_key, "1", err, size), 0);
-	sim_cluster_key(&c.peer_key);
-	c.peer_key_loaded = true;
+	sim_peer_keys(&c);
 	return node_init(n, &c, (struct storage_io){ 0 }, &net, 1000000000ull, err, size);
 }
 
@@ -1412,6 +1421,64 @@ static void test_node_lcore_allocates_nothing_after_start(void **state)
 	sim_destroy(s);
 }
 
+/* Member lines carry public keys (docs/SECURITY.md 3.5): hostile ones are
+ * refused with the field named, and nothing is added. */
+static void test_node_config_member_public_keys(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[512], line[192], hex1[AUTH_PUBLIC_HEX_SIZE], hex2[AUTH_PUBLIC_HEX_SIZE];
+	sim_pub_hex(1, hex1);
+	sim_pub_hex(2, hex2);
+	node_config_default(&c);
+	snprintf(line, sizeof(line), "1,10.1.0.1,7001,7000,%s", hex1);
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), 0);
+	assert_true(c.members[0].has_pub);
+	static const char *const bad[] = {
+		"2,10.1.0.2,7001,7000,xyz",                                     /* not hex */
+		"2,10.1.0.2,7001,7000,0123",                                    /* short */
+		"2,10.1.0.2,7001,7000,0000000000000000000000000000000000000000000000000000000000000000",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(node_config_set(&c, "member", bad[i], err, sizeof(err)), -HASP_ECONFIG);
+		assert_non_null(strstr(err, "public key is not 64 hex digits"));
+	}
+	snprintf(line, sizeof(line), "2,10.1.0.2,7001,7000,%s0", hex2); /* 65 digits */
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), -HASP_ECONFIG);
+	snprintf(line, sizeof(line), "2,10.1.0.2,7001,7000,%s", hex1); /* node 1's key */
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "nodes 1 and 2 have the same public key"));
+	assert_int_equal(c.member_count, 1);
+	/* The cluster key of earlier versions is refused, naming the new key. */
+	assert_int_equal(node_config_set(&c, "peer_key_file", "/etc/hasp/cluster.key", err, sizeof(err)),
+			 -HASP_ECONFIG);
+	assert_non_null(strstr(err, "node_key_file"));
+	/* The whole configuration: a member without a key, and this node's
+	 * key pair not the one of its member line, are refused. */
+	snprintf(line, sizeof(line), "2,10.1.0.2,7001,7000,%s", hex2);
+	assert_int_equal(node_config_set(&c, "member", line, err, sizeof(err)), 0);
+	static const char *const kv[][2] = { { "node_id", "1" }, { "cluster_id", "5" }, { "ip", "10.1.0.1/24" },
+					     { "mac", "02:00:00:00:00:01" }, { "data_dir", "/tmp/x" },
+					     { "eal", "-l 0" }, { "client_auth", "off" } };
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		assert_int_equal(node_config_set(&c, kv[i][0], kv[i][1], err, sizeof(err)), 0);
+	sim_node_secret(1, &c.node_key);
+	assert_int_equal(auth_public_key(&c.node_key, c.node_pub), 0);
+	c.node_key_loaded = true;
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), 0);
+	sim_node_secret(2, &c.node_key);
+	assert_int_equal(auth_public_key(&c.node_key, c.node_pub), 0);
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "node 1's public key is not node_key_file's"));
+	sim_node_secret(1, &c.node_key);
+	assert_int_equal(auth_public_key(&c.node_key, c.node_pub), 0);
+	assert_int_equal(node_config_set(&c, "member", "3,10.1.0.3,7001,7000", err, sizeof(err)), 0);
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "node 3 has no public key"));
+	assert_int_equal(node_config_set(&c, "peer_auth", "off", err, sizeof(err)), 0);
+	assert_int_equal(node_config_check(&c, err, sizeof(err)), 0);
+}
+
 static void test_node_config_names_the_bad_field(void **state)
 {
 	(void)state;
@@ -1428,7 +1495,7 @@ static void test_node_config_names_the_bad_field(void **state)
 			       "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
 			       "--", "-l", "0", NULL };
 	assert_int_equal(node_config_load(&c, 16, argv_nokey, err, sizeof(err)), -HASP_ECONFIG);
-	assert_non_null(strstr(err, "peer_key_file"));
+	assert_non_null(strstr(err, "node_key_file"));
 	char *argv_ok[] = { "haspd", "--node-id", "1", "--cluster-id", "5", "--member", "1,10.1.0.1,7001,7000",
 			    "--ip", "10.1.0.1/24", "--mac", "02:00:00:00:00:01", "--data-dir", "/tmp/x",
 			    "--peer-auth", "off", "--", "-l", "0", NULL };
@@ -1888,6 +1955,7 @@ int main(void)
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_snapshot_install_forgets_ended_sessions),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
+		cmocka_unit_test(test_node_config_member_public_keys),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
 		cmocka_unit_test(test_node_client_auth_acts_only_on_verified_datagrams),

@@ -28,6 +28,7 @@
 #include "node/node_admin.h"
 #include "hasp/errors.h"
 #include "storage/simdisk.h"
+#include "tests/node/sim_keys.h"
 #include "tests/storage/forbid_io.h"
 #include "tests/test_util.h"
 
@@ -99,8 +100,7 @@ static struct sim *sim_create(void)
 		};
 		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++)
 			assert_int_equal(node_config_set(c, kv[k][0], kv[k][1], err, sizeof(err)), 0);
-		memset(c->peer_key.bytes, 0x40, sizeof(c->peer_key.bytes)); /* the shared test cluster key */
-		c->peer_key_loaded = true;
+		sim_peer_keys(c);
 		struct simdisk_config dc;
 		simdisk_config_default(&dc, 7 + i);
 		dc.short_write_per_million = 0;
@@ -335,40 +335,6 @@ static void test_node_admin_force_release_makes_the_token_stale(void **state)
 	sim_destroy(s);
 }
 
-static void test_node_admin_learner_added_and_removed(void **state)
-{
-	(void)state;
-	struct sim *s = sim_create();
-	int l = sim_wait_leader(s);
-	struct reply *r = admin(s, l, "members.add 4 10.0.0.4 7001 7000");
-	expect_ok(r);
-	assert_int_equal(res_u64(r, "id"), 4);
-	sim_run_ms(s, 20);
-	bool learner = false;
-	for (uint32_t k = 0; k < s->nodes[l].raft.conf.count; k++)
-		learner |= s->nodes[l].raft.conf.members[k].id == 4 &&
-			   s->nodes[l].raft.conf.members[k].role == RAFT_LEARNER;
-	assert_true(learner);
-	/* A second change waits for none: the first has committed. */
-	r = admin(s, l, "members.add 4 10.0.0.9 7001 7000");
-	expect_error(r, "EEXIST"); /* another address for a known id */
-	r = admin(s, l, "members.promote 4");
-	expect_error(r, "ESTATE"); /* node 4 never answered: not caught up */
-	r = admin(s, (l + 1) % NODES, "members.remove 4");
-	expect_error(r, "ENOTLEADER");
-	r = admin(s, l, "members.remove 4");
-	expect_ok(r);
-	sim_run_ms(s, 20);
-	assert_int_equal(s->nodes[l].raft.conf.count, 3);
-	/* members.address on a follower records the address only. */
-	r = admin(s, (l + 1) % NODES, "members.address 5 10.0.0.5 7001 7000");
-	expect_ok(r);
-	assert_non_null(node_config_member(&s->nodes[(l + 1) % NODES].cfg, 5));
-	r = admin(s, l, "members.add 0 10.0.0.4 7001 7000");
-	expect_error(r, "EINVAL");
-	sim_destroy(s);
-}
-
 /* Each impossible membership change is refused with its own code and a
  * message that names the rule (it was one EINVAL "no such member, already
  * a member, or the configuration is full" for all of them). */
@@ -379,15 +345,67 @@ static void expect_refusal(struct reply *r, const char *code, const char *text)
 		fail_msg("want \"%s\" in: %s", text, r->line);
 }
 
+/* "VERB ID IP 7001 7000 PUBLIC_KEY" for node id (its test key pair). */
+static const char *member_line(char *buf, size_t size, const char *verb, uint32_t id, const char *ip)
+{
+	char hex[AUTH_PUBLIC_HEX_SIZE];
+	sim_pub_hex(id, hex);
+	snprintf(buf, size, "%s %u %s 7001 7000 %s", verb, id, ip, hex);
+	return buf;
+}
+
+static void test_node_admin_learner_added_and_removed(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create();
+	int l = sim_wait_leader(s);
+	char line[192];
+	struct reply *r = admin(s, l, "members.add 4 10.0.0.4 7001 7000");
+	expect_refusal(r, "EINVAL", "public_key: missing");
+	r = admin(s, l, "members.add 4 10.0.0.4 7001 7000 00");
+	expect_refusal(r, "EINVAL", "public_key: not 64 hex digits");
+	r = admin(s, l, member_line(line, sizeof(line), "members.add", 4, "10.0.0.4"));
+	expect_ok(r);
+	assert_int_equal(res_u64(r, "id"), 4);
+	sim_run_ms(s, 20);
+	bool learner = false;
+	for (uint32_t k = 0; k < s->nodes[l].raft.conf.count; k++)
+		learner |= s->nodes[l].raft.conf.members[k].id == 4 &&
+			   s->nodes[l].raft.conf.members[k].role == RAFT_LEARNER;
+	assert_true(learner);
+	/* A second change waits for none: the first has committed. */
+	r = admin(s, l, member_line(line, sizeof(line), "members.add", 4, "10.0.0.9"));
+	expect_error(r, "EEXIST"); /* another address for a known id */
+	r = admin(s, l, member_line(line, sizeof(line), "members.add", 5, "10.0.0.4"));
+	expect_error(r, "EEXIST"); /* another key for a known id's address */
+	r = admin(s, l, "members.promote 4");
+	expect_error(r, "ESTATE"); /* node 4 never answered: not caught up */
+	r = admin(s, (l + 1) % NODES, "members.remove 4");
+	expect_error(r, "ENOTLEADER");
+	r = admin(s, l, "members.remove 4");
+	expect_ok(r);
+	sim_run_ms(s, 20);
+	assert_int_equal(s->nodes[l].raft.conf.count, 3);
+	/* members.address on a follower records the address only. */
+	r = admin(s, (l + 1) % NODES, member_line(line, sizeof(line), "members.address", 5, "10.0.0.5"));
+	expect_ok(r);
+	assert_non_null(node_config_member(&s->nodes[(l + 1) % NODES].cfg, 5));
+	r = admin(s, l, "members.add 0 10.0.0.4 7001 7000");
+	expect_error(r, "EINVAL");
+	sim_destroy(s);
+}
+
+
 static void test_node_admin_membership_refusals_say_which_rule(void **state)
 {
 	(void)state;
 	struct sim *s = sim_create();
 	int l = sim_wait_leader(s);
 	uint32_t fid = s->nodes[(l + 1) % NODES].cfg.node_id;
-	char line[80];
-	snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", fid, fid);
-	expect_refusal(admin(s, l, line), "EEXIST", "is already a member (a voter)");
+	char line[192], ip[16];
+	snprintf(ip, sizeof(ip), "10.0.0.%u", fid);
+	expect_refusal(admin(s, l, member_line(line, sizeof(line), "members.add", fid, ip)), "EEXIST",
+		       "is already a member (a voter)");
 	snprintf(line, sizeof(line), "members.promote %u", fid);
 	expect_refusal(admin(s, l, line), "EEXIST", "is already a voter");
 	expect_refusal(admin(s, l, "members.remove 7"), "ENOENT", "node 7 is not a member");
@@ -395,14 +413,14 @@ static void test_node_admin_membership_refusals_say_which_rule(void **state)
 	/* Learners up to NODE_MEMBERS_MAX members, then the configuration is
 	 * full. */
 	for (uint32_t id = 4; id <= NODE_MEMBERS_MAX; id++) {
-		snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", id, id);
-		expect_ok(admin(s, l, line));
+		snprintf(ip, sizeof(ip), "10.0.0.%u", id);
+		expect_ok(admin(s, l, member_line(line, sizeof(line), "members.add", id, ip)));
 		sim_run_ms(s, 20);
 	}
-	snprintf(line, sizeof(line), "members.add 4 10.0.0.4 7001 7000");
-	expect_refusal(admin(s, l, line), "EEXIST", "node 4 is already a member (a learner)");
-	snprintf(line, sizeof(line), "members.add %u 10.0.0.99 7001 7000", NODE_MEMBERS_MAX + 1);
-	expect_refusal(admin(s, l, line), "EFULL", "configuration is full");
+	expect_refusal(admin(s, l, member_line(line, sizeof(line), "members.add", 4, "10.0.0.4")), "EEXIST",
+		       "node 4 is already a member (a learner)");
+	expect_refusal(admin(s, l, member_line(line, sizeof(line), "members.add", NODE_MEMBERS_MAX + 1, "10.0.0.99")),
+		       "EFULL", "configuration is full");
 	sim_destroy(s);
 }
 
@@ -559,8 +577,14 @@ static void test_node_admin_listing_options_are_checked(void **state)
 			fail_msg("%s: want EINVAL: %s", bad[i], r->line);
 	}
 	/* Another member's IP: peers are told apart by address. */
-	struct reply *dup = admin(s, l, "members.address 4 10.0.0.2 7001 7000");
+	char dline[192];
+	struct reply *dup = admin(s, l, member_line(dline, sizeof(dline), "members.address", 4, "10.0.0.2"));
 	expect_error(dup, "EEXIST");
+	/* Another member's public key: a pair key would be shared. */
+	char hex[AUTH_PUBLIC_HEX_SIZE];
+	sim_pub_hex(2, hex);
+	snprintf(dline, sizeof(dline), "members.address 4 10.0.0.4 7001 7000 %s", hex);
+	expect_refusal(admin(s, l, dline), "EEXIST", "that public key is node 2's");
 	/* Nothing changed: every member is still there, no address learned. */
 	assert_int_equal(s->nodes[l].raft.conf.count, 3);
 	assert_null(node_config_member(&s->nodes[l].cfg, 4));
@@ -615,12 +639,29 @@ static void test_node_admin_status_shows_learner_and_removed(void **state)
 	/* The removed follower is not told (the leader stops replicating to
 	 * it), so it campaigns: the others ignore it. */
 	uint64_t term = s->nodes[l].term;
+	int o = 3 - l - f; /* the other member */
+	uint64_t bad_l = s->nodes[l].stats.peer_auth_bad, bad_o = s->nodes[o].stats.peer_auth_bad;
 	sim_run_ms(s, 3000);
 	assert_int_equal(s->nodes[l].role, RAFT_LEADER);
 	assert_int_equal(s->nodes[l].term, term);
+	/* Once the removal committed, its pair keys are revoked on both: its
+	 * campaign (its own, real keys, from its own address) is dropped and
+	 * counted, and only its vote requests are answered, with the news of
+	 * its removal, which it learns (docs/SECURITY.md 3.5). */
+	assert_int_equal(s->nodes[l].stats.peer_keys_revoked, 1);
+	assert_int_equal(s->nodes[o].stats.peer_keys_revoked, 1);
+	assert_true(s->nodes[l].stats.peer_auth_bad > bad_l);
+	assert_true(s->nodes[o].stats.peer_auth_bad > bad_o);
+	assert_true(s->nodes[l].raft.counters.removal_notices_sent + s->nodes[o].raft.counters.removal_notices_sent >
+		    0);
+	assert_true(raft_removed(&s->nodes[f].raft));
 	/* Added back as a learner it replicates, and says what it is. */
-	snprintf(line, sizeof(line), "members.add %u 10.0.0.%u 7001 7000", fid, fid);
-	expect_ok(admin(s, l, line));
+	char ip[16], mline[192];
+	snprintf(ip, sizeof(ip), "10.0.0.%u", fid);
+	for (int i = 0; i < NODES; i++) /* as haspctl members add does */
+		if (i != l && i != f)
+			expect_ok(admin(s, i, member_line(mline, sizeof(mline), "members.address", fid, ip)));
+	expect_ok(admin(s, l, member_line(mline, sizeof(mline), "members.add", fid, ip)));
 	sim_run_ms(s, 200);
 	assert_string_equal(status_role(s, f), "learner");
 	snprintf(line, sizeof(line), "members.promote %u", fid);
