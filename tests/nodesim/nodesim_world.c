@@ -17,16 +17,11 @@
 #include "common/assert.h"
 #include "node/node.h"
 #include "storage/simdisk.h"
+#include "tests/node/sim_keys.h"
 #include "tests/nodesim/nodesim_world.h"
 
 #define NODE_CLIENT_PORT 7000
 #define NODE_PEER_PORT 7001
-
-static void cluster_key(struct auth_key *k)
-{
-	for (uint32_t i = 0; i < AUTH_KEY_SIZE; i++)
-		k->bytes[i] = (uint8_t)(0x40 + i); /* a test key, not secret */
-}
 
 uint32_t world_node_ip(uint32_t i)
 {
@@ -243,8 +238,7 @@ static void node_config_fill(struct world *w, uint32_t i)
 	SET("time_tick_ms", "20");
 	SET("client_auth", "off");
 #undef SET
-	cluster_key(&c->peer_key);
-	c->peer_key_loaded = true;
+	sim_peer_keys(c); /* every node's key pair, every member's public key */
 }
 
 int world_init(struct world *w, const struct nodesim_options *opt, struct nodesim_result *res)
