@@ -105,40 +105,34 @@ class CheckerSelfTest(unittest.TestCase):
         verdicts, _ = h.run()
         self.assertOnlyFails(verdicts, "mutual_exclusion", "lock Q")
 
+    def q_holds_then_d(self, second, d_at):
+        """c holds Q (told 1500), then `second` (c's op on Q: args of
+        History.op after the proc), then d is granted Q at d_at."""
+        h = clean()
+        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=1500)
+        h.op("c", *second[0], lock="Q", token=40, **second[1])
+        h.op("d", "acquire", d_at, d_at + 1, lock="Q", token=41, valid_until=d_at + 100)
+        return h.run()[0]
+
     def test_holder_reacquire_replaces_the_validity(self):
         # c acquires Q again while holding it, with a shorter TTL: the
         # lease is re-armed and c is told 1150. d's grant at 1200 is fine;
         # one at 1140 overlaps (the later acknowledgement's validity rules,
         # not the longer first one).
-        h = clean()
-        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=1500)
-        h.op("c", "acquire", 1050, 1051, lock="Q", token=40, valid_until=1150)
-        h.op("d", "acquire", 1200, 1201, lock="Q", token=41, valid_until=1300)
-        verdicts, _ = h.run()
+        again = (("acquire", 1050, 1051), {"valid_until": 1150})
+        verdicts = self.q_holds_then_d(again, 1200)
         self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
-        h = clean()
-        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=1500)
-        h.op("c", "acquire", 1050, 1051, lock="Q", token=40, valid_until=1150)
-        h.op("d", "acquire", 1140, 1141, lock="Q", token=41, valid_until=1300)
-        verdicts, _ = h.run()
-        self.assertOnlyFails(verdicts, "mutual_exclusion", "lock Q")
+        self.assertOnlyFails(self.q_holds_then_d(again, 1140), "mutual_exclusion", "lock Q")
 
     def test_unanswered_renew_caps_the_hold_at_the_reported_validity(self):
         # c's renew was never answered; the library then reported 1100
         # (the shorter TTL may have been applied). A grant to d at 1200
         # does not overlap; without the cap the hold would run to 1500.
-        h = clean()
-        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=1500)
-        h.op("c", "renew", 1010, 1090, kind="info", lock="Q", token=40, valid_until=1100)
-        h.op("d", "acquire", 1200, 1201, lock="Q", token=41, valid_until=1300)
-        verdicts, _ = h.run()
+        capped = (("renew", 1010, 1090, "info"), {"valid_until": 1100})
+        verdicts = self.q_holds_then_d(capped, 1200)
         self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
-        h = clean()
-        h.op("c", "acquire", 1000, 1001, lock="Q", token=40, valid_until=1500)
-        h.op("c", "renew", 1010, 1090, kind="info", lock="Q", token=40, valid_until=1300)
-        h.op("d", "acquire", 1200, 1201, lock="Q", token=41, valid_until=1400)
-        verdicts, _ = h.run()
-        self.assertOnlyFails(verdicts, "mutual_exclusion", "lock Q")
+        later = (("renew", 1010, 1090, "info"), {"valid_until": 1300})
+        self.assertOnlyFails(self.q_holds_then_d(later, 1200), "mutual_exclusion", "lock Q")
 
     def test_hold_ends_at_the_validity_the_client_was_told(self):
         h = clean()
