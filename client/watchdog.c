@@ -306,6 +306,22 @@ static void lease_keepalive_done(struct hasp_client *c, const struct hasp_result
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* The session ended (a node answered SESSION_EXPIRED, to the keepalive or
+ * to any request) while the client watches: a watcher makes no other
+ * call, and its watches come back (registered again, then a RESYNC) only
+ * in a session, so the loop opens the next one, as hasp_client_keepalive
+ * does. */
+static bool session_reopen_due_locked(const struct hasp_client *c)
+{
+	if (c->session_state != SESSION_NONE || c->session_ka_busy)
+		return false;
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
+		if (c->watches[i].used)
+			return true;
+	}
+	return false;
+}
+
 uint64_t client_keepalive_next_locked(const struct hasp_client *c)
 {
 	uint64_t next = UINT64_MAX;
@@ -313,6 +329,8 @@ uint64_t client_keepalive_next_locked(const struct hasp_client *c)
 	/* A third of the TTL: two more tries fit before the node expires it. */
 	if (c->session_state == SESSION_OPEN && !c->session_ka_busy)
 		next = c->session_last_ok_send_ns + (uint64_t)c->session_ttl_ms * NS_PER_MS / 3;
+	if (session_reopen_due_locked(c))
+		next = 0; /* now */
 	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
 		const struct lease_entry *l = &c->leases[i];
 		uint64_t due = l->last_ok_send_ns + (uint64_t)l->ttl_ms * NS_PER_MS / 3;
@@ -326,13 +344,14 @@ void client_keepalive_async(struct hasp_client *c)
 {
 	uint64_t leases[HASP_CLIENT_LEASES_MAX];
 	uint32_t lease_count = 0;
-	bool session;
+	bool session, reopen;
 
 	pthread_mutex_lock(&c->mu);
 	uint64_t now = client_now(c);
 	session = c->session_state == SESSION_OPEN && !c->session_ka_busy &&
 		  now >= c->session_last_ok_send_ns + (uint64_t)c->session_ttl_ms * NS_PER_MS / 3;
-	c->session_ka_busy |= session;
+	reopen = session_reopen_due_locked(c);
+	c->session_ka_busy |= session || reopen;
 	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
 		struct lease_entry *l = &c->leases[i];
 		if (l->used && !l->busy &&
@@ -343,14 +362,16 @@ void client_keepalive_async(struct hasp_client *c)
 	}
 	pthread_mutex_unlock(&c->mu);
 
-	if (session) {
+	if (session || reopen) {
 		struct client_op *op = client_op_new();
 		struct hasp_wire_msg m;
 		int rc;
 
 		memset(&m, 0, sizeof(m));
 		m.hdr.opcode = HASP_OP_SESSION_KEEPALIVE;
-		rc = client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0,
+		if (reopen && op != NULL)
+			client_op_prepare_connect(c, op);
+		rc = client_op_start(c, op, op && !reopen ? client_op_prepare(c, op, &m) : 0,
 				     session_keepalive_done, NULL, NULL);
 		if (rc != 0) {
 			pthread_mutex_lock(&c->mu);

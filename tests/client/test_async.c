@@ -549,6 +549,85 @@ static void test_connect_watch_unwatch_async(void **state)
 	responder_stop(&r);
 }
 
+/* The first session ended on the cluster: its keepalives are answered
+ * SESSION_EXPIRED, as a node answers for a session it does not know. */
+struct expiry_script {
+	uint64_t gone; /* that session's id, 0 until the test names it */
+};
+
+static void script_session_gone(struct responder *r, int node, const struct hasp_wire_msg *req,
+				const struct sockaddr_in *from, void *arg)
+{
+	struct expiry_script *s = arg;
+
+	if (req == NULL)
+		return;
+	responder_lock(r);
+	bool gone = s->gone != 0 && req->hdr.session_id == s->gone;
+	responder_unlock(r);
+	if (gone && req->hdr.opcode != HASP_OP_SESSION_OPEN) {
+		reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
+		return;
+	}
+	if (responder_answer_session(r, node, req, from))
+		return;
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* A client that only watches makes no call after its WATCH: when the
+ * loop's keepalive finds the session gone, the loop itself opens the next
+ * one, registers the watch there and reports the gap with a RESYNC.
+ * Before, it stayed without a session, heard nothing and reported nothing
+ * (nodesim --seed 11 --watch: a restarted leader that had not applied its
+ * log yet answered SESSION_EXPIRED). */
+static void test_loop_reopens_a_lost_session_for_its_watches(void **state)
+{
+	static struct expiry_script s;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	bool resync = false;
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_session_gone, &s), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90; /* a keepalive every 30 ms */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	uint64_t first = hasp_client_session_id(c);
+	assert_int_not_equal(first, 0);
+	responder_lock(&r);
+	s.gone = first;
+	responder_unlock(&r);
+
+	/* The application's loop, and nothing else; it ends early when the
+	 * client has nothing left to do (no timeout: it would wait forever). */
+	for (int turn = 0; turn < LOOP_TURNS_MAX && !resync; turn++) {
+		struct pollfd pfd = { .fd = hasp_client_fd(c), .events = POLLIN };
+		int timeout = hasp_client_timeout_ms(c);
+		if (timeout < 0)
+			break;
+		assert_true(poll(&pfd, 1, timeout) >= 0);
+		assert_int_equal(hasp_client_process(c, NULL), 0);
+		while (hasp_client_next_event(c, &ev, 0) == 0)
+			resync |= ev.type == HASP_EVENT_RESYNC;
+	}
+	assert_true(resync);
+	uint64_t second = hasp_client_session_id(c);
+	assert_int_not_equal(second, 0);
+	assert_int_not_equal(second, first);
+	/* Registered in both sessions, and the new one delivers. */
+	assert_int_equal(requests_distinct(&r, HASP_OP_WATCH, "svc/"), 2);
+	responder_push_event(&r, 0, HASP_EVENT_KV_PUT, "svc/b", 11, "hi", 2);
+	assert_int_equal(hasp_client_next_event(c, &ev, 3000), 0);
+	assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
+	assert_string_equal(ev.name, "svc/b");
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 /* range_fn runs without the client's lock: it may call the client. */
 struct range_async {
 	struct hasp_client *c;
@@ -737,6 +816,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_blocking_threads_and_the_loop_share_a_client,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_connect_watch_unwatch_async, responder_teardown),
+		cmocka_unit_test_teardown(test_loop_reopens_a_lost_session_for_its_watches,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
 					  responder_teardown),
