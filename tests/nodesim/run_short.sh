@@ -6,14 +6,15 @@
 # holds. A failing run keeps its histories
 # and says where.
 #
-#   run_short.sh <nodesim> <checker.py> <seeds>
+#   run_short.sh <nodesim> <checker.py> <seeds> [nodesim options...]
 set -u
 exe=$1
 checker=$2
 seeds=$3
+shift 3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/nodesim.XXXXXX") || exit 1
 
-if ! "$exe" --seeds "$seeds" --twice --history-dir "$dir"; then
+if ! "$exe" --seeds "$seeds" --twice --history-dir "$dir" "$@"; then
 	echo "nodesim_short: FAIL (histories kept in $dir)"
 	exit 1
 fi
