@@ -764,9 +764,16 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 	bool session_known = m.hdr.session_id != 0 && locks_session_read(&n->sm, m.hdr.session_id, &si);
 	if (session_known)
 		notify_session_seen(n, m.hdr.session_id, ip, port);
+	/* A new leader's state machine lags until it applied its term's first
+	 * entry (a restarted node has applied nothing past its snapshot): a
+	 * session it does not know yet may be alive, and SESSION_EXPIRED
+	 * would end it for the client. */
+	bool sm_current = n->applied >= n->raft.term_start;
 	/* A mutation of an unknown session would only be refused by the
-	 * state machine: answer it here rather than spend a Raft entry. */
-	if (!session_known && m.hdr.opcode != HASP_OP_SESSION_OPEN && op_mutates(m.hdr.opcode)) {
+	 * state machine: answer it here rather than spend a Raft entry, once
+	 * the state machine is current; before, the entry decides. */
+	if (!session_known && sm_current && m.hdr.opcode != HASP_OP_SESSION_OPEN &&
+	    op_mutates(m.hdr.opcode)) {
 		n->stats.client_no_session++;
 		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_SESSION_EXPIRED, who.key);
 		return;
@@ -784,10 +791,13 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		break;
 	case HASP_OP_WATCH:
 	case HASP_OP_UNWATCH:
+		/* Unknown to a lagging state machine: ask again shortly. */
+		n->stats.client_unavailable += !session_known && !sm_current;
 		dispatch_reply_status(n, ip, port, &m.hdr,
-				      !session_known ? HASP_STATUS_SESSION_EXPIRED
-						     : notify_watch(n, m.hdr.session_id, &m.body.watch,
-								    m.hdr.opcode == HASP_OP_WATCH),
+				      session_known ? notify_watch(n, m.hdr.session_id, &m.body.watch,
+								   m.hdr.opcode == HASP_OP_WATCH)
+				      : sm_current  ? HASP_STATUS_SESSION_EXPIRED
+						    : HASP_STATUS_UNAVAILABLE,
 				      who.key);
 		return;
 	default: {

@@ -501,6 +501,63 @@ static void test_node_restart_recovers_from_wal_and_snapshot(void **state)
 	sim_destroy(s);
 }
 
+/* A leader elected after a whole-cluster restart has applied nothing past
+ * its snapshot until its term's first entry commits: a live session is
+ * unknown to it for that while. It must not answer SESSION_EXPIRED (the
+ * client would take its session, locks and watches for gone: nodesim
+ * --seed 11 --watch); a keepalive goes through the log and is answered
+ * OK, a WATCH is UNAVAILABLE (asked again) until the state machine is
+ * current. */
+static void test_node_new_leader_does_not_expire_a_session_it_has_not_applied(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(41));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 61); /* in the log only: no snapshot yet */
+
+	for (uint32_t i = 0; i < NODES; i++) {
+		node_deinit(&s->nodes[i]);
+		s->up[i] = false;
+	}
+	for (uint32_t i = 0; i < NODES; i++)
+		sim_start_node(s, i);
+	l = -1;
+	for (int t = 0; t < 50000 && l < 0; t++) {
+		sim_step(s);
+		for (int i = 0; i < NODES; i++)
+			if (s->nodes[i].role == RAFT_LEADER)
+				l = i;
+	}
+	assert_true(l >= 0);
+	struct node *n = &s->nodes[l];
+	assert_true(n->applied < n->raft.term_start); /* the window this test is about */
+
+	struct hasp_wire_msg watch = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = sid, .seq = 1 } };
+	watch.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"w/", 2 },
+						     .flags = HASP_WIRE_WATCH_PREFIX };
+	assert_true(sim_call(s, l, &watch, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_UNAVAILABLE);
+	assert_int_equal(n->stats.client_unavailable, 1);
+	struct hasp_wire_msg ka = { .hdr = { .opcode = HASP_OP_SESSION_KEEPALIVE, .session_id = sid, .seq = 2 } };
+	assert_true(n->applied < n->raft.term_start); /* nothing ran since */
+	assert_true(sim_call(s, l, &ka, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(n->stats.client_no_session, 0);
+
+	/* Current now: the watch registers, an unknown session is expired. */
+	assert_true(n->applied >= n->raft.term_start);
+	watch.hdr.seq = 3;
+	assert_true(sim_call(s, l, &watch, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	ka.hdr.session_id = sid + 1000;
+	assert_true(sim_call(s, l, &ka, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_SESSION_EXPIRED);
+	assert_int_equal(n->stats.client_no_session, 1);
+	sim_destroy(s);
+}
+
 static void test_node_bad_datagrams_are_counted_not_applied(void **state)
 {
 	(void)state;
@@ -1944,6 +2001,7 @@ int main(void)
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_stalled_follower_does_not_campaign_on_waking),
 		cmocka_unit_test(test_node_restart_recovers_from_wal_and_snapshot),
+		cmocka_unit_test(test_node_new_leader_does_not_expire_a_session_it_has_not_applied),
 		cmocka_unit_test(test_node_failing_snapshots_back_off_and_hand_off),
 		cmocka_unit_test(test_node_existing_empty_data_dir_is_refused),
 		cmocka_unit_test(test_node_wiped_follower_catches_up_and_health_reports_lag),
