@@ -224,6 +224,11 @@ struct locks_config {
 	uint32_t locks_per_session_max; /* locks held + waited for by one live session */
 	uint32_t session_window;        /* cached replies per session (pipelining depth) */
 	uint64_t hash_seed;             /* may differ per node: hash layout is never observable */
+	/* Debug builds (HASP_DEBUG_ASSERTS) walk every table to check every
+	 * invariant after each `invariants_every`th applied command: 1 in the
+	 * simulators and unit tests; a node with full-size tables uses a
+	 * larger period, or the walk (milliseconds) starves its loop. */
+	uint32_t invariants_every;
 };
 
 /* Counters (not replicated, not in snapshots): what happened, for haspctl. */
@@ -249,6 +254,7 @@ struct locks_cached_reply;
 
 struct locks {
 	struct locks_config cfg;
+	uint32_t applies_unchecked; /* since the last invariant walk (debug builds) */
 
 	/* Replicated state (all of it goes into snapshots). */
 	uint64_t revision;       /* bumped once by every command that changes state */

@@ -238,6 +238,7 @@ static void node_config_fill(struct world *w, uint32_t i)
 	SET("time_tick_ms", "20");
 	SET("client_auth", "off");
 #undef SET
+	c->locks.invariants_every = 1; /* small tables: check after every command */
 	sim_peer_keys(c); /* every node's key pair, every member's public key */
 }
 
