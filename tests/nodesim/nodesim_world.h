@@ -38,7 +38,7 @@ struct world_node {
 struct sim_client {
 	struct world *w;
 	uint32_t index;
-	char proc[8];
+	char proc[12]; /* "c" and a u32, or "w0" */
 	struct hasp_client *c;
 	struct client_io io;
 	struct dgram *inbox_head, *inbox_tail;
