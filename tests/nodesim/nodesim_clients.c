@@ -137,6 +137,11 @@ void world_clients_close(struct world *w)
 		}
 		hasp_client_close(sc->c);
 		sc->c = NULL;
+	}
+	/* Only now: a later client's close runs the nodes, which may still
+	 * push to a client closed before it. */
+	for (uint32_t k = 0; k < w->client_count; k++) {
+		struct sim_client *sc = &w->clients[k];
 		while (sc->inbox_head != NULL) {
 			struct dgram *d = sc->inbox_head;
 			sc->inbox_head = d->next;
