@@ -396,8 +396,28 @@ static int request_leader(struct ctl *c, const char *line, struct reply *r, int 
 	if (rc != 0 || r->ok || strcmp(r->error, "ENOTLEADER") != 0)
 		return rc;
 	const char *leader = r->leader_id != 0 ? node_target_of(c, r->leader_id) : NULL;
-	if (leader == NULL)
-		return 0;
+	if (leader == NULL) {
+		/* This node knows no leader (it is joining, or cut off): ask the
+		 * other nodes of --nodes until one leads or names the leader. */
+		for (uint32_t i = 0; i < c->node_count && leader == NULL; i++) {
+			if (strcmp(c->nodes[i].target, c->target) == 0)
+				continue;
+			struct reply other;
+			if (request(c, c->nodes[i].target, line, &other, attach_fd) != 0)
+				continue;
+			if (other.ok || strcmp(other.error, "ENOTLEADER") != 0) {
+				reply_free(r);
+				*r = other;
+				return 0;
+			}
+			/* Keep the newest reply: its tokens are the parsed ones. */
+			leader = other.leader_id != 0 ? node_target_of(c, other.leader_id) : NULL;
+			reply_free(r);
+			*r = other;
+		}
+		if (leader == NULL)
+			return 0;
+	}
 	if (!c->json)
 		fprintf(c->err, "haspctl: redirected to the leader, node %" PRIu64 " (%s)\n", r->leader_id,
 			leader);

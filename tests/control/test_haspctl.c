@@ -41,6 +41,8 @@ static char snap_file[256];
 static struct fake_node nodes[2];
 static pthread_t lcore;
 static volatile bool stop;
+/* A follower that knows no leader (a node joining, or cut off). */
+static volatile bool followers_know_no_leader;
 
 /* ---- the fake node's lcore commands ---- */
 
@@ -49,7 +51,7 @@ static bool leader_only(struct fake_node *n, struct control_request *req)
 	if (n->leader)
 		return true;
 	control_request_fail(req, -HASP_ENOTLEADER, "not the leader");
-	req->leader_id = 2;
+	req->leader_id = followers_know_no_leader ? 0 : 2;
 	return false;
 }
 
@@ -431,6 +433,11 @@ static void test_haspctl_leader_commands_redirect_through_nodes(void **state)
 	/* In JSON mode the refusal is the reply line itself. */
 	expect(ctl("--socket", N1, "--json", "leader", "transfer", "1", NULL), 4,
 	       "\"error\":\"ENOTLEADER\"", NULL);
+	/* The first node of --nodes knows no leader (the fault suite's
+	 * re-added node 1): haspctl asks the others rather than giving up. */
+	followers_know_no_leader = true;
+	expect(ctl("--nodes", nodes_arg, "members", "promote", "4", NULL), 0, "op: members.promote", NULL);
+	followers_know_no_leader = false;
 }
 
 static void test_haspctl_locks_tables_and_errors(void **state)
