@@ -365,7 +365,6 @@ struct hasp_client {
 
 	struct ttl_cap ttl_caps[CLIENT_TTL_CAPS];
 	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
-	uint64_t ttl_cap_all_made_ns;
 	uint64_t ttl_cap_all_session;
 
 	struct hasp_client_stats stats;

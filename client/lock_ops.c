@@ -196,19 +196,15 @@ uint64_t hasp_client_lock_valid_until(struct hasp_client *c, const struct hasp_l
 		    strcmp(k->name, lock->name) == 0)
 			until = k->valid_until_ns;
 	}
-	pthread_mutex_unlock(&c->mu);
 	if (lock->lease_id != 0) {
 		/* A lease lock lives as long as its lease, which keepalives
 		 * extend; follow the lease when this client keeps it. */
-		pthread_mutex_lock(&c->mu);
 		const struct lease_entry *l = client_lease_find_locked(c, lock->lease_id);
 		HASP_ASSERT(l == NULL || (l->used && l->lease_id == lock->lease_id));
 		if (l != NULL)
 			until = l->valid_until_ns;
-		pthread_mutex_unlock(&c->mu);
 	}
 	/* An unanswered TTL change may have shortened the lease. */
-	pthread_mutex_lock(&c->mu);
 	until = client_ttl_cap_apply_locked(c, lock->name, lock->token, until);
 	pthread_mutex_unlock(&c->mu);
 	return until;

@@ -55,7 +55,6 @@ void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *
 	/* Full: every lock of the session is capped at the earliest bound. */
 	if (c->ttl_cap_all_ns == 0 || until < c->ttl_cap_all_ns)
 		c->ttl_cap_all_ns = until;
-	c->ttl_cap_all_made_ns = now_ns;
 	c->ttl_cap_all_session = r->session_id;
 }
 
