@@ -63,6 +63,14 @@ struct waiter {
 	uint64_t lease_id; /* of that grant: its shared lease, 0 for its own TTL */
 	uint32_t ttl_ms;   /* of that grant's lease, from the event */
 	bool recheck;  /* an event may have been lost: LOCK_READ now */
+	/* A grant to this wait has a token above every token the lock had
+	 * while it waited. floor_token is the highest such token a LOCK_READ
+	 * showed (another holder's); a LOCK_GRANTED event at or below it is an
+	 * older grant to this session whose event came late (a wait given up
+	 * and its grant released, or a grant learned by a read). No event is
+	 * believed before one read has set the floor (floor_known). */
+	uint64_t floor_token;
+	bool floor_known;
 };
 
 /* Leader finding for one request (exchange.c, docs/CLIENT.md "Leader
@@ -368,6 +376,10 @@ struct hasp_client {
 	uint64_t ttl_cap_all_session;
 
 	struct hasp_client_stats stats;
+	/* LOCK_GRANTED events of an older grant, come while a later WAIT of
+	 * the lock waited, and not believed (struct waiter). Not in the
+	 * public stats: that struct is fixed in the 1.1 ABI. */
+	uint64_t wait_grants_stale;
 
 	pthread_t ka_thread;
 	pthread_cond_t ka_cv;

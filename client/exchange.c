@@ -209,7 +209,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 			 * may be another's, so confirm with LOCK_READ. */
 			if (watched)
 				w->recheck = true;
-			else {
+			else if (!w->granted || e->revision > w->token) {
+				/* Tokens only grow: of two grants, the later one. */
 				w->granted = true;
 				w->token = e->revision;
 				w->lease_id = e->lease_id;

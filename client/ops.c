@@ -338,6 +338,10 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 			 * showed another holder. */
 			op->granted_after_ns = op->req.first_send_ns;
 			op->next_check_ns = now + (uint64_t)c->cfg.wait_recheck_ms * NS_PER_MS;
+			/* Read the lock at once: its holder's token is the floor
+			 * that tells this wait's grant from a late event of an
+			 * older grant (struct waiter). */
+			op->w.recheck = true;
 			op->phase = PH_WAIT;
 		} else if (rc == -HASP_ETIMEDOUT && op->opts.wait) {
 			acquire_give_up_locked(c, op, -HASP_ETIMEDOUT);
@@ -346,7 +350,13 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 		}
 		return true;
 	case PH_WAIT:
-		if (op->w.granted) {
+		if (op->w.granted && op->w.floor_known && op->w.token <= op->w.floor_token) {
+			/* An older grant's event, come late (found by nodesim):
+			 * believing it would hold a lock another session holds. */
+			op->w.granted = false;
+			c->wait_grants_stale++;
+		}
+		if (op->w.granted && op->w.floor_known) {
 			/* The grant's own TTL, from the event: the queue entry
 			 * may be older than this request (a re-issued WAIT). */
 			lock->token = op->w.token;
@@ -400,6 +410,13 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 		}
 		if (rc == HASP_STATUS_OK && op->req.first_send_ns > op->granted_after_ns)
 			op->granted_after_ns = op->req.first_send_ns;
+		if (rc == HASP_STATUS_OK) {
+			/* Another session holds it: our grant, if any comes, has a
+			 * higher token. */
+			if (m.body.lock_info.token > op->w.floor_token)
+				op->w.floor_token = m.body.lock_info.token;
+			op->w.floor_known = true;
+		}
 		HASP_ASSERT(op->granted_after_ns >= op->acquire_send_ns); /* only moves later */
 		if (rc == HASP_STATUS_NOT_FOUND) {
 			/* Free while we are queued: our entry is gone (a lock
