@@ -353,6 +353,25 @@ void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t
 	}
 }
 
+/* A keepalive was answered and the client watches: does the leader still
+ * hold the watches? One that restarted between two keepalives answers
+ * like before but has none (session_alive_done in watchdog.c is the
+ * asynchronous loop's twin). Best effort: unanswered, the next keepalive
+ * asks again. */
+static void watch_count_check(struct hasp_client *c)
+{
+	struct client_call call;
+
+	memset(&call, 0, sizeof(call));
+	call.req.hdr.opcode = HASP_OP_WATCH_COUNT;
+	if (client_call(c, &call) != HASP_STATUS_OK)
+		return;
+	pthread_mutex_lock(&c->mu);
+	client_watch_count_seen_locked(c, call.session_id, call.reply.body.watch_count.count);
+	pthread_mutex_unlock(&c->mu);
+	client_watches_resend_if_stale(c);
+}
+
 int hasp_client_keepalive(struct hasp_client *c)
 {
 	uint64_t due_ids[HASP_CLIENT_LEASES_MAX];
@@ -387,7 +406,10 @@ int hasp_client_keepalive(struct hasp_client *c)
 			pthread_mutex_lock(&c->mu);
 			if (c->session_id == call.session_id)
 				c->session_ttl_ms = call.reply.body.session_alive.ttl_ms;
+			bool watching = client_watches_registered_locked(c) > 0;
 			pthread_mutex_unlock(&c->mu);
+			if (watching)
+				watch_count_check(c);
 		} else if (rc == HASP_STATUS_SESSION_EXPIRED) {
 			/* Open the next one now so watches come back. */
 			rc = hasp_client_connect(c);

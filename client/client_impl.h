@@ -380,6 +380,9 @@ struct hasp_client {
 	 * the lock waited, and not believed (struct waiter). Not in the
 	 * public stats: that struct is fixed in the 1.1 ABI. */
 	uint64_t wait_grants_stale;
+	/* WATCH_COUNT answers below the watches registered: the leader had
+	 * lost them (a restart between two keepalives). Internal, as above. */
+	uint64_t watch_counts_short;
 
 	pthread_t ka_thread;
 	pthread_cond_t ka_cv;
@@ -449,6 +452,16 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 /* After a call: re-registers the watches if a new session or leader needs
  * them (blocking; takes c->mu). */
 void client_watches_resend_if_stale(struct hasp_client *c);
+
+/* How many watches are registered in the current session: what a
+ * WATCH_COUNT answer is compared with. Called with c->mu held. */
+uint32_t client_watches_registered_locked(const struct hasp_client *c);
+
+/* A WATCH_COUNT answer for `session_id`: fewer watches on the leader than
+ * registered means it lost them (it restarted, or another node led in
+ * between), so they are registered again and a RESYNC follows. Called with
+ * c->mu held. */
+void client_watch_count_seen_locked(struct hasp_client *c, uint64_t session_id, uint32_t count);
 
 /* The public return convention (client.h): a reply status or -HASP_E*
  * from client_call becomes 0 or -HASP_E*. */

@@ -596,6 +596,25 @@ static void watches_forget_registrations_locked(struct hasp_client *c)
 	}
 }
 
+uint32_t client_watches_registered_locked(const struct hasp_client *c)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++)
+		n += c->watches[i].used && c->session_state == SESSION_OPEN &&
+		     c->watches[i].session_id == c->session_id;
+	return n;
+}
+
+void client_watch_count_seen_locked(struct hasp_client *c, uint64_t session_id, uint32_t count)
+{
+	/* More on the node is an UNWATCH still in flight; fewer is a loss. */
+	if (session_id != c->session_id || count >= client_watches_registered_locked(c))
+		return;
+	c->watch_counts_short++;
+	watches_forget_registrations_locked(c);
+}
+
 static void req_finish(struct client_req *r, int rc)
 {
 	r->state = REQ_DONE;

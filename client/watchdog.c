@@ -296,6 +296,31 @@ static void session_keepalive_done(struct hasp_client *c, const struct hasp_resu
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* After each answered keepalive, a client with watches asks the leader how
+ * many of them it holds: a leader that restarted between two keepalives
+ * (a whole-cluster restart can elect the same node again) answers like
+ * before but has none, and no event would ever come to tell (docs/CLIENT.md,
+ * "Watches follow the leader"). The answer is handled with the other
+ * replies (ops.c), and the end of hasp_client_process() registers them
+ * again. */
+static void session_alive_done(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct hasp_wire_msg m;
+	struct client_op *op;
+
+	pthread_mutex_lock(&c->mu);
+	bool watching = client_watches_registered_locked(c) > 0;
+	pthread_mutex_unlock(&c->mu);
+	if (res->rc != 0 || !watching || (op = client_op_new()) == NULL) {
+		session_keepalive_done(c, res, arg);
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_WATCH_COUNT;
+	if (client_op_start(c, op, client_op_prepare(c, op, &m), session_keepalive_done, NULL, NULL) != 0)
+		session_keepalive_done(c, res, arg);
+}
+
 static void lease_keepalive_done(struct hasp_client *c, const struct hasp_result *res, void *arg)
 {
 	(void)arg;
@@ -372,7 +397,7 @@ void client_keepalive_async(struct hasp_client *c)
 		if (reopen && op != NULL)
 			client_op_prepare_connect(c, op);
 		rc = client_op_start(c, op, op && !reopen ? client_op_prepare(c, op, &m) : 0,
-				     session_keepalive_done, NULL, NULL);
+				     reopen ? session_keepalive_done : session_alive_done, NULL, NULL);
 		if (rc != 0) {
 			pthread_mutex_lock(&c->mu);
 			c->session_ka_busy = false;

@@ -86,6 +86,7 @@ static bool opcode_known(uint8_t opcode)
 	case HASP_OP_WATCH:
 	case HASP_OP_UNWATCH:
 	case HASP_OP_EVENT:
+	case HASP_OP_WATCH_COUNT:
 	case HASP_OP_KV_PUT:
 	case HASP_OP_KV_GET:
 	case HASP_OP_KV_DELETE:

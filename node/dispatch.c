@@ -707,6 +707,7 @@ static bool op_mutates(uint8_t op)
 	case HASP_OP_KV_RANGE:
 	case HASP_OP_WATCH:
 	case HASP_OP_UNWATCH:
+	case HASP_OP_WATCH_COUNT:
 		return false;
 	default:
 		return true;
@@ -799,6 +800,24 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 				      : sm_current  ? HASP_STATUS_SESSION_EXPIRED
 						    : HASP_STATUS_UNAVAILABLE,
 				      who.key);
+		return;
+	case HASP_OP_WATCH_COUNT:
+		/* Watches are node-local: a restarted node, or one that was
+		 * not the leader when they were sent, has none, and without
+		 * this count a client whose leader restarted between two of
+		 * its requests could not tell (docs/PROTOCOL.md, "Watches"). */
+		if (!session_known) {
+			n->stats.client_unavailable += !sm_current;
+			dispatch_reply_status(n, ip, port, &m.hdr,
+					      sm_current ? HASP_STATUS_SESSION_EXPIRED
+							 : HASP_STATUS_UNAVAILABLE,
+					      who.key);
+			return;
+		}
+		struct hasp_wire_msg count;
+		hasp_wire_reply_init(&count, &m.hdr, HASP_STATUS_OK);
+		count.body.watch_count.count = notify_watch_count(n, m.hdr.session_id);
+		send_reply(n, ip, port, &count, reply_key(n, who.key), n->now_ns);
 		return;
 	default: {
 		struct locks_cmd c;

@@ -381,6 +381,13 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 	return HASP_STATUS_OK;
 }
 
+uint32_t notify_watch_count(struct node *n, uint64_t session_id)
+{
+	const struct node_session *s = session_find(n, session_id);
+
+	return s == NULL ? 0 : watch_index_session_count(&n->watches, s->watch_head);
+}
+
 bool notify_flush(struct node *n, uint64_t *deadline_ns)
 {
 	bool did = false;

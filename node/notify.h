@@ -29,6 +29,8 @@ void notify_events(struct node *n, uint64_t index, const struct locks_event *eve
 /* WATCH / UNWATCH: a status. */
 enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
 			      bool add) __attribute__((warn_unused_result));
+/* WATCH_COUNT: how many watches this node holds for the session. */
+uint32_t notify_watch_count(struct node *n, uint64_t session_id);
 /* Sends held watch events while tokens last; lowers *deadline_ns. */
 bool notify_flush(struct node *n, uint64_t *deadline_ns);
 /* Leadership lost: held events go, the watches stay, each marked so that

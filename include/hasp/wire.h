@@ -203,6 +203,10 @@ struct hasp_wire_session_alive { /* OK to SESSION_KEEPALIVE */
 	uint32_t ttl_ms;
 };
 
+struct hasp_wire_watch_count { /* OK to WATCH_COUNT */
+	uint32_t count; /* this session's watches on the answering node */
+};
+
 struct hasp_wire_lease_ok { /* OK to LEASE_GRANT, LEASE_KEEPALIVE */
 	uint64_t lease_id;
 	uint32_t ttl_ms;
@@ -293,6 +297,7 @@ struct hasp_wire_msg {
 		struct hasp_wire_bad_version bad_version;
 		struct hasp_wire_session_opened session_opened;
 		struct hasp_wire_session_alive session_alive;
+		struct hasp_wire_watch_count watch_count;
 		struct hasp_wire_lease_ok lease_ok;
 		struct hasp_wire_lock_info lock_info;
 		struct hasp_wire_kv_revision kv_revision;

@@ -1193,6 +1193,7 @@ struct moving_leader {
 	int leader;
 	int drop_watch; /* the leader does not answer WATCH */
 	int drop_check; /* the leader does not answer the next CHECK (once) */
+	uint32_t watch_count; /* the leader's answer to WATCH_COUNT */
 };
 
 static void script_moving_leader(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -1213,6 +1214,12 @@ static void script_moving_leader(struct responder *r, int node, const struct has
 		rep.body.not_leader.leader_id = (uint32_t)ml->leader + 1;
 		memcpy(rep.body.not_leader.ipv4, (uint8_t[]){ 127, 0, 0, 1 }, 4);
 		rep.body.not_leader.port = r->ports[ml->leader];
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_WATCH_COUNT) {
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.watch_count.count = __atomic_load_n(&ml->watch_count, __ATOMIC_ACQUIRE);
 		responder_send(r, node, from, &rep);
 		return;
 	}
@@ -1280,6 +1287,46 @@ static void test_watches_are_registered_again_after_the_leader_was_silent(void *
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 2);
 	assert_int_equal(hasp_client_next_event(c, &ev, 0), 0);
 	assert_int_equal(ev.type, HASP_EVENT_RESYNC);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* A whole-cluster restart between two keepalives can elect the same node
+ * again without any request going unanswered: nothing changes for the
+ * client but the leader's watch table, now empty, and no event would ever
+ * come. After each answered keepalive a watching client asks WATCH_COUNT;
+ * fewer than it registered: it registers them again and says RESYNC (the
+ * fault suite's pause-leader+whole-restart lost three grants silently). */
+static void test_watches_are_registered_again_when_the_leader_holds_fewer(void **state)
+{
+	static struct moving_leader ml = { .leader = 0, .watch_count = 1 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_moving_leader, &ml), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90; /* a keepalive is due 30 ms after the last */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1);
+
+	usleep(40 * 1000);
+	assert_int_equal(hasp_client_keepalive(c), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH_COUNT, 0), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1); /* it holds ours */
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
+
+	__atomic_store_n(&ml.watch_count, 0, __ATOMIC_RELEASE); /* restarted */
+	usleep(40 * 1000);
+	assert_int_equal(hasp_client_keepalive(c), 0);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH_COUNT, 0), 2);
+	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 2);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), 0);
+	assert_int_equal(ev.type, HASP_EVENT_RESYNC);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
 	hasp_client_close(c);
 	responder_stop(&r);
 }
@@ -1972,6 +2019,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_on_a_new_leader, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_after_the_leader_was_silent, responder_teardown),
+		cmocka_unit_test_teardown(test_watches_are_registered_again_when_the_leader_holds_fewer, responder_teardown),
 		cmocka_unit_test_teardown(test_resync_follows_the_watch_registration, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
 		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),

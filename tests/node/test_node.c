@@ -617,6 +617,74 @@ static void test_node_bad_datagrams_are_counted_not_applied(void **state)
 	sim_destroy(s);
 }
 
+static uint32_t sim_watch_count(struct sim *s, int l, uint64_t sid, uint64_t seq)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH_COUNT, .session_id = sid,
+					      .seq = seq } };
+
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	return reply.body.watch_count.count;
+}
+
+/* Watches are node-local, and a restart loses them while the session
+ * lives on in the log: WATCH_COUNT is how a client learns that the leader
+ * holds fewer than it registered (fault suite, pause-leader+whole-restart:
+ * a watcher lost grants without a gap when the restart fell between two
+ * of its keepalives). A name and a prefix watch of one string count two. */
+static void test_node_watch_count_tells_a_restart_that_lost_the_watches(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(17));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 71), other = sim_open(s, l, 72);
+
+	assert_int_equal(sim_watch_count(s, l, sid, 1), 0);
+	for (uint64_t k = 0; k < 3; k++) {
+		struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = sid,
+						      .seq = 2 + k } };
+		req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"w/a", 3 },
+							   .flags = k == 1 ? HASP_WIRE_WATCH_PREFIX : 0 };
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	assert_int_equal(sim_watch_count(s, l, sid, 5), 2); /* the third was the first again */
+	assert_int_equal(sim_watch_count(s, l, other, 1), 0);
+	struct hasp_wire_msg unknown = { .hdr = { .opcode = HASP_OP_WATCH_COUNT,
+						  .session_id = sid + 1000, .seq = 1 } };
+	assert_true(sim_call(s, l, &unknown, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_SESSION_EXPIRED);
+	int f = (l + 1) % NODES;
+	struct hasp_wire_msg at_follower = { .hdr = { .opcode = HASP_OP_WATCH_COUNT,
+						      .session_id = sid, .seq = 6 } };
+	assert_true(sim_call(s, f, &at_follower, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_NOT_LEADER);
+
+	for (uint32_t i = 0; i < NODES; i++) {
+		node_deinit(&s->nodes[i]);
+		s->up[i] = false;
+	}
+	for (uint32_t i = 0; i < NODES; i++)
+		sim_start_node(s, i);
+	l = sim_wait_leader(s);
+	/* Answered once the new leader knows the session (UNAVAILABLE before,
+	 * as WATCH: test_node_new_leader_does_not_expire_a_session_...). */
+	uint64_t seq = 7;
+	struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH_COUNT, .session_id = sid } };
+	do {
+		req.hdr.seq = seq++;
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		sim_run_ms(s, 20);
+	} while (reply.hdr.status == HASP_STATUS_UNAVAILABLE && seq < 200);
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(reply.body.watch_count.count, 0);
+	sim_destroy(s);
+}
+
 /* One session cannot take every watch of the node (correctness issue,
  * item 3): past watches_per_session_max it gets FULL, others still watch. */
 static void test_node_watches_are_bounded_per_session(void **state)
@@ -2007,6 +2075,7 @@ int main(void)
 		cmocka_unit_test(test_node_wiped_follower_catches_up_and_health_reports_lag),
 		cmocka_unit_test(test_node_bad_datagrams_are_counted_not_applied),
 		cmocka_unit_test(test_node_watches_are_bounded_per_session),
+		cmocka_unit_test(test_node_watch_count_tells_a_restart_that_lost_the_watches),
 		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),

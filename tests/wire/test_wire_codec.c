@@ -180,6 +180,9 @@ static void assert_body_equal(const struct hasp_wire_msg *a, const struct hasp_w
 	case HASP_OP_SESSION_KEEPALIVE:
 		assert_int_equal(a->body.session_alive.ttl_ms, b->body.session_alive.ttl_ms);
 		break;
+	case HASP_OP_WATCH_COUNT:
+		assert_int_equal(a->body.watch_count.count, b->body.watch_count.count);
+		break;
 	case HASP_OP_LEASE_GRANT:
 	case HASP_OP_LEASE_KEEPALIVE:
 		assert_int_equal(a->body.lease_ok.lease_id, b->body.lease_ok.lease_id);
@@ -378,7 +381,7 @@ static void test_wire_rejects_bad_magic_version_opcode_flags(void **state)
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 	int n = encode_sample(sample("req_acquire_ttl"), buf);
 	uint8_t bad[HASP_DATAGRAM_SIZE_MAX];
-	static const uint8_t bad_ops[] = { 0, 4, 7, 22, 27, 31, 37, 255, HASP_OP_EVENT };
+	static const uint8_t bad_ops[] = { 0, 4, 7, 22, 28, 31, 37, 255, HASP_OP_EVENT };
 	static const uint16_t bad_flags[] = { 0x0002, 0x0100, 0x8000, 0xffff };
 
 	memcpy(bad, buf, (size_t)n);
