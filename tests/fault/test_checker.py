@@ -241,6 +241,35 @@ class CheckerSelfTest(unittest.TestCase):
         verdicts, _ = h.run()
         self.assertOnlyFails(verdicts, "events", "grant of L token 9 never delivered")
 
+    def test_grant_of_an_orphaned_wait_before_a_gap_passes(self):
+        # b's WAIT gave up (outcome unknown), its entry was granted to b's
+        # session during the outage, the watcher re-registered (gap at
+        # 250); b's TRY at 300 is answered with that grant's token.
+        h = clean()
+        h.recs = [r for r in h.recs if r.get("id") != "102.0"]
+        h.op("b", "acquire", 44, 46, kind="info", lock="L", rc=-20)
+        h.rec(55, "w", "event", kind="resync", id="resync-1")
+        self._move_b_grant(h, 58)
+        verdicts, _ = h.run()
+        self.assertEqual({p: v for p, v in verdicts.items() if v}, {})
+
+    def test_grant_after_a_gap_without_an_orphaned_wait_fails(self):
+        h = clean()
+        h.recs = [r for r in h.recs if r.get("id") != "102.0"]
+        h.rec(55, "w", "event", kind="resync", id="resync-1")
+        self._move_b_grant(h, 58)
+        verdicts, _ = h.run()
+        self.assertOnlyFails(verdicts, "events", "grant of L token 9 never delivered")
+
+    @staticmethod
+    def _move_b_grant(h, t):
+        # b's acquire of token 9 invoked at t (after the gap), acked at 62.
+        for r in h.recs:
+            if r.get("proc") == "b" and r.get("f") == "acquire" and r.get("type") == "invoke" \
+                    and r["t"] == ms(60):
+                r["t"] = ms(t)
+        h.recs.sort(key=lambda r: r["t"])
+
     def test_missing_event_covered_by_a_reported_gap_passes(self):
         h = clean()
         h.recs = [r for r in h.recs if r.get("id") != "102.0"]
