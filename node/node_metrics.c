@@ -220,6 +220,27 @@ int node_metrics_register_node(struct node_metrics *nm, const struct node *n)
 				    "One run of committed entries applied to the state machine.", NULL, 0,
 				    node_hist_bounds_ns, NODE_HIST_BOUNDS, 1e-9, st->apply_latency.counts,
 				    &st->apply_latency.sum_ns) != NULL;
+	/* Datagrams dropped for failing authentication, never answered
+	 * (docs/SECURITY.md): a client with a wrong or old key, a forgery, a
+	 * flood. One family for both ports, so that one alert covers them. */
+	static const char auth_help[] = "Datagrams that failed authentication and were dropped, by port and reason.";
+	const struct {
+		const char *port, *reason;
+		const uint64_t *v;
+	} auth[] = {
+		{ "client", "not_v2", &st->client_auth_version },
+		{ "client", "unknown_sender", &st->client_auth_unknown },
+		{ "client", "bad_tag", &st->client_auth_bad },
+		{ "peer", "bad_tag", &st->peer_auth_bad },
+		{ "peer", "replayed", &st->peer_auth_replayed },
+	};
+	for (size_t i = 0; i < sizeof(auth) / sizeof(auth[0]) && ok; i++) {
+		struct metrics_label l[] = { { "port", auth[i].port }, { "reason", auth[i].reason } };
+		ok = metrics_counter_ref(m, "hasp_auth_failures_total", auth_help, l, 2, auth[i].v) != NULL;
+	}
+	ok &= metrics_counter_ref(m, "hasp_peer_keys_revoked_total",
+				  "Members whose peer keys a committed configuration revoked.", NULL, 0,
+				  &st->peer_keys_revoked) != NULL;
 	ok &= metrics_counter_ref(m, "hasp_latency_samples_skipped_total",
 				  "Proposed batches not timed for commit latency (timing ring full).", NULL,
 				  0, &st->latency_ring_full) != NULL;

@@ -244,6 +244,40 @@ static void test_node_metrics_latency_histograms_exposed(void **state)
 	free(n);
 }
 
+/* Authentication failures of both ports are one family, read in place
+ * from the node's counters (an alert in deploy/ watches their rate). */
+static void test_node_metrics_auth_failures_exposed(void **state)
+{
+	(void)state;
+	struct node *n = calloc(1, sizeof(*n));
+	struct booted *b = calloc(1, sizeof(*b));
+	boot(b, n);
+	n->stats.client_auth_bad = 3;
+	n->stats.client_auth_unknown = 7;
+	n->stats.peer_auth_replayed = 2;
+	n->stats.peer_keys_revoked = 1;
+
+	static char buf[262144];
+	assert_true(metrics_expose(control_metrics(&b->c), buf, sizeof(buf)) > 0);
+	struct parsed *p = calloc(1, sizeof(*p));
+	expo_parse(buf, p);
+	const char *f = "hasp_auth_failures_total";
+	assert_true(find(p, f, "port=client;reason=bad_tag", "")->value == 3);
+	assert_true(find(p, f, "port=client;reason=unknown_sender", "")->value == 7);
+	assert_true(find(p, f, "port=client;reason=not_v2", "")->value == 0);
+	assert_true(find(p, f, "port=peer;reason=replayed", "")->value == 2);
+	assert_true(find(p, f, "port=peer;reason=bad_tag", "")->value == 0);
+	assert_true(find(p, "hasp_peer_keys_revoked_total", "", "")->value == 1);
+	n->stats.peer_auth_bad = 9; /* read in place */
+	assert_true(metrics_expose(control_metrics(&b->c), buf, sizeof(buf)) > 0);
+	expo_parse(buf, p);
+	assert_true(find(p, f, "port=peer;reason=bad_tag", "")->value == 9);
+	free(p);
+	control_deinit(&b->c);
+	free(b);
+	free(n);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -252,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_node_metrics_peers_register_while_scraped),
 		cmocka_unit_test(test_node_metrics_leader_changes_survive_restart),
 		cmocka_unit_test(test_node_metrics_latency_histograms_exposed),
+		cmocka_unit_test(test_node_metrics_auth_failures_exposed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
