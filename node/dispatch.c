@@ -805,7 +805,8 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		/* Watches are node-local: a restarted node, or one that was
 		 * not the leader when they were sent, has none, and without
 		 * this count a client whose leader restarted between two of
-		 * its requests could not tell (docs/PROTOCOL.md, "Watches"). */
+		 * its requests could not tell (docs/PROTOCOL.md "Watches are
+		 * node-local"). */
 		if (!session_known) {
 			n->stats.client_unavailable += !sm_current;
 			dispatch_reply_status(n, ip, port, &m.hdr,
