@@ -506,6 +506,25 @@ static void script_wait(struct responder *r, int node, const struct hasp_wire_ms
 	}
 }
 
+/* A client of a one-node scripted cluster whose pushed LOCK_GRANTED
+ * comes `grant_after_ms` after *t0 (no periodic re-read: the one read at
+ * QUEUED, then events). */
+static struct hasp_client *wait_client(struct responder *r, struct wait_script *s,
+				       struct hasp_client_config *cfg, char *cluster,
+				       size_t cluster_size, uint32_t grant_after_ms, uint64_t *t0)
+{
+	assert_int_equal(responder_start(r, 1, script_wait, s), 0);
+	test_config(cfg, NULL);
+	cfg->wait_recheck_ms = 10000;
+	struct hasp_client *c = client_on(r, cfg, cluster, cluster_size);
+	assert_int_equal(hasp_client_connect(c), 0);
+	*t0 = clock_monotonic_ns();
+	responder_lock(r);
+	s->grant_at_ns = *t0 + (uint64_t)grant_after_ms * MS;
+	responder_unlock(r);
+	return c;
+}
+
 static void test_wait_mode_completes_via_pushed_event(void **state)
 {
 	/* The one read at QUEUED finds another holder (token 5): the floor
@@ -518,15 +537,8 @@ static void test_wait_mode_completes_via_pushed_event(void **state)
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
-	test_config(&cfg, NULL);
-	cfg.wait_recheck_ms = 10000; /* no fallback read in this test */
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_connect(c), 0);
-	uint64_t t0 = clock_monotonic_ns();
-	responder_lock(&r);
-	s.grant_at_ns = t0 + 150 * MS;
-	responder_unlock(&r);
+	uint64_t t0;
+	struct hasp_client *c = wait_client(&r, &s, &cfg, cluster, sizeof(cluster), 150, &t0);
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
 	uint64_t t1 = clock_monotonic_ns();
@@ -559,15 +571,8 @@ static void test_wait_grant_validity_follows_the_event_ttl(void **state)
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
-	test_config(&cfg, NULL);
-	cfg.wait_recheck_ms = 10000; /* the event, not a re-read, grants */
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_connect(c), 0);
-	uint64_t t0 = clock_monotonic_ns();
-	responder_lock(&r);
-	s.grant_at_ns = t0 + 50 * MS;
-	responder_unlock(&r);
+	uint64_t t0;
+	struct hasp_client *c = wait_client(&r, &s, &cfg, cluster, sizeof(cluster), 50, &t0);
 	struct hasp_acquire_opts opts = { .ttl_ms = 6000, .wait = true, .wait_timeout_ms = 3000 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
 	assert_int_equal(lock.ttl_ms, 1000);
@@ -592,15 +597,8 @@ static void test_wait_ignores_a_late_event_of_an_older_grant(void **state)
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 1, script_wait, &s), 0);
-	test_config(&cfg, NULL);
-	cfg.wait_recheck_ms = 10000; /* the one read at QUEUED, then events */
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_connect(c), 0);
-	uint64_t t0 = clock_monotonic_ns();
-	responder_lock(&r);
-	s.grant_at_ns = t0 + 150 * MS;
-	responder_unlock(&r);
+	uint64_t t0;
+	struct hasp_client *c = wait_client(&r, &s, &cfg, cluster, sizeof(cluster), 150, &t0);
 	struct hasp_acquire_opts opts = { .ttl_ms = 5000, .wait = true, .wait_timeout_ms = 3000 };
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
 	assert_int_equal(lock.token, 77);

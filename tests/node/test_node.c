@@ -212,6 +212,18 @@ static void sim_run_ms(struct sim *s, uint32_t ms)
 		sim_step(s);
 }
 
+/* A whole-cluster restart: every node stops (its memory gone, its disk
+ * kept) and starts again. */
+static void sim_restart_all(struct sim *s)
+{
+	for (uint32_t i = 0; i < NODES; i++) {
+		node_deinit(&s->nodes[i]);
+		s->up[i] = false;
+	}
+	for (uint32_t i = 0; i < NODES; i++)
+		sim_start_node(s, i);
+}
+
 static int sim_leader(struct sim *s)
 {
 	int leader = -1;
@@ -487,12 +499,7 @@ static void test_node_restart_recovers_from_wal_and_snapshot(void **state)
 	sim_run_ms(s, 4000);
 	assert_true(s->nodes[l].stats.snapshots_taken >= 1);
 
-	for (uint32_t i = 0; i < NODES; i++) {
-		node_deinit(&s->nodes[i]);
-		s->up[i] = false;
-	}
-	for (uint32_t i = 0; i < NODES; i++)
-		sim_start_node(s, i);
+	sim_restart_all(s);
 	l = sim_wait_leader(s);
 	req = read_req(sid, 2, "lock/r");
 	assert_true(sim_call(s, l, &req, &reply, keep));
@@ -517,12 +524,7 @@ static void test_node_new_leader_does_not_expire_a_session_it_has_not_applied(vo
 	struct hasp_wire_msg reply;
 	uint64_t sid = sim_open(s, l, 61); /* in the log only: no snapshot yet */
 
-	for (uint32_t i = 0; i < NODES; i++) {
-		node_deinit(&s->nodes[i]);
-		s->up[i] = false;
-	}
-	for (uint32_t i = 0; i < NODES; i++)
-		sim_start_node(s, i);
+	sim_restart_all(s);
 	l = -1;
 	for (int t = 0; t < 50000 && l < 0; t++) {
 		sim_step(s);
@@ -664,12 +666,7 @@ static void test_node_watch_count_tells_a_restart_that_lost_the_watches(void **s
 	assert_true(sim_call(s, f, &at_follower, &reply, keep));
 	assert_int_equal(reply.hdr.status, HASP_STATUS_NOT_LEADER);
 
-	for (uint32_t i = 0; i < NODES; i++) {
-		node_deinit(&s->nodes[i]);
-		s->up[i] = false;
-	}
-	for (uint32_t i = 0; i < NODES; i++)
-		sim_start_node(s, i);
+	sim_restart_all(s);
 	l = sim_wait_leader(s);
 	/* Answered once the new leader knows the session (UNAVAILABLE before,
 	 * as WATCH: test_node_new_leader_does_not_expire_a_session_...). */
