@@ -38,6 +38,27 @@ async def _run(fn, *args, **kw):
     return await loop.run_in_executor(None, functools.partial(fn, *args, **kw))
 
 
+def _core_or(call, blocking):
+    """The method runs on the core when the loaded libhasp has `call`'s
+    asynchronous form, else blocking(client.sync, ...) in the executor."""
+    def wrap(method):
+        @functools.wraps(method)
+        async def run(self, *args, **kw):
+            if not self._core(call):
+                return await _run(blocking, self.sync, *args, **kw)
+            return await method(self, *args, **kw)
+        return run
+    return wrap
+
+
+def _unless_absent(r, convert):
+    """convert(r) for an answer, None for -HASP_ENOENT."""
+    if r.rc == -_capi.ENOENT:
+        return None
+    check(r.rc)
+    return convert(r)
+
+
 def _consume(fut):
     """Retrieves a future's outcome nobody awaits any more."""
     if not fut.cancelled():
@@ -286,51 +307,38 @@ class AsyncClient:
         client.lock(...)`; the arguments of Client.lock."""
         return _LockRequest(self, name, ttl, kw)
 
+    @_core_or("connect", Client.connect)
     async def connect(self):
         """Opens the session now (otherwise the first request does)."""
-        if not self._core("connect"):
-            return await _run(self.sync.connect)
         check((await self._op("connect", cancel=True)).rc)
 
+    @_core_or("kv_get", Client.get)
     async def get(self, key):
-        if not self._core("kv_get"):
-            return await _run(self.sync.get, key)
         r = await self._op("kv_get", _bytes(key, "key"), cancel=True)
-        if r.rc == -_capi.ENOENT:
-            return None
-        check(r.rc)
-        return _key_value(key, r.value)
+        return _unless_absent(r, lambda r: _key_value(key, r.value))
 
+    @_core_or("kv_put", Client.put)
     async def put(self, key, value, *, lease_id=0):
-        if not self._core("kv_put"):
-            return await _run(self.sync.put, key, value, lease_id=lease_id)
         v = _bytes(value, "value")
         r = await self._op("kv_put", _bytes(key, "key"), v, len(v), int(lease_id))
         check(r.rc)
         return r.revision
 
+    @_core_or("kv_cas", Client.cas)
     async def cas(self, key, value, *, expected_revision=None, expected_value=None, lease_id=0):
-        if not self._core("kv_cas"):
-            return await _run(self.sync.cas, key, value, expected_revision=expected_revision,
-                              expected_value=expected_value, lease_id=lease_id)
         cas, keep = Client._cas_request(value, expected_revision, expected_value, lease_id)
         r = await self._op("kv_cas", _bytes(key, "key"), ctypes.byref(cas), keep=keep)
         check(r.rc)
         return r.revision
 
+    @_core_or("kv_delete", Client.delete)
     async def delete(self, key):
-        if not self._core("kv_delete"):
-            return await _run(self.sync.delete, key)
         r = await self._op("kv_delete", _bytes(key, "key"))
-        if r.rc == -_capi.ENOENT:
-            return False
-        check(r.rc)
-        return True
+        return _unless_absent(r, lambda r: True) or False
 
+    @_core_or("kv_range", Client.range)
     async def range(self, prefix: str = "", limit: int = 0):
         """Client.range: the entries come page by page on the loop's thread."""
-        if not self._core("kv_range"):
-            return await _run(self.sync.range, prefix, limit)
         each = _RangeCollector()
         # The callback lives until the walk ends (done callback) or the
         # client closes: libhasp calls it from hasp_client_process only.
@@ -338,14 +346,10 @@ class AsyncClient:
                            keep=each, cancel=True)
         return each.result(r.rc)
 
+    @_core_or("lock_read", Client.read_lock)
     async def read_lock(self, name):
-        if not self._core("lock_read"):
-            return await _run(self.sync.read_lock, name)
         r = await self._op("lock_read", _bytes(name, "name"), cancel=True)
-        if r.rc == -_capi.ENOENT:
-            return None
-        check(r.rc)
-        return _lock_info(r.info)
+        return _unless_absent(r, lambda r: _lock_info(r.info))
 
     async def watch(self, name: str, *, prefix: bool = False) -> "AsyncWatch":
         if not self._core("watch"):
