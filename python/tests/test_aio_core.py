@@ -3,11 +3,12 @@ every call with a hasp_client_*_async form runs on the loop's thread, none
 in an executor thread; without those forms it falls back to the executor."""
 import asyncio
 import concurrent.futures
+import threading
 
 import pytest
 
 import hasp
-from hasp import _capi
+from hasp import _capi, aio
 from conftest import DEADLINE
 
 pytestmark = pytest.mark.skipif(not _capi.HAS_ASYNC, reason="libhasp has no asynchronous core")
@@ -118,11 +119,20 @@ def test_without_the_async_forms_calls_fall_back_to_the_executor(cluster, name, 
     assert len(executor.jobs) >= 16
 
 
-def test_range_across_many_datagrams_on_the_core(cluster, name):
+class ThreadRecordingCollector(aio._RangeCollector):
+    threads = set()
+
+    def _each(self, entry, arg):
+        self.threads.add(threading.get_ident())
+        return super()._each(entry, arg)
+
+
+def test_range_across_many_datagrams_on_the_core(cluster, name, monkeypatch):
     """Entries of ~1 KiB: one per datagram, so the walk takes a page per
     entry, each delivered by hasp_client_process on the loop's thread."""
     keys = ["%s/%02d" % (name, i) for i in range(6)]
     values = [bytes([65 + i]) * 1000 for i in range(6)]
+    monkeypatch.setattr(aio, "_RangeCollector", ThreadRecordingCollector)
 
     async def main():
         asyncio.get_running_loop().set_default_executor(NoExecutor())
@@ -138,6 +148,7 @@ def test_range_across_many_datagrams_on_the_core(cluster, name):
             assert pages >= len(keys), "one datagram per entry: %d requests" % pages
             assert [kv.key for kv in await c.range(name + "/", limit=4)] == keys[:4]
             assert await c.range(name + "/none/") == []
+            assert ThreadRecordingCollector.threads == {threading.get_ident()}
         finally:
             asyncio.get_running_loop().set_default_executor(
                 concurrent.futures.ThreadPoolExecutor(max_workers=1))
@@ -166,4 +177,22 @@ def test_cancelled_calls_on_the_core(cluster, name):
                 await asyncio.sleep(0.01)
             assert c._pending == {} and not c._background
             assert c.sync._watches == []
+    asyncio.run(main())
+
+
+def test_close_ends_calls_in_progress(cluster, name):
+    """close() fails the calls still on the core with ClosedError; libhasp
+    ends them without their callbacks (a range's callback, freed after the
+    library's client, is never called again)."""
+    async def main():
+        c = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        task = asyncio.ensure_future(c.range(name + "/"))
+        await asyncio.sleep(0)  # started: the session opens first
+        assert c._pending
+        await c.close()
+        with pytest.raises(hasp.ClosedError):
+            await task
+        assert c._pending == {}
+        with pytest.raises(hasp.ClosedError):
+            await c.get(name)
     asyncio.run(main())
