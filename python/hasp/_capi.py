@@ -212,6 +212,31 @@ if HAS_ASYNC:
         "hasp_client_acquire_async": (c_int, [c_void_p, c_char_p, c_void_p, DONE_FN, c_void_p,
                                               _P(u64)]),
     })
+# Each call's asynchronous form, when the loaded library has it (libhasp
+# 1.0 has all but connect, watch, unwatch and kv_range, which 1.1 added):
+# the asyncio face runs a call on the core when its name is in ASYNC, and in
+# an executor thread otherwise. The arguments before (fn, arg, id).
+_ASYNC_ARGS = {
+    "release": [c_char_p, u64],
+    "renew": [c_char_p, u64, u32],
+    "check": [c_char_p, u64],
+    "lock_read": [c_char_p],
+    "lease_grant": [u32],
+    "lease_keepalive": [u64],
+    "lease_revoke": [u64],
+    "connect": [],
+    "watch": [c_char_p, c_bool],
+    "unwatch": [c_char_p, c_bool],
+    "kv_range": [c_char_p, u32, RANGE_FN, c_void_p],
+    "kv_put": [c_char_p, c_void_p, size_t, u64],
+    "kv_get": [c_char_p],
+    "kv_delete": [c_char_p],
+    "kv_cas": [c_char_p, c_void_p],
+}
+ASYNC = {n for n in _ASYNC_ARGS if HAS_ASYNC and hasattr(lib, "hasp_client_%s_async" % n)}
+for _name in ASYNC:
+    _protos["hasp_client_%s_async" % _name] = (
+        c_int, [c_void_p] + _ASYNC_ARGS[_name] + [DONE_FN, c_void_p, _P(u64)])
 for _name, (_res, _args) in _protos.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args

@@ -1,14 +1,19 @@
 """asyncio over libhasp: `async with client.lock(...)`.
 
-Lock acquisition runs on libhasp's asynchronous core when the library has
-one (libhasp.so.1): the client's file descriptor is registered with the
-event loop (add_reader), hasp_client_process() runs when it is readable or
-when hasp_client_timeout_ms() says so, and the completion callback resolves
-an asyncio future. A task cancelled while it waits cancels the wait on the
-cluster (hasp_client_cancel); a grant that came first is released. Other
-calls (and, on libhasp.so.0, acquisition too) run in the loop's default
-executor, so the loop never blocks. The protocol and the validity
-arithmetic stay libhasp's.
+Every call that libhasp has an asynchronous form of (hasp_client_*_async)
+runs on libhasp's asynchronous core: the client's file descriptor is
+registered with the event loop (add_reader), hasp_client_process() runs
+when it is readable or when hasp_client_timeout_ms() says so, and the
+completion callback resolves an asyncio future, on the loop's thread. That
+is acquire, release, connect, KV (get, put, cas, delete, range), read_lock,
+watch and unwatch; watch events are read on the loop too. A task cancelled
+while it waits for a lock cancels the wait on the cluster
+(hasp_client_cancel); a grant that came first is released. A call whose
+asynchronous form the loaded libhasp lacks (libhasp.so.0 has none; 1.0
+lacks connect, watch, unwatch and kv_range: _capi.ASYNC) runs in the loop's
+default executor instead, as does the end of close() (hasp_client_close),
+so the loop never blocks. The protocol and the validity arithmetic stay
+libhasp's.
 """
 import asyncio
 import ctypes
@@ -17,13 +22,47 @@ import time
 from typing import Optional
 
 from . import _capi
-from .client import Client, Event, Lock, _bytes
-from .errors import LockBusy, Timeout, check
+from .client import Client, Event, Lock, _bytes, _key_value, _lock_info, _RangeCollector, \
+    _release_rc, _unwatch_rc
+from .errors import ClosedError, HaspError, LockBusy, Timeout, check
+
+# How often a task waiting for a watch event looks at libhasp's event
+# buffer without being woken: an event another thread of this client read
+# from the socket (its keepalive, a blocking call) is buffered without
+# waking the loop. A bound on that latency only.
+_EVENT_POLL = 0.1
 
 
 async def _run(fn, *args, **kw):
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, functools.partial(fn, *args, **kw))
+
+
+def _core_or(call, blocking):
+    """The method runs on the core when the loaded libhasp has `call`'s
+    asynchronous form, else blocking(client.sync, ...) in the executor."""
+    def wrap(method):
+        @functools.wraps(method)
+        async def run(self, *args, **kw):
+            if not self._core(call):
+                return await _run(blocking, self.sync, *args, **kw)
+            return await method(self, *args, **kw)
+        return run
+    return wrap
+
+
+def _unless_absent(r, convert):
+    """convert(r) for an answer, None for -HASP_ENOENT."""
+    if r.rc == -_capi.ENOENT:
+        return None
+    check(r.rc)
+    return convert(r)
+
+
+def _consume(fut):
+    """Retrieves a future's outcome nobody awaits any more."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 class AsyncClient:
@@ -34,22 +73,56 @@ class AsyncClient:
         self._loop = None
         self._fd = -1
         self._timer = None
-        self._pending = {}  # request number -> future of (rc, struct hasp_lock)
+        self._closing = False
+        # request number -> (future of its struct hasp_result, what the
+        # operation uses until it completes: a range's callback)
+        self._pending = {}
         self._next = 0
         self._done_fn = _capi.DONE_FN(self._done) if _capi.HAS_ASYNC else None
+        self._event_waiters = set()  # futures of tasks waiting for a watch event
+        self._background = set()  # tasks that finish what a cancelled task began
 
     async def close(self):
+        """Releases the locks still held through this client and unwatches
+        (on the core), then ends the session (in the executor)."""
+        if self._closing:
+            return
+        sync = self.sync
+        if not sync._closed:
+            for lock in list(sync._locks):
+                try:
+                    await self._release(lock)
+                except HaspError:
+                    pass
+            for w in list(sync._watches):
+                try:
+                    await AsyncWatch(self, w).close()
+                except HaspError:
+                    pass
+        self._closing = True
         if self._loop is not None:
             self._loop.remove_reader(self._fd)
             if self._timer is not None:
                 self._timer.cancel()
             self._loop = None
-        await _run(self.sync.close)
+        # hasp_client_close ends the operations in progress without their
+        # callbacks: their tasks get ClosedError. What they use (a range's
+        # callback) is kept until the library is gone.
+        pending, self._pending = self._pending, {}
+        for fut, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(ClosedError(message="the client is closed"))
+                fut.add_done_callback(_consume)
+        self._wake_events()
+        await _run(sync.close)
+        pending.clear()
 
     # ---- the asynchronous core, driven by this loop ----
 
     def _driver(self):
         loop = asyncio.get_running_loop()
+        if self._closing:
+            raise ClosedError(message="the client is closed")
         if self._loop is None:
             self._fd = check(_capi.call("client_fd", self.sync._handle()))
             loop.add_reader(self._fd, self._drive)
@@ -58,7 +131,8 @@ class AsyncClient:
 
     def _drive(self):
         """hasp_client_process() now, and again when libhasp's next deadline
-        comes (a retransmission, a recheck, a wait's end)."""
+        comes (a retransmission, a recheck, a wait's end); then the events
+        it read go to the watches."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -68,16 +142,85 @@ class AsyncClient:
         ms = _capi.call("client_timeout_ms", self.sync._h)
         if ms >= 0:
             self._timer = self._loop.call_later(ms / 1000.0, self._drive)
+        if self._event_waiters:
+            self._pump_events()
+
+    def _pump_events(self):
+        """Hands the events libhasp buffered to the watches, without
+        waiting, and wakes the tasks waiting for one."""
+        sync = self.sync
+        if sync._watches and not sync._closed and sync._pump.acquire(blocking=False):
+            try:
+                sync._pump_events(0)
+            finally:
+                sync._pump.release()
+        self._wake_events()
+
+    def _wake_events(self):
+        waiters, self._event_waiters = self._event_waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def _done(self, _client, res, arg):
         """The completion callback, inside hasp_client_process (loop thread)."""
-        fut = self._pending.pop(arg or 0, None)
-        if fut is None:
+        entry = self._pending.pop(arg or 0, None)
+        if entry is None:
             return
-        r = res.contents
-        raw = _capi.new(_capi.Lock)
-        ctypes.memmove(ctypes.byref(raw), ctypes.byref(r.lock), ctypes.sizeof(_capi.Lock))
-        fut.set_result((r.rc, raw))
+        out = _capi.new(_capi.Result)
+        ctypes.memmove(ctypes.byref(out), res, ctypes.sizeof(_capi.Result))
+        if not entry[0].done():
+            entry[0].set_result(out)
+
+    def _core(self, call):
+        """True when `call` runs on the core (else: the executor)."""
+        return call in _capi.ASYNC
+
+    def _start(self, call, *args, keep=None):
+        """Starts hasp_client_<call>_async; returns the future of its
+        result (a copy of struct hasp_result) and the operation's id.
+        `keep` lives until the operation completes or the client closes."""
+        h = self.sync._handle()
+        loop = self._driver()
+        self._next += 1
+        n = self._next
+        fut = loop.create_future()
+        op = ctypes.c_uint64()
+        self._pending[n] = (fut, keep)
+        try:
+            rc = _capi.call("client_%s_async" % call, h, *args, self._done_fn, n,
+                            ctypes.byref(op))
+            if rc < 0:
+                check(rc)
+        except BaseException:
+            del self._pending[n]
+            raise
+        self._drive()
+        return fut, op.value
+
+    async def _op(self, call, *args, keep=None, cancel=False, then=None):
+        """Runs hasp_client_<call>_async and returns its result. A task
+        cancelled meanwhile raises CancelledError at once; with `cancel`
+        the operation is stopped (hasp_client_cancel: a read, whose
+        outcome nobody needs), else it completes unseen and `then(result)`
+        runs on its result."""
+        fut, op = self._start(call, *args, keep=keep)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            if cancel and not fut.done() and not self.sync._closed:
+                _capi.call("client_cancel", self.sync._h, op)
+                self._drive()
+            if then is not None:
+                fut.add_done_callback(lambda f: f.cancelled() or f.exception() or then(f.result()))
+            fut.add_done_callback(_consume)
+            raise
+
+    def _in_background(self, coro):
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_consume)
 
     async def _local_enter(self, key, blocking, timeout):
         """The name's local mutex (see Client.lock): tasks and threads of
@@ -102,50 +245,56 @@ class AsyncClient:
         key = _bytes(name, "name")
         opts, renew = sync._acquire_opts(ttl, blocking, timeout, lease_id, renew)
         opts.auto_renew = renew and sync._lib_loss
-        loop = self._driver()
+        self._driver()
         start = time.monotonic()
         local = await self._local_enter(key, blocking, timeout)
-        op = ctypes.c_uint64()
         try:
             if blocking and timeout is not None:
                 left = max(0.001, timeout - (time.monotonic() - start))
                 opts.wait_timeout_ms = max(1, int(left * 1000))
-            self._next += 1
-            n = self._next
-            fut = loop.create_future()
-            self._pending[n] = fut
-            rc = _capi.call("client_acquire_async", h, key, ctypes.byref(opts), self._done_fn,
-                            n, ctypes.byref(op))
-            if rc < 0:
-                del self._pending[n]
-                check(rc)
-            self._drive()
+            fut, op = self._start("acquire", key, ctypes.byref(opts))
         except BaseException:
             sync._local_exit(key)
             raise
         try:
-            rc, raw = await asyncio.shield(fut)
+            r = await asyncio.shield(fut)
         except asyncio.CancelledError:
             # Cancel on the cluster; the op completes with -HASP_ECANCELED,
             # or 0 when the grant came first: then release it.
-            _capi.call("client_cancel", h, op.value)
-            self._drive()
+            if not fut.done() and not sync._closed:
+                _capi.call("client_cancel", h, op)
+                self._drive()
 
             def finish(f):
-                rc, raw = f.result()
-                if rc == 0:
-                    lock = sync._register(raw, False, None, local)
-                    loop.run_in_executor(None, lock.release)
+                if f.cancelled() or f.exception() is not None:
+                    sync._local_exit(key)
+                elif f.result().rc == 0:
+                    lock = sync._register(_lock_of(f.result()), False, None, local)
+                    self._in_background(self._release(lock))
                 else:
                     sync._local_exit(key)
             fut.add_done_callback(finish)
             raise
-        if rc != 0:
+        if r.rc != 0:
             sync._local_exit(key)
-            if rc == -_capi.EBUSY:
-                raise LockBusy(rc, holder_token=raw.token)
-            check(rc)
-        return sync._register(raw, renew, on_lost, local)
+            if r.rc == -_capi.EBUSY:
+                raise LockBusy(r.rc, holder_token=r.lock.token)
+            check(r.rc)
+        return sync._register(_lock_of(r), renew, on_lost, local)
+
+    async def _release(self, lock):
+        """Lock.release on the core. A cancelled task does not stop it (a
+        lock left held would be renewed on)."""
+        if not self._core("release") or lock._renewer is not None:
+            return await _run(lock.release)
+        if not lock._release_begin():
+            return
+        try:
+            if not lock._lost:
+                r = await self._op("release", lock.name.encode(), lock.token)
+                _release_rc(r.rc)
+        finally:
+            self.sync._forget(lock)
 
     async def __aenter__(self):
         return self
@@ -158,23 +307,79 @@ class AsyncClient:
         client.lock(...)`; the arguments of Client.lock."""
         return _LockRequest(self, name, ttl, kw)
 
+    @_core_or("connect", Client.connect)
+    async def connect(self):
+        """Opens the session now (otherwise the first request does)."""
+        check((await self._op("connect", cancel=True)).rc)
+
+    @_core_or("kv_get", Client.get)
     async def get(self, key):
-        return await _run(self.sync.get, key)
+        r = await self._op("kv_get", _bytes(key, "key"), cancel=True)
+        return _unless_absent(r, lambda r: _key_value(key, r.value))
 
-    async def put(self, key, value, **kw):
-        return await _run(self.sync.put, key, value, **kw)
+    @_core_or("kv_put", Client.put)
+    async def put(self, key, value, *, lease_id=0):
+        v = _bytes(value, "value")
+        r = await self._op("kv_put", _bytes(key, "key"), v, len(v), int(lease_id))
+        check(r.rc)
+        return r.revision
 
-    async def cas(self, key, value, **kw):
-        return await _run(self.sync.cas, key, value, **kw)
+    @_core_or("kv_cas", Client.cas)
+    async def cas(self, key, value, *, expected_revision=None, expected_value=None, lease_id=0):
+        cas, keep = Client._cas_request(value, expected_revision, expected_value, lease_id)
+        r = await self._op("kv_cas", _bytes(key, "key"), ctypes.byref(cas), keep=keep)
+        check(r.rc)
+        return r.revision
 
+    @_core_or("kv_delete", Client.delete)
     async def delete(self, key):
-        return await _run(self.sync.delete, key)
+        r = await self._op("kv_delete", _bytes(key, "key"))
+        return _unless_absent(r, lambda r: True) or False
 
+    @_core_or("kv_range", Client.range)
+    async def range(self, prefix: str = "", limit: int = 0):
+        """Client.range: the entries come page by page on the loop's thread."""
+        each = _RangeCollector()
+        # The callback lives until the walk ends (done callback) or the
+        # client closes: libhasp calls it from hasp_client_process only.
+        r = await self._op("kv_range", _bytes(prefix, "prefix"), int(limit), each.fn, None,
+                           keep=each, cancel=True)
+        return each.result(r.rc)
+
+    @_core_or("lock_read", Client.read_lock)
     async def read_lock(self, name):
-        return await _run(self.sync.read_lock, name)
+        r = await self._op("lock_read", _bytes(name, "name"), cancel=True)
+        return _unless_absent(r, lambda r: _lock_info(r.info))
 
     async def watch(self, name: str, *, prefix: bool = False) -> "AsyncWatch":
-        return AsyncWatch(await _run(self.sync.watch, name, prefix=prefix))
+        if not self._core("watch"):
+            return AsyncWatch(self, await _run(self.sync.watch, name, prefix=prefix))
+        key = _bytes(name, "name")
+        w = self.sync._watch_add(name, prefix)
+
+        def unwanted(r):  # the task was cancelled: undo a watch that took
+            if w._detach() and r.rc == 0:
+                self._in_background(self._unwatch(w))
+        try:
+            r = await self._op("watch", key, bool(prefix), then=unwanted)
+            check(r.rc)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            w._detach()
+            raise
+        return AsyncWatch(self, w)
+
+    async def _unwatch(self, w):
+        r = await self._op("unwatch", w.name.encode(), w.prefix)
+        _unwatch_rc(r.rc)
+
+
+def _lock_of(r):
+    """A struct hasp_lock of our own (with spare room) from a result."""
+    raw = _capi.new(_capi.Lock)
+    ctypes.memmove(ctypes.byref(raw), ctypes.byref(r.lock), ctypes.sizeof(_capi.Lock))
+    return raw
 
 
 class _LockRequest:
@@ -207,7 +412,7 @@ class _LockRequest:
 
     async def __aexit__(self, exc_type, exc, tb):
         try:
-            await _run(self._lock.release)
+            await self._client._release(self._lock)
         except Exception:
             if exc_type is None:
                 raise
@@ -216,28 +421,63 @@ class _LockRequest:
 class AsyncWatch:
     """`async for event in await client.watch(name)`."""
 
-    def __init__(self, watch):
+    def __init__(self, client, watch):
+        self._client = client
         self.sync = watch
 
     def __aiter__(self):
         return self
 
     async def __anext__(self) -> Event:
-        while True:
-            try:
-                ev = await _run(self.sync.get, 0.25)
-            except Exception:
-                if self.sync._closed:
-                    raise StopAsyncIteration
-                raise
-            if ev is not None:
-                return ev
+        if not _capi.HAS_ASYNC:
+            while True:
+                try:
+                    ev = await _run(self.sync.get, 0.25)
+                except Exception:
+                    if self.sync._closed:
+                        raise StopAsyncIteration
+                    raise
+                if ev is not None:
+                    return ev
+        try:
+            return await self.get()
+        except ClosedError:
+            raise StopAsyncIteration
 
     async def get(self, timeout: Optional[float] = None):
-        return await _run(self.sync.get, timeout)
+        """The next event, or None when none came within `timeout` seconds
+        (None: wait without limit). Read on the loop: the events that
+        hasp_client_process reads wake the waiting task."""
+        if not _capi.HAS_ASYNC:
+            return await _run(self.sync.get, timeout)
+        c = self._client
+        loop = c._driver()
+        end = None if timeout is None else loop.time() + timeout
+        while True:
+            if self.sync._closed:
+                raise ClosedError(message="the watch is closed")
+            c._pump_events()
+            if self.sync._queue:
+                return self.sync._queue.popleft()
+            step = _EVENT_POLL if end is None else min(_EVENT_POLL, end - loop.time())
+            if step <= 0:
+                return None
+            fut = loop.create_future()
+            c._event_waiters.add(fut)
+            try:
+                await asyncio.wait_for(fut, step)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                c._event_waiters.discard(fut)
 
     async def close(self):
-        await _run(self.sync.close)
+        c = self._client
+        if not c._core("unwatch"):
+            await _run(self.sync.close)
+        elif self.sync._detach():
+            await c._unwatch(self.sync)
+        c._wake_events()
 
     async def __aenter__(self):
         return self

@@ -71,6 +71,43 @@ class LockInfo:
     ours: bool
 
 
+def _key_value(key, v):
+    """A KeyValue from a struct hasp_kv_value."""
+    return KeyValue(key, bytes(v.value[:v.value_size]), v.revision, v.lease_id)
+
+
+def _lock_info(info):
+    """A LockInfo from a struct hasp_lock_info."""
+    return LockInfo(info.token, info.holder_session_id, info.lease_id,
+                    info.ttl_remaining_ms / 1000.0, info.waiter_count, bool(info.ours))
+
+
+class _RangeCollector:
+    """A hasp_client_range_fn that gathers the entries of a range. An
+    exception in it stops the walk (ctypes would print and drop it) and
+    is raised by result(). Keep it until libhasp is done with `fn`."""
+
+    def __init__(self):
+        self.out = []
+        self.error = None
+        self.fn = _capi.RANGE_FN(self._each)
+
+    def _each(self, entry, _arg):
+        try:
+            e = entry.contents
+            self.out.append(KeyValue(e.key.decode(), bytes(e.value[:e.value_size]), e.revision))
+            return 0
+        except BaseException as exc:  # raised again by result()
+            self.error = exc
+            return 1
+
+    def result(self, rc):
+        if self.error is not None:
+            raise self.error
+        check(rc)
+        return self.out
+
+
 class Client:
     """A connection to a hasp cluster (one libhasp client, one session).
 
@@ -312,8 +349,7 @@ class Client:
         if rc == -_capi.ENOENT:
             return None
         check(rc)
-        return LockInfo(info.token, info.holder_session_id, info.lease_id,
-                        info.ttl_remaining_ms / 1000.0, info.waiter_count, bool(info.ours))
+        return _lock_info(info)
 
     def check_token(self, name: str, token: int) -> bool:
         """Asks the cluster whether `token` holds `name` now (Chubby's
@@ -374,7 +410,7 @@ class Client:
         if rc == -_capi.ENOENT:
             return None
         check(rc)
-        return KeyValue(key, bytes(out.value[:out.value_size]), out.revision, out.lease_id)
+        return _key_value(key, out)
 
     def delete(self, key: str) -> bool:
         """True when the key existed."""
@@ -390,47 +426,60 @@ class Client:
         """Stores value only if the key is still at expected_revision (0: must
         not exist) or holds expected_value; returns the new revision, raises
         CompareFailed otherwise."""
+        cas, keep = self._cas_request(value, expected_revision, expected_value, lease_id)
+        rev = ctypes.c_uint64()
+        check(_capi.call("client_kv_cas", self._handle(), _bytes(key, "key"), _byref(cas),
+                         _byref(rev)))
+        del keep  # the buffers cas points into lived until here
+        return rev.value
+
+    @staticmethod
+    def _cas_request(value, expected_revision, expected_value, lease_id):
+        """A struct hasp_kv_cas, and the buffers it points into (keep them
+        until the call returns: libhasp copies them then)."""
         if (expected_revision is None) == (expected_value is None):
             raise InvalidArgument(_capi.EINVAL,
                                   "give exactly one of expected_revision, expected_value")
         v = _bytes(value, "value")
         cas = _capi.new(_capi.KvCas)
-        keep = v
-        cas.value = ctypes.cast(ctypes.c_char_p(keep), ctypes.c_void_p)
+        keep = [v]
+        cas.value = ctypes.cast(ctypes.c_char_p(v), ctypes.c_void_p)
         cas.value_size = len(v)
         cas.lease_id = int(lease_id)
         if expected_value is not None:
             ev = _bytes(expected_value, "expected_value")
+            keep.append(ev)
             cas.compare_value = True
             cas.expected_value = ctypes.cast(ctypes.c_char_p(ev), ctypes.c_void_p)
             cas.expected_value_size = len(ev)
         else:
             cas.expected_revision = int(expected_revision)
-        rev = ctypes.c_uint64()
-        check(_capi.call("client_kv_cas", self._handle(), _bytes(key, "key"), _byref(cas),
-                         _byref(rev)))
-        return rev.value
+        return cas, keep
 
     def range(self, prefix: str = "", limit: int = 0):
         """The keys starting with prefix, in key order (at most limit; 0: all)."""
-        out = []
-
-        def each(entry, _arg):
-            e = entry.contents
-            out.append(KeyValue(e.key.decode(), bytes(e.value[:e.value_size]), e.revision))
-            return 0
-
-        fn = _capi.RANGE_FN(each)
-        check(_capi.call("client_kv_range", self._handle(), _bytes(prefix, "prefix"),
-                         int(limit), fn, None))
-        return out
+        each = _RangeCollector()
+        rc = _capi.call("client_kv_range", self._handle(), _bytes(prefix, "prefix"),
+                        int(limit), each.fn, None)
+        return each.result(rc)
 
     # ---- watches ----
 
     def watch(self, name: str, *, prefix: bool = False) -> "Watch":
         """Watches a lock or key (or every name under a prefix); iterate the
         result for Events. Close it (or use `with`) to unwatch."""
-        check(_capi.call("client_watch", self._handle(), _bytes(name, "name"), bool(prefix)))
+        key = _bytes(name, "name")
+        w = self._watch_add(name, prefix)
+        try:
+            check(_capi.call("client_watch", self._handle(), key, bool(prefix)))
+        except BaseException:
+            w._detach()
+            raise
+        return w
+
+    def _watch_add(self, name, prefix):
+        """A Watch, in the list the events are handed to before the WATCH
+        is sent: an event may overtake its OK."""
         w = Watch(self, name, prefix)
         with self._mu:
             self._watches.append(w)
@@ -535,22 +584,28 @@ class Lock:
     def release(self):
         """Releases the lock (once). A lock already lost is not released (it
         is no longer ours); NotHolder is not raised for it."""
-        if self._released:
+        if not self._release_begin():
             return
-        self._released = True
-        self._stop.set()
-        if self._renewer is not None and self._renewer is not threading.current_thread():
-            self._renewer.join()
         try:
             if not self._lost:
                 # On the cluster first: another thread of this client must not
                 # reach the cluster while our session still holds the lock.
-                rc = _capi.call("client_release", self._client._handle(),
-                                self.name.encode(), self.token)
-                if rc != -_capi.ENOTHOLDER:
-                    check(rc)
+                _release_rc(_capi.call("client_release", self._client._handle(),
+                                       self.name.encode(), self.token))
         finally:
             self._client._forget(self)
+
+    def _release_begin(self):
+        """Marks the lock released and stops its renewer; False when it
+        already was. The caller releases it on the cluster unless lost, then
+        calls _client._forget."""
+        if self._released:
+            return False
+        self._released = True
+        self._stop.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+        return True
 
     def __enter__(self):
         return self
@@ -590,6 +645,12 @@ class Lock:
                 # No answer: retry soon; the monitor declares the lock lost
                 # if the validity runs out meanwhile.
                 delay = max(0.005, min(period, self.remaining() / 4))
+
+
+def _release_rc(rc):
+    """A release's result: NotHolder is not raised (the lock was lost)."""
+    if rc != -_capi.ENOTHOLDER:
+        check(rc)
 
 
 class Watch:
@@ -633,23 +694,32 @@ class Watch:
             raise StopIteration
 
     def close(self):
+        if self._detach():
+            _unwatch_rc(_capi.call("client_unwatch", self._client._h, self.name.encode(),
+                                   self.prefix))
+
+    def _detach(self):
+        """Closes the watch locally; True when it is to be unwatched on an
+        open client."""
         if self._closed:
-            return
+            return False
         self._closed = True
         c = self._client
         with c._mu:
             if self in c._watches:
                 c._watches.remove(self)
-        if not c._closed:
-            rc = _capi.call("client_unwatch", c._h, self.name.encode(), self.prefix)
-            if rc not in (0, -_capi.ENOENT):
-                check(rc)
+        return not c._closed
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _unwatch_rc(rc):
+    if rc not in (0, -_capi.ENOENT):
+        check(rc)
 
 
 class Fence:

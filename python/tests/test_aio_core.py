@@ -1,0 +1,198 @@
+"""The asyncio face on libhasp's asynchronous core, against a real cluster:
+every call with a hasp_client_*_async form runs on the loop's thread, none
+in an executor thread; without those forms it falls back to the executor."""
+import asyncio
+import concurrent.futures
+import threading
+
+import pytest
+
+import hasp
+from hasp import _capi, aio
+from conftest import DEADLINE
+
+pytestmark = pytest.mark.skipif(not _capi.HAS_ASYNC, reason="libhasp has no asynchronous core")
+
+
+class NoExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A default executor that refuses every job: a call that runs in an
+    executor thread fails the test."""
+
+    def __init__(self):
+        super().__init__(max_workers=1)
+        self.jobs = []
+
+    def submit(self, fn, *args, **kw):
+        self.jobs.append(fn)
+        raise AssertionError("a job in the loop's default executor: %r" % (fn,))
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    def __init__(self):
+        super().__init__(max_workers=4)
+        self.jobs = []
+
+    def submit(self, fn, *args, **kw):
+        self.jobs.append(fn)
+        return super().submit(fn, *args, **kw)
+
+
+async def next_event(w):
+    while True:
+        ev = await w.get(timeout=DEADLINE)  # a liveness bound only
+        assert ev is not None, "no event within the liveness bound"
+        if ev.type != "RESYNC":
+            return ev
+
+
+async def every_call(a, b, name):
+    """Each call of the asyncio face once, with the events it causes."""
+    await a.connect()
+    assert a.sync.session_id != 0
+    w = await a.watch(name + "/", prefix=True)
+    assert (await b.get(name + "/k")) is None
+    r1 = await b.put(name + "/k", b"v1")
+    ev = await next_event(w)
+    assert (ev.type, ev.name, ev.value, ev.revision) == ("KV_PUT", name + "/k", b"v1", r1)
+    assert (await a.get(name + "/k")).revision == r1
+    r2 = await b.cas(name + "/k", b"v2", expected_revision=r1)
+    with pytest.raises(hasp.CompareFailed):
+        await a.cas(name + "/k", b"late", expected_revision=r1)
+    ev = await next_event(w)
+    assert (ev.type, ev.value, ev.revision) == ("KV_PUT", b"v2", r2)
+    assert [(kv.key, kv.value) for kv in await a.range(name + "/")] == [(name + "/k", b"v2")]
+    assert await b.delete(name + "/k") and not await b.delete(name + "/k")
+    assert (await next_event(w)).type == "KV_DELETED"
+    assert await a.read_lock(name + "/l") is None
+    async with b.lock(name + "/l", ttl=30.0) as held:
+        info = await a.read_lock(name + "/l")
+        assert info.token == held.token and not info.ours
+        ev = await next_event(w)
+        assert (ev.type, ev.name, ev.revision) == ("LOCK_GRANTED", name + "/l", held.token)
+    ev = await next_event(w)
+    assert (ev.type, ev.name) == ("LOCK_RELEASED", name + "/l")
+    assert await a.read_lock(name + "/l") is None
+    await w.close()
+    assert w.sync not in a.sync._watches
+    with pytest.raises(hasp.ClosedError):
+        await w.get(timeout=0)
+    with pytest.raises(hasp.InvalidArgument):
+        await a.put("has space", b"x")  # refused locally: nothing started
+
+
+def run_with_executor(cluster, name, executor):
+    async def main():
+        loop = asyncio.get_running_loop()
+        a = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        b = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        loop.set_default_executor(executor)
+        try:
+            await every_call(a, b, name)
+        finally:
+            # close() ends in hasp_client_close, which has no asynchronous
+            # form: it takes an executor thread.
+            loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+            await a.close()
+            await b.close()
+    asyncio.run(main())
+
+
+def test_every_async_form_runs_on_the_core(cluster, name):
+    """No job reaches the executor (NoExecutor would raise into the call)."""
+    assert {"connect", "watch", "unwatch", "kv_range", "kv_get", "kv_put", "kv_cas",
+            "kv_delete", "lock_read", "release"} <= _capi.ASYNC
+    executor = NoExecutor()
+    run_with_executor(cluster, name, executor)
+    assert executor.jobs == []
+
+
+def test_without_the_async_forms_calls_fall_back_to_the_executor(cluster, name, monkeypatch):
+    """A libhasp without hasp_client_*_async forms (libhasp 1.0 lacks
+    connect, watch, unwatch and kv_range): the same calls work, each in an
+    executor thread. This is also what the test above would see if a call
+    left the core."""
+    monkeypatch.setattr(_capi, "ASYNC", set())
+    executor = CountingExecutor()
+    run_with_executor(cluster, name, executor)
+    # connect, watch, 2 gets, put, 2 cas, range, 2 deletes, 3 read_locks,
+    # release, unwatch: one job each (acquisition stays on the core).
+    assert len(executor.jobs) >= 16
+
+
+class ThreadRecordingCollector(aio._RangeCollector):
+    threads = set()
+
+    def _each(self, entry, arg):
+        self.threads.add(threading.get_ident())
+        return super()._each(entry, arg)
+
+
+def test_range_across_many_datagrams_on_the_core(cluster, name, monkeypatch):
+    """Entries of ~1 KiB: one per datagram, so the walk takes a page per
+    entry, each delivered by hasp_client_process on the loop's thread."""
+    keys = ["%s/%02d" % (name, i) for i in range(6)]
+    values = [bytes([65 + i]) * 1000 for i in range(6)]
+    monkeypatch.setattr(aio, "_RangeCollector", ThreadRecordingCollector)
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(NoExecutor())
+        # No keepalive thread: the loop's requests are the only ones.
+        c = hasp.AsyncClient(cluster, deadline=DEADLINE, keepalive=False)
+        try:
+            for k, v in zip(keys, values):
+                await c.put(k, v)
+            before = c.sync.stats()["tx_requests"]
+            got = await c.range(name + "/")
+            pages = c.sync.stats()["tx_requests"] - before
+            assert [(kv.key, kv.value) for kv in got] == list(zip(keys, values))
+            assert pages >= len(keys), "one datagram per entry: %d requests" % pages
+            assert [kv.key for kv in await c.range(name + "/", limit=4)] == keys[:4]
+            assert await c.range(name + "/none/") == []
+            assert ThreadRecordingCollector.threads == {threading.get_ident()}
+        finally:
+            asyncio.get_running_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(max_workers=1))
+            await c.close()
+    asyncio.run(main())
+
+
+def test_cancelled_calls_on_the_core(cluster, name):
+    """A task cancelled in a call raises CancelledError; the client goes on
+    (a cancelled read is stopped on the core, a cancelled watch undone)."""
+    async def main():
+        async with hasp.AsyncClient(cluster, deadline=DEADLINE) as c:
+            for call in (c.range(name + "/"), c.get(name), c.connect(),
+                         c.watch(name, prefix=True)):
+                task = asyncio.ensure_future(call)
+                await asyncio.sleep(0)  # started: its request is in flight
+                if task.cancel():  # (a connect may have found the session open)
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+            await c.put(name + "/k", b"x")
+            assert (await c.get(name + "/k")).value == b"x"
+            # Every operation ends (the cancelled reads with ECANCELED, the
+            # watch with its OK, then undone by an unwatch): nothing left.
+            end = asyncio.get_running_loop().time() + DEADLINE  # a liveness bound
+            while (c._pending or c._background) and asyncio.get_running_loop().time() < end:
+                await asyncio.sleep(0.01)
+            assert c._pending == {} and not c._background
+            assert c.sync._watches == []
+    asyncio.run(main())
+
+
+def test_close_ends_calls_in_progress(cluster, name):
+    """close() fails the calls still on the core with ClosedError; libhasp
+    ends them without their callbacks (a range's callback, freed after the
+    library's client, is never called again)."""
+    async def main():
+        c = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        task = asyncio.ensure_future(c.range(name + "/"))
+        await asyncio.sleep(0)  # started: the session opens first
+        assert c._pending
+        await c.close()
+        with pytest.raises(hasp.ClosedError):
+            await task
+        assert c._pending == {}
+        with pytest.raises(hasp.ClosedError):
+            await c.get(name)
+    asyncio.run(main())
