@@ -406,7 +406,10 @@ void client_wake_loop_locked(struct hasp_client *c)
 		c->wake_missed = true; /* the loop looks again before it returns */
 		return;
 	}
-	if (c->async_count > 0 && c->wake_fd >= 0 && !c->wake_pending) {
+	/* Also for events alone: another thread (the keepalive helper, a
+	 * blocking call) may have read them off the socket, which then no
+	 * longer makes the loop's fd readable. */
+	if ((c->async_count > 0 || c->event_count > 0) && c->wake_fd >= 0 && !c->wake_pending) {
 		(void)!write(c->wake_fd, &one, sizeof(one));
 		c->wake_pending = true; /* one write until the loop reads it */
 	}

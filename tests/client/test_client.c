@@ -7,6 +7,7 @@
  * Every test bounds its waits by the client's own deadlines (a few hundred
  * ms to 3 s) and the responder stops within one 5 ms tick.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -1412,6 +1413,49 @@ static void test_watch_events_reach_next_event_and_poll_callback(void **state)
 	responder_stop(&r);
 }
 
+/* An event that a blocking call read off the socket (it came before the
+ * call's reply) waits in the client's buffer: the loop's fd must say so,
+ * or a loop that waits for events alone sleeps on it (found by the Python
+ * package's asyncio face, whose keepalive thread read the events). */
+static void script_event_before_reply(struct responder *r, int node, const struct hasp_wire_msg *req,
+				      const struct sockaddr_in *from, void *arg)
+{
+	(void)arg;
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_CHECK)
+		responder_push_event(r, node, HASP_EVENT_KV_PUT, "svc/a", 7, "v", 1);
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+static void test_loop_fd_is_readable_for_an_event_another_call_read(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_event_before_reply, NULL), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	int fd = hasp_client_fd(c);
+	assert_true(fd >= 0);
+	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	uint32_t done;
+	assert_int_equal(hasp_client_process(c, &done), 0); /* the loop is idle now */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 0), 0);
+	assert_int_equal(hasp_client_check(c, "svc/a", 1), 0); /* reads the event first */
+	assert_int_equal(poll(&p, 1, 0), 1);
+	assert_int_equal(hasp_client_process(c, &done), 0);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), 0);
+	assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
+	assert_string_equal(ev.name, "svc/a");
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 /* Events across a leader change (correctness issue, item 2: per-node
  * counters made the client drop the new leader's first events as
  * duplicates, silently). Identities are Raft indexes, the same on every
@@ -2015,6 +2059,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_keepalive_thread_keeps_session_and_lease_alive, responder_teardown),
 		cmocka_unit_test_teardown(test_keepalive_is_not_held_up_by_a_waiting_acquire, responder_teardown),
 		cmocka_unit_test_teardown(test_watch_events_reach_next_event_and_poll_callback, responder_teardown),
+		cmocka_unit_test_teardown(test_loop_fd_is_readable_for_an_event_another_call_read, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_on_a_new_leader, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_after_the_leader_was_silent, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_when_the_leader_holds_fewer, responder_teardown),
