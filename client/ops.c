@@ -210,7 +210,11 @@ static void kept_note_locked(struct hasp_client *c, const struct client_op *op)
 		client_kept_checked_locked(c, l->name, l->token, op->res.rc);
 		break;
 	case HASP_OP_RELEASE:
-		if (op->res.rc == 0 || op->res.rc == -HASP_ENOTHOLDER)
+		/* The application lets the lock go, whatever the answer: one
+		 * that never came must not leave it renewed (and watched) for
+		 * ever. Unapplied, the lock ends at its TTL. A cancelled
+		 * release is the application changing its mind. */
+		if (op->res.rc != -HASP_ECANCELED)
 			client_kept_forget_locked(c, l->name, l->token);
 		break;
 	default:

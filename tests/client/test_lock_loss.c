@@ -25,6 +25,7 @@ enum renew_mode { RENEW_OK, RENEW_REFUSED, RENEW_SILENT };
 
 struct script {
 	enum renew_mode renew;
+	bool release_silent; /* RELEASE goes unanswered */
 };
 
 static void script_locks(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -56,6 +57,11 @@ static void script_locks(struct responder *r, int node, const struct hasp_wire_m
 		rep.body.granted.token = 40;
 		rep.body.granted.ttl_ms = 300;
 		responder_send(r, node, from, &rep);
+		return;
+	case HASP_OP_RELEASE:
+		if (s->release_silent)
+			return;
+		reply_status(r, node, req, from, HASP_STATUS_OK);
 		return;
 	case HASP_OP_LEASE_GRANT:
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
@@ -189,6 +195,38 @@ static void test_loop_renews_an_auto_renew_lock(void **state)
 	pthread_mutex_destroy(&l.mu);
 }
 
+/* A release whose answer never came: the application let the lock go,
+ * and libhasp must not keep it alive by renewing it (it would outlive
+ * the application's interest, and every other client would wait). If the
+ * release did not apply, the lock ends at its TTL. */
+static void test_unanswered_release_stops_the_renewals(void **state)
+{
+	static struct script s = { .renew = RENEW_OK, .release_silent = true };
+	static struct responder r;
+	static struct losses l;
+	char cluster[128];
+	(void)state;
+
+	struct hasp_client *c = loss_client(&r, &s, &l, cluster, sizeof(cluster));
+	struct hasp_lock lock = acquire_in_loop(c);
+	assert_int_equal(hasp_client_set_deadline(c, 200), 0);
+	assert_int_equal(hasp_client_release(c, "job", lock.token), -HASP_ETIMEDOUT);
+	uint32_t renews = responder_count(&r, HASP_OP_RENEW, -1);
+	/* Past two renew instants (a third of 300 ms each) and the validity. */
+	uint64_t until = clock_monotonic_ns() + 500 * MS;
+	while (clock_monotonic_ns() < until) {
+		struct pollfd pfd = { .fd = hasp_client_fd(c), .events = POLLIN };
+		assert_true(poll(&pfd, 1, 20) >= 0);
+		assert_int_equal(hasp_client_process(c, NULL), 0);
+	}
+	/* A renew already in flight at the release may still be counted. */
+	assert_true(responder_count(&r, HASP_OP_RENEW, -1) <= renews + 1);
+	assert_int_equal(losses_count(&l), 0); /* let go, not lost */
+	hasp_client_close(c);
+	responder_stop(&r);
+	pthread_mutex_destroy(&l.mu);
+}
+
 static void test_refused_renew_is_a_loss(void **state)
 {
 	static struct script s = { .renew = RENEW_REFUSED };
@@ -296,6 +334,7 @@ int main(void)
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_loop_renews_an_auto_renew_lock, responder_teardown),
+		cmocka_unit_test_teardown(test_unanswered_release_stops_the_renewals, responder_teardown),
 		cmocka_unit_test_teardown(test_refused_renew_is_a_loss, responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_renews_are_a_loss_before_validity_ends,
 					  responder_teardown),
