@@ -178,6 +178,8 @@ struct client_op {
 	uint64_t acquire_send_ns;
 	/* WATCH, UNWATCH: the name is res.lock.name */
 	bool watch_prefix;
+	bool watch_resend; /* the loop registering a watch again: a failure
+			    * keeps the watch (stale), it does not drop it */
 	/* OP_RANGE: one deadline for the whole walk */
 	hasp_client_range_fn *range_fn;
 	void *range_arg;
@@ -383,6 +385,10 @@ struct hasp_client {
 	/* WATCH_COUNT answers below the watches registered: the leader had
 	 * lost them (a restart between two keepalives). Internal, as above. */
 	uint64_t watch_counts_short;
+	/* The loop's re-registration in progress (client_watches_resend_async):
+	 * WATCH ops not yet complete, and whether one of them failed. */
+	uint32_t watch_resends;
+	bool watch_resend_failed;
 
 	pthread_t ka_thread;
 	pthread_cond_t ka_cv;
@@ -502,11 +508,16 @@ struct lease_entry *client_lease_find_locked(struct hasp_client *c, uint64_t lea
 void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t ttl_ms,
 			      uint64_t send_ns);
 
-/* Re-sends every registered WATCH (after a new session). Unlocked. */
 /* Queues a RESYNC event for the application (events may have been lost;
  * owed until the buffer has room). Caller holds c->mu. */
 void client_event_resync_locked(struct hasp_client *c);
+/* Re-sends every registered WATCH (after a new session or leader), then
+ * queues the RESYNC. Blocking (a blocking call's end). Unlocked. */
 void client_watches_resend(struct hasp_client *c);
+/* The same for the asynchronous loop (hasp_client_process), which must
+ * not wait: starts one WATCH op per watch; the last to complete queues the
+ * RESYNC, or marks the watches stale again if one failed. Unlocked. */
+void client_watches_resend_async(struct hasp_client *c);
 
 /* Parses "ip:port,ip:port" into nodes; -HASP_ECONFIG. */
 int client_nodes_parse(const char *list, struct sockaddr_in *nodes, uint32_t nodes_max,

@@ -181,6 +181,7 @@ static int watch_prepare(struct hasp_client *c, struct client_op *op, uint8_t op
 	memcpy(op->res.lock.name, n.data, n.size);
 	op->res.lock.name[n.size] = '\0';
 	op->watch_prefix = prefix;
+	op->watch_resend = false;
 	pthread_mutex_lock(&c->mu);
 	w = watch_find_locked(c, op->res.lock.name, n.size, prefix);
 	if (opcode == HASP_OP_UNWATCH) {
@@ -224,6 +225,8 @@ void client_watch_done_locked(struct hasp_client *c, const struct client_op *op,
 		return; /* unwatched meanwhile */
 	if (status == HASP_STATUS_OK)
 		w->session_id = op->req.session_id;
+	else if (op->watch_resend)
+		c->watch_resend_failed = true; /* the application's watch stays */
 	else
 		w->used = false;
 }
@@ -336,6 +339,82 @@ void client_watches_resend(struct hasp_client *c)
 		pthread_mutex_lock(&c->mu);
 		client_event_resync_locked(c);
 		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+/* One WATCH of the loop's re-registration completed. */
+static void watch_resend_done(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	(void)res;
+	(void)arg;
+	pthread_mutex_lock(&c->mu);
+	HASP_ASSERT(c->watch_resends > 0);
+	if (--c->watch_resends == 0) {
+		if (c->watch_resend_failed) {
+			/* Asked again after the loop's next turn; no RESYNC
+			 * before every watch is back (client_watches_resend). */
+			c->watch_resend_failed = false;
+			c->watches_stale = true;
+			client_wake_loop_locked(c);
+		} else {
+			client_event_resync_locked(c);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+void client_watches_resend_async(struct hasp_client *c)
+{
+	char names[HASP_CLIENT_WATCHES_MAX][HASP_CLIENT_NAME_BUF];
+	bool prefixes[HASP_CLIENT_WATCHES_MAX];
+	uint32_t k = 0;
+
+	pthread_mutex_lock(&c->mu);
+	if (!c->watches_stale || c->session_state != SESSION_OPEN || c->watch_resends > 0) {
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	c->watches_stale = false;
+	bool any = false;
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
+		struct watch_entry *w = &c->watches[i];
+		any |= w->used;
+		if (!w->used || w->session_id == c->session_id)
+			continue; /* registered in this session already */
+		memcpy(names[k], w->name, sizeof(names[k]));
+		prefixes[k++] = w->prefix;
+	}
+	if (any) { /* as client_watches_resend: the new chain starts fresh */
+		c->event_last_index = 0;
+		c->event_last_sub = 0;
+	}
+	if (k == 0) {
+		if (any)
+			client_event_resync_locked(c);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	c->watch_resends = k; /* before any can complete */
+	c->watch_resend_failed = false;
+	pthread_mutex_unlock(&c->mu);
+	for (uint32_t i = 0; i < k; i++) {
+		struct client_op *op = client_op_new();
+		int prepared = op == NULL ? -HASP_ENOMEM : watch_prepare(c, op, HASP_OP_WATCH, names[i],
+									  prefixes[i]);
+		if (op != NULL)
+			op->watch_resend = true;
+		if (client_op_start(c, op, prepared, watch_resend_done, NULL, NULL) != 0) {
+			/* Not started (client_op_start freed it): counted as a
+			 * failed one, so that the last completion retries. */
+			pthread_mutex_lock(&c->mu);
+			c->watch_resend_failed = true;
+			bool last = --c->watch_resends == 0;
+			if (last) {
+				c->watch_resend_failed = false;
+				c->watches_stale = true;
+			}
+			pthread_mutex_unlock(&c->mu);
+		}
 	}
 }
 

@@ -974,7 +974,9 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 		client_wake_loop_locked(c);
 	}
 	pthread_mutex_unlock(&c->mu);
-	client_watches_resend_if_stale(c);
+	/* Watches that a new session or leader needs again: registered by
+	 * ops of this loop, not by blocking calls that would stall it. */
+	client_watches_resend_async(c);
 	if (completed != NULL)
 		*completed = n;
 	return 0;

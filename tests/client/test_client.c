@@ -1330,6 +1330,63 @@ static void test_watches_are_registered_again_when_the_leader_holds_fewer(void *
 	responder_stop(&r);
 }
 
+static void on_done_flag(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	(void)c;
+	*(int *)arg = res->rc == 0 ? 1 : -1;
+}
+
+/* The loop registers the watches on a new leader with ops of its own: a
+ * hasp_client_process() that meets a new leader returns at once, even
+ * while the new leader does not answer WATCH (it used to register them
+ * with blocking calls there, retransmitting until the deadline: the
+ * application's loop stalled; found by the Python package's asyncio face).
+ * The RESYNC still comes only once every watch is back. */
+static void test_loop_registers_watches_again_without_waiting(void **state)
+{
+	static struct moving_leader ml = { .leader = 0 };
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	__atomic_store_n(&ml.drop_watch, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&ml.leader, 1, __ATOMIC_RELEASE);
+	int done = 0;
+	assert_int_equal(hasp_client_check_async(c, "svc/a", 1, on_done_flag, &done, NULL), 0);
+	int fd = hasp_client_fd(c);
+	for (int i = 0; i < 2000 && done == 0; i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int t = hasp_client_timeout_ms(c);
+		assert_true(poll(&p, 1, t < 0 || t > 100 ? 100 : t) >= 0);
+		assert_int_equal(hasp_client_process(c, NULL), 0);
+	}
+	assert_int_equal(done, 1); /* answered by the new leader */
+	/* The call that saw it returned having sent one WATCH at most, not
+	 * one per retransmission until the deadline. */
+	assert_true(responder_count(&r, HASP_OP_WATCH, 1) <= 1);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT); /* not back yet */
+	__atomic_store_n(&ml.drop_watch, 0, __ATOMIC_RELEASE);
+	int got = -HASP_ETIMEDOUT;
+	for (int i = 0; i < 2000 && got != 0; i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int t = hasp_client_timeout_ms(c);
+		assert_true(poll(&p, 1, t < 0 || t > 100 ? 100 : t) >= 0);
+		assert_int_equal(hasp_client_process(c, NULL), 0);
+		got = hasp_client_next_event(c, &ev, 0);
+	}
+	assert_int_equal(got, 0);
+	assert_int_equal(ev.type, HASP_EVENT_RESYNC);
+	assert_true(responder_count(&r, HASP_OP_WATCH, 1) >= 1);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 /* The RESYNC after a new leader comes only once the watches are registered
  * there again: an application that re-reads on RESYNC must not re-read
  * before the registration, or a change in between is in neither (the
@@ -2064,6 +2121,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_watches_are_registered_again_after_the_leader_was_silent, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_when_the_leader_holds_fewer, responder_teardown),
 		cmocka_unit_test_teardown(test_resync_follows_the_watch_registration, responder_teardown),
+		cmocka_unit_test_teardown(test_loop_registers_watches_again_without_waiting, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
 		cmocka_unit_test_teardown(test_overloaded_and_unavailable_retry_same_seq_after_backoff, responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_request_blocks_window_until_new_session, responder_teardown),
