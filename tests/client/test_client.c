@@ -1225,6 +1225,24 @@ static void script_moving_leader(struct responder *r, int node, const struct has
 	reply_status(r, node, req, from, HASP_STATUS_OK);
 }
 
+/* A client of `nodes` scripted nodes (script_moving_leader) that watches
+ * the prefix "svc/"; a deadline or session TTL of 0 keeps test_config's. */
+static struct hasp_client *watching_client(struct responder *r, int nodes, struct moving_leader *ml,
+					   struct hasp_client_config *cfg, char *cluster,
+					   size_t cluster_size, uint32_t deadline_ms,
+					   uint32_t session_ttl_ms)
+{
+	assert_int_equal(responder_start(r, nodes, script_moving_leader, ml), 0);
+	test_config(cfg, NULL);
+	if (deadline_ms != 0)
+		cfg->deadline_ms = deadline_ms;
+	if (session_ttl_ms != 0)
+		cfg->session_ttl_ms = session_ttl_ms;
+	struct hasp_client *c = client_on(r, cfg, cluster, cluster_size);
+	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	return c;
+}
+
 /* Watches live on the leader's node and are dropped when it steps down
  * (docs/OPERATIONS.md): when another node starts answering, the client
  * registers its watches there again, without being asked. */
@@ -1236,10 +1254,7 @@ static void test_watches_are_registered_again_on_a_new_leader(void **state)
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
-	test_config(&cfg, NULL);
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	struct hasp_client *c = watching_client(&r, 2, &ml, &cfg, cluster, sizeof(cluster), 0, 0);
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1);
 	assert_int_equal(hasp_client_check(c, "svc/a", 1), 0);
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 1), 0); /* same leader: nothing */
@@ -1275,10 +1290,7 @@ static void test_watches_are_registered_again_after_the_leader_was_silent(void *
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
-	test_config(&cfg, NULL);
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	struct hasp_client *c = watching_client(&r, 2, &ml, &cfg, cluster, sizeof(cluster), 0, 0);
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1);
 	__atomic_store_n(&ml.drop_check, 1, __ATOMIC_RELEASE);
 	assert_int_equal(hasp_client_check(c, "svc/a", 1), 0);
@@ -1305,11 +1317,7 @@ static void test_watches_are_registered_again_when_the_leader_holds_fewer(void *
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 1, script_moving_leader, &ml), 0);
-	test_config(&cfg, NULL);
-	cfg.session_ttl_ms = 90; /* a keepalive is due 30 ms after the last */
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	struct hasp_client *c = watching_client(&r, 1, &ml, &cfg, cluster, sizeof(cluster), 0, 90);
 	assert_int_equal(responder_count(&r, HASP_OP_WATCH, 0), 1);
 
 	usleep(40 * 1000);
@@ -1351,10 +1359,7 @@ static void test_loop_registers_watches_again_without_waiting(void **state)
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
-	test_config(&cfg, NULL);
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	struct hasp_client *c = watching_client(&r, 2, &ml, &cfg, cluster, sizeof(cluster), 0, 0);
 	__atomic_store_n(&ml.drop_watch, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&ml.leader, 1, __ATOMIC_RELEASE);
 	int done = 0;
@@ -1402,11 +1407,7 @@ static void test_resync_follows_the_watch_registration(void **state)
 	char cluster[128];
 	(void)state;
 
-	assert_int_equal(responder_start(&r, 2, script_moving_leader, &ml), 0);
-	test_config(&cfg, NULL);
-	cfg.deadline_ms = 300;
-	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_watch(c, "svc/", true), 0);
+	struct hasp_client *c = watching_client(&r, 2, &ml, &cfg, cluster, sizeof(cluster), 300, 0);
 	__atomic_store_n(&ml.drop_watch, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&ml.leader, 1, __ATOMIC_RELEASE);
 	assert_int_equal(hasp_client_check(c, "svc/a", 1), 0);
