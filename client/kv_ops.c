@@ -162,7 +162,7 @@ static struct watch_entry *watch_find_locked(struct hasp_client *c, const char *
  * may arrive before the OK does, and a grant to a watched name must not
  * be mistaken for our own. An UNWATCH forgets it at once. */
 static int watch_prepare(struct hasp_client *c, struct client_op *op, uint8_t opcode,
-			 const char *name, bool prefix)
+			 const char *name, bool prefix, bool resend)
 {
 	struct hasp_wire_bytes n;
 	struct hasp_wire_msg m;
@@ -181,9 +181,14 @@ static int watch_prepare(struct hasp_client *c, struct client_op *op, uint8_t op
 	memcpy(op->res.lock.name, n.data, n.size);
 	op->res.lock.name[n.size] = '\0';
 	op->watch_prefix = prefix;
-	op->watch_resend = false;
+	op->watch_resend = resend;
 	pthread_mutex_lock(&c->mu);
 	w = watch_find_locked(c, op->res.lock.name, n.size, prefix);
+	if (resend && w == NULL) {
+		/* Unwatched since the loop chose to register it again. */
+		pthread_mutex_unlock(&c->mu);
+		return -HASP_ENOENT;
+	}
 	if (opcode == HASP_OP_UNWATCH) {
 		if (w != NULL)
 			w->used = false;
@@ -243,7 +248,7 @@ static int watch_call(struct hasp_client *c, uint8_t opcode, const char *name, b
 		return -HASP_EINVAL;
 	if ((rc = op_get(c, fn, &stack_op, &op)) != 0)
 		return rc;
-	int prepared = watch_prepare(c, op, opcode, name, prefix);
+	int prepared = watch_prepare(c, op, opcode, name, prefix, false);
 	rc = run_or_start(c, op, prepared, fn, arg, id);
 	if (async && prepared == 0 && rc != 0 && opcode == HASP_OP_WATCH)
 		watch_forget(c, name, prefix);
@@ -400,9 +405,7 @@ void client_watches_resend_async(struct hasp_client *c)
 	for (uint32_t i = 0; i < k; i++) {
 		struct client_op *op = client_op_new();
 		int prepared = op == NULL ? -HASP_ENOMEM : watch_prepare(c, op, HASP_OP_WATCH, names[i],
-									  prefixes[i]);
-		if (op != NULL)
-			op->watch_resend = true;
+									  prefixes[i], true);
 		if (client_op_start(c, op, prepared, watch_resend_done, NULL, NULL) != 0) {
 			/* Not started (client_op_start freed it): counted as a
 			 * failed one, so that the last completion retries. */
