@@ -42,7 +42,7 @@ static void *hasp_connect(const struct peer_args *a, uint32_t thread, char **key
 		free(c);
 		return NULL;
 	}
-	if (hasp_client_connect(c->client) != HASP_STATUS_OK) {
+	if (hasp_client_connect(c->client) != 0) {
 		hasp_client_close(c->client);
 		free(c);
 		return NULL;
@@ -56,19 +56,21 @@ static enum peer_outcome hasp_acquire(void *conn, const char *key, uint32_t ttl_
 	const struct hasp_acquire_opts opts = { .ttl_ms = ttl_ms };
 	struct hasp_lock lock;
 
+	/* libhasp's one convention (client.h): 0 when granted, the outcome
+	 * in `lock`; -HASP_EBUSY when another holds it. */
 	int rc = hasp_client_acquire(c->client, key, &opts, &lock);
-	if (rc == HASP_STATUS_GRANTED) {
+	if (rc == 0) {
 		c->token = lock.token;
 		return PEER_GRANTED;
 	}
-	return rc == HASP_STATUS_BUSY ? PEER_BUSY : PEER_ERROR;
+	return rc == -HASP_EBUSY ? PEER_BUSY : PEER_ERROR;
 }
 
 static enum peer_outcome hasp_release(void *conn, const char *key)
 {
 	struct conn *c = conn;
 
-	return hasp_client_release(c->client, key, c->token) == HASP_STATUS_OK ? PEER_GRANTED : PEER_ERROR;
+	return hasp_client_release(c->client, key, c->token) == 0 ? PEER_GRANTED : PEER_ERROR;
 }
 
 static void hasp_close(void *conn)

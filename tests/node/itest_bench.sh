@@ -1,5 +1,6 @@
 #!/bin/bash
-# hasp-bench on libhasp's asynchronous core (tools/bench_libhasp.c) against
+# hasp-bench on libhasp's asynchronous core (tools/bench_libhasp.c) and
+# perf/peers' libhasp client (perf/peers/peer_hasp.c) against
 # one real node: the cycle (uncontended TRY: never BUSY), contended WAIT and
 # kv workloads complete operations with every session opened and none
 # failed, the JSON names the engine, the default is still the wire engine,
@@ -56,4 +57,13 @@ rc=$?
 set -e
 expect "burst on --engine libhasp refused" 2 "$rc"
 echo "itest: the default runs the wire engine; libhasp refuses what it does not run"
+
+# perf/peers/run's libhasp row (perf/peers/peer_hasp.c, one client per
+# thread): its cycles complete (it had kept libhasp's old return values,
+# so every acquire counted as an error and the row was empty).
+in_ns "$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --clients 2 --keys 64 --count 2000 \
+	--duration 5 --warmup 0 --out "$out" > /dev/null || fail "peer-hasp exited $?"
+expect "peer-hasp: some cycles" True "$(field "j['results']['cycles'] > 0")"
+expect "peer-hasp: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
+echo "itest: perf/peers' libhasp client"
 echo "itest_bench: PASS"
