@@ -24,6 +24,7 @@
  * machine; the other client records test the tag check itself.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,10 +49,15 @@ static struct peer_auth_tx fuzz_tx = { .epoch = 1 };
 static struct auth_key fuzz_identity_key;
 
 /* An identities file with one identity "fz" (key all 0x33 bytes), allowed
- * everything; written once, owner-only, as the node requires. */
+ * everything; written once, owner-only, as the node requires, in $TMPDIR
+ * (tests/fuzz_run.sh gives each run its own and checks it is left empty),
+ * and removed once node_init() has read it. */
 static const char *fuzz_identities(void)
 {
-	static char path[] = "/tmp/hasp-fuzz-ids.XXXXXX";
+	static char path[4096];
+	const char *dir = getenv("TMPDIR");
+	int n = snprintf(path, sizeof(path), "%s/hasp-fuzz-ids.XXXXXX", dir && *dir ? dir : "/tmp");
+	HASP_ASSERT(n > 0 && (size_t)n < sizeof(path));
 	int fd = mkstemp(path);
 	HASP_ASSERT(fd >= 0);
 	char line[128] = "fz ";
@@ -110,7 +116,8 @@ static void fuzz_setup(void)
 	sim_peer_keys(&c);
 #ifdef FUZZ_CLIENT_AUTH
 	HASP_ASSERT(node_config_set(&c, "client_auth", "on", err, sizeof(err)) == 0);
-	HASP_ASSERT(node_config_set(&c, "client_identities_file", fuzz_identities(), err, sizeof(err)) == 0);
+	const char *identities = fuzz_identities();
+	HASP_ASSERT(node_config_set(&c, "client_identities_file", identities, err, sizeof(err)) == 0);
 #endif
 	sim_pair_tx(2, 1, &fuzz_key);
 	struct simdisk_config dc;
@@ -119,6 +126,9 @@ static void fuzz_setup(void)
 	HASP_ASSERT(fuzz_disk != NULL);
 	struct node_net net = { .send = fuzz_send };
 	HASP_ASSERT(node_init(&fuzz_node, &c, simdisk_io(fuzz_disk), &net, fuzz_now, err, sizeof(err)) == 0);
+#ifdef FUZZ_CLIENT_AUTH
+	HASP_ASSERT(unlink(identities) == 0); /* loaded: nothing reads it again */
+#endif
 	fuzz_run_ms(1000);
 	HASP_ASSERT(fuzz_node.role == RAFT_LEADER);
 	/* Node 2 at 10.0.0.2, known with its public key as `members add`
