@@ -1308,11 +1308,20 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	    now_ns + NODE_IO_POLL_NS < *deadline_ns)
 		*deadline_ns = now_ns + NODE_IO_POLL_NS;
 	/* About to sleep: let the WAL write its idle watermark if durable
-	 * entries are not vouched for by a later write (docs/STORAGE.md). */
-	if (!did && wal_idle(&n->st.wal) != 0 && !n->failed) {
-		n->failed = true;
-		n->stats.storage_failures++;
-		LOG_ERROR(node, "WAL idle watermark failed dir=%s", n->cfg.data_dir);
+	 * entries are not vouched for by a later write (docs/STORAGE.md), at
+	 * most once per idle_watermark_ms; one held back wakes the node when
+	 * its time comes. */
+	if (!did && !n->failed && wal_idle_due(&n->st.wal)) {
+		if (now_ns < n->watermark_next_ns) {
+			if (n->watermark_next_ns < *deadline_ns)
+				*deadline_ns = n->watermark_next_ns;
+		} else if (wal_idle(&n->st.wal) != 0) {
+			n->failed = true;
+			n->stats.storage_failures++;
+			LOG_ERROR(node, "WAL idle watermark failed dir=%s", n->cfg.data_dir);
+		} else {
+			n->watermark_next_ns = now_ns + (uint64_t)n->cfg.idle_watermark_ms * NS_PER_MS;
+		}
 	}
 	return did;
 }

@@ -288,6 +288,7 @@ struct node {
 	uint32_t snap_fail_streak;
 	int snap_fail_error;
 	uint64_t snap_retry_ns;
+	uint64_t watermark_next_ns; /* no WAL idle watermark before (idle_watermark_ms) */
 	uint64_t snap_log_ns;
 	uint64_t snap_log_suppressed;
 	uint64_t snap_transfer_ns;

@@ -65,6 +65,11 @@ void node_config_default(struct node_config *cfg)
 	 * meanwhile join the open write (group commit). Measured in
 	 * docs/OPERATIONS.md. */
 	cfg->wal_writes_inflight = 2;
+	/* The WAL's idle watermark (docs/STORAGE.md) costs a 4 KiB write and
+	 * an fdatasync, and a node at light load goes idle after nearly every
+	 * write: written every time, it doubled the fsyncs per command
+	 * (docs/PERFORMANCE.md, "Cost per lock cycle"). */
+	cfg->idle_watermark_ms = 100;
 	locks_config_default(&cfg->locks);
 	/* The protocol lets a client pipeline 32 requests (PROTOCOL.md,
 	 * "Exactly once"); the reply cache must cover them. */
@@ -223,6 +228,7 @@ static const struct u32_key u32_keys[] = {
 	U32_KEY("snapshot_trailing", snapshot_trailing, 0, 1u << 19),
 	U32_KEY("snapshots_kept", snapshots_kept, 1, SNAPSHOT_KEEP_MAX),
 	U32_KEY("wal_writes_inflight", wal_writes_inflight, 1, 64),
+	U32_KEY("idle_watermark_ms", idle_watermark_ms, 0, 60000),
 	U32_KEY("watches_max", watches_max, 1, 1u << 20),
 	U32_KEY("watches_per_session_max", watches_per_session_max, 1, 1u << 20),
 	U32_KEY("watch_rate", watch_rate, 1, 100000000),
@@ -520,8 +526,8 @@ static const char usage_text[] =
 	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
-	"  snapshots_kept, segment_size, wal_writes_inflight, wal_sync, watches_max,\n"
-	"  watches_per_session_max, watch_rate, watch_burst,\n"
+	"  snapshots_kept, segment_size, wal_writes_inflight, idle_watermark_ms, wal_sync,\n"
+	"  watches_max, watches_per_session_max, watch_rate, watch_burst,\n"
 	"  locks_max, leases_max, sessions_max, waiters_max, kv_entries_max,\n"
 	"  kv_bytes_max, lock_name_bytes_max, locks_per_lease_max,\n"
 	"  keys_per_lease_max, locks_per_session_max, session_window.\n"

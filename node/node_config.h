@@ -128,6 +128,7 @@ struct node_config {
 	/* WAL. */
 	uint64_t segment_size;
 	uint32_t wal_writes_inflight; /* group-commit writes in flight at once */
+	uint32_t idle_watermark_ms;   /* at most one WAL idle watermark per this many ms; 0: every idle */
 	uint32_t wal_sync;            /* enum wal_sync_mode */
 
 	/* State machine capacities. */

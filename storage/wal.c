@@ -353,11 +353,16 @@ static int wal_start(struct wal *w, struct wal_write *s)
  * makes recovery refuse (instead of cutting as a torn write) damage found
  * later in those entries: the newest batches are otherwise the one place
  * where damage to durable data looks like a torn write. */
+bool wal_idle_due(const struct wal *w)
+{
+	return !w->failed && w->write_used == 0 && w->durable_index > w->watermark_written &&
+	       w->segment_count > 0 && !w->header_pending &&
+	       w->write_offset + BLOCK <= w->segments[w->segment_count - 1].size;
+}
+
 static bool wal_watermark_idle(struct wal *w)
 {
-	if (w->failed || w->write_used > 0 || w->durable_index <= w->watermark_written ||
-	    w->segment_count == 0 || w->header_pending ||
-	    w->write_offset + BLOCK > w->segments[w->segment_count - 1].size)
+	if (!wal_idle_due(w))
 		return false;
 	struct wal_write *s = wal_slot_open(w, w->last_index + 1, WAL_BATCH_HEADER_SIZE);
 	wal_seal(w, s);

@@ -241,6 +241,10 @@ unsigned wal_poll(struct wal *w, bool wait);
  * code. */
 int wal_idle(struct wal *w) __attribute__((warn_unused_result));
 
+/* True when wal_idle() would write a watermark now: durable entries that no
+ * write on disk vouches for, and nothing in the WAL's write queue. */
+bool wal_idle_due(const struct wal *w);
+
 /* Handles one completion whose user_data has WAL_USER_DATA_OWNER. */
 void wal_io_done(struct wal *w, const struct storage_cqe *cqe);
 

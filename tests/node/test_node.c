@@ -66,6 +66,8 @@ static struct sim *g;
 /* Set by the client-authentication tests before sim_create: the nodes then
  * run with client_auth = on and this identities file. */
 static const char *sim_identities;
+/* Set by a test before sim_create: more configuration keys, NULL-ended. */
+static const char *const *sim_extra_config;
 
 static void sim_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_port, const void *p,
 		     size_t size)
@@ -132,6 +134,8 @@ static struct sim *sim_create_with(uint64_t seed, const char *segment_size)
 							 sizeof(err)), 0);
 		else
 			assert_int_equal(node_config_set(c, "client_auth", "off", err, sizeof(err)), 0);
+		for (const char *const *kv = sim_extra_config; kv != NULL && kv[0] != NULL; kv += 2)
+			assert_int_equal(node_config_set(c, kv[0], kv[1], err, sizeof(err)), 0);
 		sim_peer_keys(c);
 		struct simdisk_config dc;
 		simdisk_config_default(&dc, seed + i);
@@ -1464,6 +1468,57 @@ static void sim_put_v(struct sim *s, int l, uint64_t sid, uint64_t seq, const ch
 	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
 }
 
+static uint64_t watermark_writes(const struct sim *s, int i)
+{
+	return s->nodes[i].st.wal.stats.watermark_writes;
+}
+
+/* The WAL's idle watermark (a 4 KiB write and an fdatasync) is written at
+ * most once per idle_watermark_ms, not every time the node goes idle (at
+ * light load, after nearly every write: docs/PERFORMANCE.md "Cost per lock
+ * cycle"); one held back is still written when its time comes. */
+static void test_node_idle_watermark_is_rate_limited(void **state)
+{
+	(void)state;
+	/* An idle leader proposes a TICK every 20 ms: 50 writes a second,
+	 * each followed by idleness. */
+	static const char *const every_idle[] = { "idle_watermark_ms", "0", NULL };
+	static const char *const limited[] = { "idle_watermark_ms", "100", NULL };
+	uint64_t before[NODES];
+
+	sim_extra_config = every_idle;
+	struct sim *s = sim_create(61);
+	int l = sim_wait_leader(s);
+	for (int i = 0; i < NODES; i++)
+		before[i] = watermark_writes(s, i);
+	sim_run_ms(s, 1000);
+	for (int i = 0; i < NODES; i++)
+		assert_true(watermark_writes(s, i) - before[i] >= 25);
+	sim_destroy(s);
+
+	sim_extra_config = limited;
+	s = sim_create(61);
+	l = sim_wait_leader(s);
+	for (int i = 0; i < NODES; i++)
+		before[i] = watermark_writes(s, i);
+	sim_run_ms(s, 1000);
+	for (int i = 0; i < NODES; i++) {
+		uint64_t n = watermark_writes(s, i) - before[i];
+		assert_true(n >= 5 && n <= 11);
+	}
+	/* Every node vouches for what is durable within the interval. */
+	uint64_t sid = sim_open(s, l, 7);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	sim_put_v(s, l, sid, 1, "wm", keep);
+	sim_run_ms(s, 150);
+	for (int i = 0; i < NODES; i++) {
+		const struct wal *w = &s->nodes[i].st.wal;
+		assert_true(w->watermark_written + 2 * 5 >= w->durable_index); /* <= 100 ms of TICKs */
+	}
+	sim_destroy(s);
+	sim_extra_config = NULL;
+}
+
 /* docs/STYLE.md §6: after start, the lcore allocates nothing. The node cores run
  * marked (see forbid_io.h) while the cluster rolls WAL segments over (64 KiB
  * segments), takes snapshots and compacts, sends InstallSnapshot to a
@@ -2077,6 +2132,7 @@ int main(void)
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
+		cmocka_unit_test(test_node_idle_watermark_is_rate_limited),
 		cmocka_unit_test(test_node_snapshot_install_forgets_ended_sessions),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 		cmocka_unit_test(test_node_config_member_public_keys),
