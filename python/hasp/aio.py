@@ -26,7 +26,6 @@ another thread buffered, a waiting task looks again every _EVENT_POLL_1_0.
 import asyncio
 import ctypes
 import functools
-import threading
 import time
 from typing import Optional
 
@@ -97,7 +96,7 @@ class AsyncClient:
         self._done_fn = _capi.DONE_FN(self._done) if _capi.HAS_ASYNC else None
         self._event_waiters = set()  # futures of tasks waiting for a watch event
         self._background = set()  # tasks that finish what a cancelled task began
-        self._loop_thread = None
+        self._pumping = False  # in _pump_events (on the loop's thread)
         self.sync._event_listeners.append(self._events_pumped)
 
     async def close(self):
@@ -145,7 +144,6 @@ class AsyncClient:
             self._fd = check(_capi.call("client_fd", self.sync._handle()))
             loop.add_reader(self._fd, self._drive)
             self._loop = loop
-            self._loop_thread = threading.get_ident()
         return loop
 
     def _drive(self):
@@ -169,18 +167,21 @@ class AsyncClient:
         waiting, and wakes the tasks waiting for one."""
         sync = self.sync
         if sync._watches and not sync._closed and sync._pump.acquire(blocking=False):
+            self._pumping = True
             try:
                 sync._pump_events(0)
             finally:
+                self._pumping = False
                 sync._pump.release()
         self._wake_events()
 
     def _events_pumped(self):
-        """Client._pump_events handed events to the watches: from another
-        thread (a blocking Watch.get), the tasks waiting here are woken on
-        the loop; the loop's own pump wakes them itself."""
+        """Client._pump_events handed events to the watches. A blocking
+        Watch.get did (on any thread, holding the pump this loop then
+        skips): the tasks waiting here are woken on the loop. The loop's
+        own pump (_pumping) wakes them itself."""
         loop = self._loop
-        if loop is None or threading.get_ident() == self._loop_thread:
+        if loop is None or self._pumping:
             return
         try:
             loop.call_soon_threadsafe(self._wake_events)

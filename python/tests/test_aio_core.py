@@ -212,6 +212,51 @@ def test_an_event_another_call_read_wakes_the_waiting_task(cluster, name):
     asyncio.run(main())
 
 
+def test_an_event_a_blocking_watch_handed_over_wakes_the_waiting_task(cluster, name):
+    """A blocking Watch.get of the same client pumps the events out of
+    libhasp's buffer for every watch while the loop's own pump finds the
+    pump taken and libhasp's fd has nothing left to say: the blocking
+    pump wakes the task waiting on the asyncio watch."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        a = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        writer = hasp.Client(cluster, deadline=DEADLINE)
+        try:
+            aw = await a.watch(name)
+            tw = a.sync.watch(name)  # blocking, used on the loop's thread
+            task = asyncio.ensure_future(next_event(aw, timeout=None))
+            while not a._event_waiters:
+                await asyncio.sleep(0)
+            assert timers(loop) == []
+            # As if a thread were in tw.get: it holds the pump.
+            assert a.sync._pump.acquire(blocking=False)
+            before = a.sync.stats()["events"]
+            writer.put(name, b"x")
+            assert eventually(lambda: a.sync.read_lock(name + "/none") is None
+                              and a.sync.stats()["events"] > before)
+            while select.select([a._fd], [], [], 0)[0]:  # the loop looks, pumps nothing
+                await asyncio.sleep(0)
+            while not a._event_waiters:  # and the task, woken, waits again
+                await asyncio.sleep(0)
+            assert not aw.sync._queue and not task.done()
+            a.sync._pump.release()
+            ev = tw.get(timeout=DEADLINE)  # the blocking pump; a liveness bound
+            while ev is not None and ev.type == "RESYNC":
+                ev = tw.get(timeout=DEADLINE)
+            assert (ev.type, ev.value) == ("KV_PUT", b"x")
+            assert aw.sync._queue  # handed over to the asyncio watch too
+            await asyncio.sleep(0)  # the wake-up it scheduled runs first
+            assert not a._event_waiters, "the task still waits for an event it was handed"
+            ev = await asyncio.wait_for(task, DEADLINE)  # a liveness bound
+            assert (ev.type, ev.value) == ("KV_PUT", b"x")
+            tw.close()
+            await aw.close()
+        finally:
+            writer.close()
+            await a.close()
+    asyncio.run(main())
+
+
 def test_a_task_waiting_for_the_local_mutex_is_woken_by_the_release(cluster, name):
     """Tasks and threads of one client take turns on a name's local mutex:
     a waiting task sleeps without a timer until the holder (a task, then a
