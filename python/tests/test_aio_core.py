@@ -108,7 +108,8 @@ async def lease_and_token_calls(a, b, name):
     assert held.ttl == 60.0
     # send(renew) + 60 s - drift (5 ms + 1 %) > send(acquire) + 5 s + 50 s
     assert held.valid_until_ns() > before + 50 * 10**9
-    assert held.safe(work=50.0)
+    # The cluster's view: at most 5 s were left before the renew; more now
+    # (unless 55 s passed, far beyond the liveness bounds).
     info = await a.read_lock(name + "/r")
     assert info.token == held.token and info.ttl_remaining > 5.0
     assert await a.check_token(name + "/r", held.token) and await held.check()
