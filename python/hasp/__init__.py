@@ -8,7 +8,7 @@
 
 docs/CLIENT.md "Python" is the manual.
 """
-from .aio import AsyncClient, AsyncWatch
+from .aio import AsyncClient, AsyncLock, AsyncWatch
 from .client import Client, Event, Fence, KeyValue, Lock, LockInfo, Watch
 from .errors import (Canceled, ClosedError, CompareFailed, ConfigError, Forbidden, HaspError,
                      InvalidArgument, LeaseExpired, LockBusy, LockLost, NotFound, NotHolder,

@@ -6,7 +6,9 @@ registered with the event loop (add_reader), hasp_client_process() runs
 when it is readable or when hasp_client_timeout_ms() says so, and the
 completion callback resolves an asyncio future, on the loop's thread. That
 is acquire, release, connect, KV (get, put, cas, delete, range), read_lock,
-watch and unwatch; watch events are read on the loop too. A task cancelled
+watch and unwatch; watch events are read on the loop too. So are
+grant_lease, revoke_lease, check_token and a held lock's renew, check and
+release (AsyncLock). A task cancelled
 while it waits for a lock cancels the wait on the cluster
 (hasp_client_cancel); a grant that came first is released. A call whose
 asynchronous form the loaded libhasp lacks (libhasp.so.0 has none; 1.0
@@ -14,6 +16,12 @@ lacks connect, watch, unwatch and kv_range: _capi.ASYNC) runs in the loop's
 default executor instead, as does the end of close() (hasp_client_close),
 so the loop never blocks. The protocol and the validity arithmetic stay
 libhasp's.
+
+Nothing polls: a task waiting for a watch event or for the name's local
+mutex sleeps on a future that the loop (libhasp's fd turned readable, also
+for an event another thread read off the socket) or the releasing thread
+resolves. Only on libhasp 1.0, whose fd does not turn readable for events
+another thread buffered, a waiting task looks again every _EVENT_POLL_1_0.
 """
 import asyncio
 import ctypes
@@ -22,15 +30,17 @@ import time
 from typing import Optional
 
 from . import _capi
-from .client import Client, Event, Lock, _bytes, _key_value, _lock_info, _RangeCollector, \
-    _release_rc, _unwatch_rc
+from .client import Client, Event, Lock, _bytes, _key_value, _lock_info, _ms, \
+    _RangeCollector, _release_rc, _unwatch_rc
 from .errors import ClosedError, HaspError, LockBusy, Timeout, check
 
-# How often a task waiting for a watch event looks at libhasp's event
-# buffer without being woken: an event another thread of this client read
-# from the socket (its keepalive, a blocking call) is buffered without
-# waking the loop. A bound on that latency only.
-_EVENT_POLL = 0.1
+# libhasp 1.0 only (no hasp_client_watch_async): how often a task waiting
+# for a watch event looks at libhasp's event buffer without being woken.
+# There an event another thread of this client read from the socket (its
+# keepalive, a blocking call) is buffered without making the loop's fd
+# readable; libhasp 1.1 makes it readable (docs/CLIENT.md "The
+# asynchronous loop"), and the task sleeps until the loop wakes it.
+_EVENT_POLL_1_0 = 0.1
 
 
 async def _run(fn, *args, **kw):
@@ -65,6 +75,11 @@ def _consume(fut):
         fut.exception()
 
 
+def _resolve(fut):
+    if not fut.done():
+        fut.set_result(None)
+
+
 class AsyncClient:
     """The asyncio face of Client (same arguments)."""
 
@@ -81,6 +96,8 @@ class AsyncClient:
         self._done_fn = _capi.DONE_FN(self._done) if _capi.HAS_ASYNC else None
         self._event_waiters = set()  # futures of tasks waiting for a watch event
         self._background = set()  # tasks that finish what a cancelled task began
+        self._pumping = False  # in _pump_events (on the loop's thread)
+        self.sync._event_listeners.append(self._events_pumped)
 
     async def close(self):
         """Releases the locks still held through this client and unwatches
@@ -150,11 +167,26 @@ class AsyncClient:
         waiting, and wakes the tasks waiting for one."""
         sync = self.sync
         if sync._watches and not sync._closed and sync._pump.acquire(blocking=False):
+            self._pumping = True
             try:
                 sync._pump_events(0)
             finally:
+                self._pumping = False
                 sync._pump.release()
         self._wake_events()
+
+    def _events_pumped(self):
+        """Client._pump_events handed events to the watches. A blocking
+        Watch.get did (on any thread, holding the pump this loop then
+        skips): the tasks waiting here are woken on the loop. The loop's
+        own pump (_pumping) wakes them itself."""
+        loop = self._loop
+        if loop is None or self._pumping:
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake_events)
+        except RuntimeError:  # the loop is closed
+            pass
 
     def _wake_events(self):
         waiters, self._event_waiters = self._event_waiters, set()
@@ -224,22 +256,41 @@ class AsyncClient:
 
     async def _local_enter(self, key, blocking, timeout):
         """The name's local mutex (see Client.lock): tasks and threads of
-        this client take turns; a task polls it, backing off to 50 ms."""
-        end = None if timeout is None else time.monotonic() + timeout
-        delay = 0.005
+        this client take turns. A task that finds it taken sleeps until a
+        release (by a task or a thread: Client._local_exit) wakes it, then
+        tries again."""
+        loop = asyncio.get_running_loop()
+        end = None if timeout is None else loop.time() + timeout
+        sync = self.sync
         while True:
+            fut = loop.create_future()
+
+            def wake(fut=fut):  # on the releasing thread
+                try:
+                    loop.call_soon_threadsafe(_resolve, fut)
+                except RuntimeError:  # the loop is closed
+                    pass
+            # Registered before the try: a release after the failed try
+            # still wakes this task.
+            sync._local_waker(key, wake, True)
             try:
-                return self.sync._local_enter(key, False, None)
-            except LockBusy:
-                if not blocking:
-                    raise
-                if end is not None and time.monotonic() >= end:
+                try:
+                    return sync._local_enter(key, False, None)
+                except LockBusy:
+                    if not blocking:
+                        raise
+                left = None if end is None else end - loop.time()
+                if left is not None and left <= 0:
                     raise Timeout(_capi.ETIMEDOUT, "held by another task of this client")
-            await asyncio.sleep(delay)
-            delay = min(0.05, delay * 2)
+                try:
+                    await asyncio.wait_for(fut, left)
+                except asyncio.TimeoutError:
+                    raise Timeout(_capi.ETIMEDOUT, "held by another task of this client")
+            finally:
+                sync._local_waker(key, wake, False)
 
     async def _acquire(self, name, ttl, blocking=True, timeout=None, renew=True, lease_id=0,
-                       on_lost=None) -> Lock:
+                       on_lost=None) -> "AsyncLock":
         sync = self.sync
         h = sync._handle()
         key = _bytes(name, "name")
@@ -269,7 +320,8 @@ class AsyncClient:
                 if f.cancelled() or f.exception() is not None:
                     sync._local_exit(key)
                 elif f.result().rc == 0:
-                    lock = sync._register(_lock_of(f.result()), False, None, local)
+                    lock = self._adopt(sync._register(_lock_of(f.result()), False, None, local,
+                                                      AsyncLock))
                     self._in_background(self._release(lock))
                 else:
                     sync._local_exit(key)
@@ -280,13 +332,17 @@ class AsyncClient:
             if r.rc == -_capi.EBUSY:
                 raise LockBusy(r.rc, holder_token=r.lock.token)
             check(r.rc)
-        return sync._register(_lock_of(r), renew, on_lost, local)
+        return self._adopt(sync._register(_lock_of(r), renew, on_lost, local, AsyncLock))
+
+    def _adopt(self, lock):
+        lock._aio = self
+        return lock
 
     async def _release(self, lock):
         """Lock.release on the core. A cancelled task does not stop it (a
         lock left held would be renewed on)."""
         if not self._core("release") or lock._renewer is not None:
-            return await _run(lock.release)
+            return await _run(Lock.release, lock)
         if not lock._release_begin():
             return
         try:
@@ -351,6 +407,41 @@ class AsyncClient:
         r = await self._op("lock_read", _bytes(name, "name"), cancel=True)
         return _unless_absent(r, lambda r: _lock_info(r.info))
 
+    @_core_or("check", Client.check_token)
+    async def check_token(self, name, token) -> bool:
+        """Client.check_token: whether `token` holds `name` now."""
+        r = await self._op("check", _bytes(name, "name"), int(token), cancel=True)
+        if r.rc == -_capi.ENOTHOLDER:
+            return False
+        check(r.rc)
+        return True
+
+    @_core_or("lease_grant", Client.grant_lease)
+    async def grant_lease(self, ttl: float) -> int:
+        """Client.grant_lease: a lease kept alive by this client (its
+        keepalive thread, or this loop with keepalive=False); its id."""
+        r = await self._op("lease_grant", _ms(ttl, "ttl", False))
+        check(r.rc)
+        return r.lease.lease_id
+
+    @_core_or("lease_revoke", Client.revoke_lease)
+    async def revoke_lease(self, lease_id: int):
+        """Client.revoke_lease: the locks and keys on it end with it."""
+        check((await self._op("lease_revoke", int(lease_id))).rc)
+
+    async def _renew(self, lock, ttl):
+        """Lock.renew on the core: the lock's TTL and validity deadline
+        come from the renew's send time and the TTL the node answered."""
+        if not self._core("renew"):
+            return await _run(Lock.renew, lock, ttl)
+        r = await self._op("renew", lock.name.encode(), lock.token, _ms(ttl, "ttl"))
+        if r.rc == -_capi.ENOTHOLDER:
+            lock._mark_lost("ENOTHOLDER")
+        check(r.rc)
+        with lock._mu:
+            lock._raw.ttl_ms = r.lock.ttl_ms
+            lock._raw.valid_until_ns = r.lock.valid_until_ns
+
     async def watch(self, name: str, *, prefix: bool = False) -> "AsyncWatch":
         if not self._core("watch"):
             return AsyncWatch(self, await _run(self.sync.watch, name, prefix=prefix))
@@ -375,6 +466,42 @@ class AsyncClient:
         _unwatch_rc(r.rc)
 
 
+class AsyncLock(Lock):
+    """A lock held through an AsyncClient: Lock's token, name, ttl,
+    lease_id, safe(), valid_until_ns(), remaining() and lost, with renew,
+    check and release as coroutines (on libhasp's core). `async with` it
+    to release it on exit."""
+
+    _aio = None  # the AsyncClient, set as the lock is registered
+
+    async def renew(self, ttl: Optional[float] = None):
+        """Renews the lock's own TTL now (ttl None: the current one);
+        NotHolder when the lock was lost."""
+        await self._aio._renew(self, ttl)
+
+    async def check(self) -> bool:
+        """Asks the cluster whether this token still holds the lock."""
+        return await self._aio.check_token(self.name, self.token)
+
+    async def release(self):
+        """Releases the lock (once); a lost lock is not released and
+        raises nothing."""
+        await self._aio._release(self)
+
+    def __enter__(self):
+        raise TypeError("an AsyncLock is released with `async with` or `await lock.release()`")
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        try:
+            await self.release()
+        except HaspError:
+            if exc_type is None:
+                raise
+
+
 def _lock_of(r):
     """A struct hasp_lock of our own (with spare room) from a result."""
     raw = _capi.new(_capi.Lock)
@@ -385,28 +512,30 @@ def _lock_of(r):
 class _LockRequest:
     def __init__(self, client, name, ttl, kw):
         self._client = client
-        self._args = (client.sync.lock, name, ttl)
+        self._args = (name, ttl)
         self._kw = kw
         self._lock = None
 
-    async def _acquire(self) -> Lock:
+    async def _acquire(self) -> AsyncLock:
+        c = self._client
         if _capi.HAS_ASYNC:
-            return await self._client._acquire(*self._args[1:], **self._kw)
+            return await c._acquire(*self._args, **self._kw)
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, functools.partial(*self._args, **self._kw))
+        fut = loop.run_in_executor(None, functools.partial(
+            c.sync._acquire_blocking, AsyncLock, *self._args, **self._kw))
         try:
-            return await asyncio.shield(fut)
+            return c._adopt(await asyncio.shield(fut))
         except asyncio.CancelledError:
             def drop(f):
                 if not f.cancelled() and f.exception() is None:
-                    loop.run_in_executor(None, f.result().release)
+                    loop.run_in_executor(None, Lock.release, f.result())
             fut.add_done_callback(drop)
             raise
 
     def __await__(self):
         return self._acquire().__await__()
 
-    async def __aenter__(self) -> Lock:
+    async def __aenter__(self) -> AsyncLock:
         self._lock = await self._acquire()
         return self._lock
 
@@ -453,19 +582,24 @@ class AsyncWatch:
         c = self._client
         loop = c._driver()
         end = None if timeout is None else loop.time() + timeout
+        # libhasp 1.1 wakes the loop for every event it buffers; 1.0 not
+        # for those another thread read (see _EVENT_POLL_1_0).
+        poll = None if c._core("watch") else _EVENT_POLL_1_0
         while True:
             if self.sync._closed:
                 raise ClosedError(message="the watch is closed")
             c._pump_events()
             if self.sync._queue:
                 return self.sync._queue.popleft()
-            step = _EVENT_POLL if end is None else min(_EVENT_POLL, end - loop.time())
-            if step <= 0:
+            step = None if end is None else end - loop.time()
+            if step is not None and step <= 0:
                 return None
+            if poll is not None:
+                step = poll if step is None else min(poll, step)
             fut = loop.create_future()
             c._event_waiters.add(fut)
             try:
-                await asyncio.wait_for(fut, step)
+                await asyncio.wait_for(fut, step)  # None: until woken
             except asyncio.TimeoutError:
                 pass
             finally:

@@ -163,11 +163,17 @@ class Client:
         self._wake = threading.Condition(self._mu)
         self._pump = threading.Lock()  # one thread reads events for all watches
         self._watches = []
+        # Called after a pump handed events to the watches: the asyncio
+        # face wakes its tasks when another thread pumped.
+        self._event_listeners = []
         # Threads of one process share the client's session, and the cluster
         # grants a lock to a session (a second ACQUIRE by the holder session
         # is a re-grant): so threads take a local mutex per name first, as
         # Curator's InterProcessMutex does across a JVM's threads.
         self._local = {}  # name -> [threading.Lock, users, holder Lock or None]
+        # name -> functions called (on the releasing thread) each time the
+        # name's local mutex is released: the asyncio tasks waiting for it.
+        self._local_wakers = {}
         if keepalive:
             try:
                 check(_capi.call("client_keepalive_start", self._h))
@@ -205,7 +211,7 @@ class Client:
             locks = list(self._locks)
         for lock in locks:
             try:
-                lock.release()
+                Lock.release(lock)  # blocking also for an AsyncLock
             except HaspError:
                 pass
         for w in list(self._watches):
@@ -246,6 +252,13 @@ class Client:
         (libhasp's lock-loss callback, on its keepalive thread);
         lock.safe() is False from then on.
         """
+        return self._acquire_blocking(Lock, name, ttl, blocking=blocking, timeout=timeout,
+                                      renew=renew, lease_id=lease_id, on_lost=on_lost)
+
+    def _acquire_blocking(self, cls, name, ttl, blocking=True, timeout=None, renew=True,
+                          lease_id=0, on_lost=None):
+        """lock(), the held lock an instance of `cls` (the asyncio face's
+        AsyncLock when it runs this in an executor thread)."""
         h = self._handle()
         key = _bytes(name, "name")
         opts, renew = self._acquire_opts(ttl, blocking, timeout, lease_id, renew)
@@ -264,7 +277,7 @@ class Client:
         except BaseException:
             self._local_exit(key)
             raise
-        return self._register(raw, renew, on_lost, local)
+        return self._register(raw, renew, on_lost, local, cls)
 
     def _local_enter(self, key, blocking, timeout):
         with self._mu:
@@ -293,6 +306,22 @@ class Client:
                 del self._local[key]
         if locked:
             local[0].release()
+            with self._mu:
+                wakers = list(self._local_wakers.get(key, ()))
+            for wake in wakers:
+                wake()
+
+    def _local_waker(self, key, wake, add):
+        """Adds (add=True) or removes `wake`, called at each release of
+        the name's local mutex until removed."""
+        with self._mu:
+            wakers = self._local_wakers.setdefault(key, set())
+            if add:
+                wakers.add(wake)
+            else:
+                wakers.discard(wake)
+                if not wakers:
+                    del self._local_wakers[key]
 
     @staticmethod
     def _acquire_opts(ttl, blocking, timeout, lease_id, renew):
@@ -310,11 +339,11 @@ class Client:
             raise InvalidArgument(_capi.EINVAL, "timeout needs blocking=True")
         return opts, renew
 
-    def _register(self, raw, renew, on_lost, local):
-        """A granted lock: owns the name's local mutex `local`; without
-        libhasp's lock loss, watched by the monitor and renewed by its own
-        thread when `renew`."""
-        lock = Lock(self, raw, on_lost=on_lost or self.on_lock_lost)
+    def _register(self, raw, renew, on_lost, local, cls=None):
+        """A granted lock (a `cls`, default Lock): owns the name's local
+        mutex `local`; without libhasp's lock loss, watched by the monitor
+        and renewed by its own thread when `renew`."""
+        lock = (cls or Lock)(self, raw, on_lost=on_lost or self.on_lock_lost)
         with self._mu:
             local[2] = lock
             self._locks.add(lock)
@@ -490,6 +519,7 @@ class Client:
         the watches it concerns (RESYNC to all)."""
         ev = _capi.new(_capi.Event)
         rc = _capi.call("client_next_event", self._handle(), _byref(ev), timeout_ms)
+        handed = rc == 0
         while rc == 0:
             name = ev.name.decode(errors="replace")
             kind = _capi.EVENT_TYPES.get(ev.type, str(ev.type))
@@ -500,6 +530,9 @@ class Client:
                     if kind == "RESYNC" or w._matches(name):
                         w._queue.append(event)
             rc = _capi.call("client_next_event", self._h, _byref(ev), 0)
+        if handed:
+            for tell in list(self._event_listeners):
+                tell()
         if rc != -_capi.ETIMEDOUT:
             check(rc)
 
@@ -637,7 +670,7 @@ class Lock:
         delay = period
         while not self._stop.wait(delay):
             try:
-                self.renew()
+                Lock.renew(self)  # blocking also for an AsyncLock
                 delay = period
             except NotHolder:
                 return

@@ -3,13 +3,15 @@ every call with a hasp_client_*_async form runs on the loop's thread, none
 in an executor thread; without those forms it falls back to the executor."""
 import asyncio
 import concurrent.futures
+import select
 import threading
+from collections import deque
 
 import pytest
 
 import hasp
 from hasp import _capi, aio
-from conftest import DEADLINE
+from conftest import DEADLINE, eventually
 
 pytestmark = pytest.mark.skipif(not _capi.HAS_ASYNC, reason="libhasp has no asynchronous core")
 
@@ -37,9 +39,10 @@ class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
         return super().submit(fn, *args, **kw)
 
 
-async def next_event(w):
+async def next_event(w, timeout=DEADLINE):
+    """The next event but RESYNCs; `timeout`: a liveness bound only."""
     while True:
-        ev = await w.get(timeout=DEADLINE)  # a liveness bound only
+        ev = await w.get(timeout=timeout)
         assert ev is not None, "no event within the liveness bound"
         if ev.type != "RESYNC":
             return ev
@@ -80,14 +83,56 @@ async def every_call(a, b, name):
         await a.put("has space", b"x")  # refused locally: nothing started
 
 
-def run_with_executor(cluster, name, executor):
+async def lease_and_token_calls(a, b, name):
+    """Leases, check_token and a held lock's renew, check and release."""
+    lease = await a.grant_lease(30.0)
+    assert lease != 0
+    rev = await a.put(name + "/k", b"on lease", lease_id=lease)
+    kv = await b.get(name + "/k")
+    assert (kv.revision, kv.lease_id) == (rev, lease)
+    on_lease = await a.lock(name + "/l", lease_id=lease, blocking=False)
+    assert isinstance(on_lease, hasp.AsyncLock) and on_lease.lease_id == lease
+    assert (await b.read_lock(name + "/l")).lease_id == lease
+    assert await b.check_token(name + "/l", on_lease.token) and await on_lease.check()
+    await a.revoke_lease(lease)  # the lock and the key end with it
+    assert await b.get(name + "/k") is None
+    assert await b.read_lock(name + "/l") is None
+    assert not await b.check_token(name + "/l", on_lease.token)
+    await on_lease.release()  # no longer held: nothing to release, no error
+
+    # renew: the validity counts from the renew's send with the new TTL.
+    held = await b.lock(name + "/r", ttl=5.0, renew=False)
+    before = held.valid_until_ns()
+    assert before > 0 and held.ttl == 5.0
+    await held.renew(ttl=60.0)
+    assert held.ttl == 60.0
+    # send(renew) + 60 s - drift (5 ms + 1 %) > send(acquire) + 5 s + 50 s
+    assert held.valid_until_ns() > before + 50 * 10**9
+    # The cluster's view: at most 5 s were left before the renew; more now
+    # (unless 55 s passed, far beyond the liveness bounds).
+    info = await a.read_lock(name + "/r")
+    assert info.token == held.token and info.ttl_remaining > 5.0
+    assert await a.check_token(name + "/r", held.token) and await held.check()
+    await held.release()
+    assert not await a.check_token(name + "/r", held.token)  # released
+    with pytest.raises(hasp.NotHolder):
+        await held.renew()
+    async with b.lock(name + "/r", ttl=30.0) as again:
+        assert again.token > held.token
+        assert not await a.check_token(name + "/r", held.token)  # an old token
+        assert await a.check_token(name + "/r", again.token)
+    with pytest.raises(hasp.InvalidArgument):
+        await a.grant_lease(0)  # refused locally: nothing started
+
+
+def run_with_executor(cluster, name, executor, scenario=every_call):
     async def main():
         loop = asyncio.get_running_loop()
         a = hasp.AsyncClient(cluster, deadline=DEADLINE)
         b = hasp.AsyncClient(cluster, deadline=DEADLINE)
         loop.set_default_executor(executor)
         try:
-            await every_call(a, b, name)
+            await scenario(a, b, name)
         finally:
             # close() ends in hasp_client_close, which has no asynchronous
             # form: it takes an executor thread.
@@ -100,10 +145,151 @@ def run_with_executor(cluster, name, executor):
 def test_every_async_form_runs_on_the_core(cluster, name):
     """No job reaches the executor (NoExecutor would raise into the call)."""
     assert {"connect", "watch", "unwatch", "kv_range", "kv_get", "kv_put", "kv_cas",
-            "kv_delete", "lock_read", "release"} <= _capi.ASYNC
+            "kv_delete", "lock_read", "release", "check", "renew", "lease_grant",
+            "lease_revoke"} <= _capi.ASYNC
     executor = NoExecutor()
     run_with_executor(cluster, name, executor)
     assert executor.jobs == []
+
+
+def test_leases_tokens_and_renew_run_on_the_core(cluster, name):
+    assert {"lease_grant", "lease_revoke", "check", "renew"} <= _capi.ASYNC
+    executor = NoExecutor()
+    run_with_executor(cluster, name, executor, lease_and_token_calls)
+    assert executor.jobs == []
+
+
+def test_leases_tokens_and_renew_fall_back_to_the_executor(cluster, name, monkeypatch):
+    monkeypatch.setattr(_capi, "ASYNC", set())
+    executor = CountingExecutor()
+    run_with_executor(cluster, name, executor, lease_and_token_calls)
+    # grant, revoke, 5 check_tokens, 3 checks, 2 renews, 3 puts/gets,
+    # 3 read_locks, 3 releases: one job each.
+    assert len(executor.jobs) >= 20
+
+
+def timers(loop):
+    """The loop's pending timers (BaseEventLoop's heap): none while only a
+    file descriptor or another thread can wake the loop."""
+    return [h for h in loop._scheduled if not h.cancelled()]
+
+
+def test_an_event_another_call_read_wakes_the_waiting_task(cluster, name):
+    """No poll: a task waiting for an event sleeps without a timer, and an
+    event that another call of the client read off the socket (here a
+    blocking call made while the loop is held up, so it cannot be the
+    loop) wakes it through libhasp's fd."""
+    assert not hasattr(aio, "_EVENT_POLL")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        # The keepalive thread keeps the session: libhasp asks the loop
+        # for no timer (hasp_client_timeout_ms -1 with nothing in flight).
+        a = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        writer = hasp.Client(cluster, deadline=DEADLINE)
+        try:
+            w = await a.watch(name + "/", prefix=True)
+            for i in range(2):
+                task = asyncio.ensure_future(next_event(w, timeout=None))
+                while not a._event_waiters:
+                    await asyncio.sleep(0)
+                assert timers(loop) == [], "a task waiting for an event set a timer"
+                before = a.sync.stats()["events"]
+                # The loop's thread is busy here: the event is read off the
+                # socket by blocking calls (or the keepalive thread).
+                writer.put(name + "/k", b"v%d" % i)
+                assert eventually(lambda: a.sync.read_lock(name + "/none") is None
+                                  and a.sync.stats()["events"] > before)
+                assert a.sync._watches[0]._queue == deque()  # not handed over yet
+                # libhasp's fd says an event waits in its buffer: the loop
+                # wakes at once, not at the next keepalive.
+                assert select.select([a._fd], [], [], 0)[0] == [a._fd]
+                ev = await asyncio.wait_for(task, DEADLINE)  # a liveness bound
+                assert (ev.type, ev.name, ev.value) == ("KV_PUT", name + "/k", b"v%d" % i)
+            await w.close()
+        finally:
+            writer.close()
+            await a.close()
+    asyncio.run(main())
+
+
+def test_an_event_a_blocking_watch_handed_over_wakes_the_waiting_task(cluster, name):
+    """A blocking Watch.get of the same client pumps the events out of
+    libhasp's buffer for every watch while the loop's own pump finds the
+    pump taken and libhasp's fd has nothing left to say: the blocking
+    pump wakes the task waiting on the asyncio watch."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        a = hasp.AsyncClient(cluster, deadline=DEADLINE)
+        writer = hasp.Client(cluster, deadline=DEADLINE)
+        try:
+            aw = await a.watch(name)
+            tw = a.sync.watch(name)  # blocking, used on the loop's thread
+            task = asyncio.ensure_future(next_event(aw, timeout=None))
+            while not a._event_waiters:
+                await asyncio.sleep(0)
+            assert timers(loop) == []
+            # As if a thread were in tw.get: it holds the pump.
+            assert a.sync._pump.acquire(blocking=False)
+            before = a.sync.stats()["events"]
+            writer.put(name, b"x")
+            assert eventually(lambda: a.sync.read_lock(name + "/none") is None
+                              and a.sync.stats()["events"] > before)
+            while select.select([a._fd], [], [], 0)[0]:  # the loop looks, pumps nothing
+                await asyncio.sleep(0)
+            while not a._event_waiters:  # and the task, woken, waits again
+                await asyncio.sleep(0)
+            assert not aw.sync._queue and not task.done()
+            a.sync._pump.release()
+            ev = tw.get(timeout=DEADLINE)  # the blocking pump; a liveness bound
+            while ev is not None and ev.type == "RESYNC":
+                ev = tw.get(timeout=DEADLINE)
+            assert (ev.type, ev.value) == ("KV_PUT", b"x")
+            assert aw.sync._queue  # handed over to the asyncio watch too
+            await asyncio.sleep(0)  # the wake-up it scheduled runs first
+            assert not a._event_waiters, "the task still waits for an event it was handed"
+            ev = await asyncio.wait_for(task, DEADLINE)  # a liveness bound
+            assert (ev.type, ev.value) == ("KV_PUT", b"x")
+            tw.close()
+            await aw.close()
+        finally:
+            writer.close()
+            await a.close()
+    asyncio.run(main())
+
+
+def test_a_task_waiting_for_the_local_mutex_is_woken_by_the_release(cluster, name):
+    """Tasks and threads of one client take turns on a name's local mutex:
+    a waiting task sleeps without a timer until the holder (a task, then a
+    thread) releases it."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with hasp.AsyncClient(cluster, deadline=DEADLINE) as a:
+            first = await a.lock(name, ttl=30.0)
+            second = asyncio.ensure_future(a.lock(name, ttl=30.0))
+            while not a.sync._local_wakers.get(name.encode()):
+                await asyncio.sleep(0)
+            assert timers(loop) == [], "a task waiting for the local mutex set a timer"
+            with pytest.raises(hasp.LockBusy):
+                await a.lock(name, ttl=30.0, blocking=False)
+            with pytest.raises(hasp.Timeout):
+                await a.lock(name, ttl=30.0, timeout=0.01)
+            await first.release()
+            held = await asyncio.wait_for(second, DEADLINE)  # a liveness bound
+            assert held.token > first.token
+            await held.release()
+            # A thread of the same client holds it, then releases it.
+            by_thread = await loop.run_in_executor(None, a.sync.lock, name, 30.0)
+            third = asyncio.ensure_future(a.lock(name, ttl=30.0))
+            while not a.sync._local_wakers.get(name.encode()):
+                await asyncio.sleep(0)
+            assert timers(loop) == []
+            await loop.run_in_executor(None, by_thread.release)
+            held = await asyncio.wait_for(third, DEADLINE)
+            assert held.token > by_thread.token
+            await held.release()
+            assert a.sync._local_wakers == {} and a.sync._local == {}
+    asyncio.run(main())
 
 
 def test_without_the_async_forms_calls_fall_back_to_the_executor(cluster, name, monkeypatch):

@@ -83,7 +83,7 @@ def test_asyncio_lock_handoff_and_cancel(cluster, name):
                                  lambda: a.sync.read_lock(name).waiters == 0)
                 assert a.sync.read_lock(name).token == second.token
                 assert a.sync.stats()["wait_cancels"] == 1
-            await run(None, second.release)
+            await second.release()
             assert await run(None, eventually, lambda: a.sync.read_lock(name) is None)
             kv = await a.put(name + "/k", b"x")
             assert (await b.get(name + "/k")).revision == kv
