@@ -34,6 +34,11 @@ soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
 extra=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' |
 	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_status_error$|hasp_error_status$|hasp_fence_|HASP_1(\.[0-9]+)?$)' || true)
 [ -z "$extra" ] || fail "libhasp.so exports internal symbols: $extra"
+# The 1.2 additions carry their own version node (client/libhasp.map).
+for sym in hasp_client_group_new hasp_client_group_process hasp_client_open_in_group; do
+	nm -D --defined-only "$so" | grep -q " $sym@@HASP_1.2$" ||
+		fail "$sym is not exported as $sym@@HASP_1.2"
+done
 [ -n "$(find "$stage" -name libhasp.a)" ] || fail "no static libhasp.a"
 
 for h in client.h errors.h fence.h types.h; do

@@ -1,8 +1,9 @@
 #!/bin/bash
 # hasp-bench on libhasp's asynchronous core (tools/bench_libhasp.c) and
 # perf/peers' libhasp client (perf/peers/peer_hasp.c) against
-# one real node: the cycle (uncontended TRY: never BUSY), contended WAIT and
-# kv workloads complete operations with every session opened and none
+# one real node (every libhasp engine run is one client group: all its
+# sessions on one socket, docs/CLIENT.md "Client groups"): the cycle
+# (uncontended TRY: never BUSY), contended WAIT and kv workloads complete operations with every session opened and none
 # failed, the JSON names the engine, the default is still the wire engine,
 # and a workload libhasp's engine does not run is refused with exit 2.
 #   itest_bench.sh <build dir> <source dir>
