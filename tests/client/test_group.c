@@ -14,6 +14,7 @@
  * bound stops them anyway.
  */
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -300,6 +301,9 @@ static void test_group_clients_cycle_concurrently(void **state)
 	for (int i = 0; i < CLIENTS; i++)
 		step(&w[i], 0);
 	assert_int_equal(hasp_client_group_timeout_ms(g), 0);
+	/* Started outside the loop: the group's fd says so (its eventfd). */
+	struct pollfd pfd = { .fd = hasp_client_group_fd(g), .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 1);
 	run_group(g, w, CLIENTS);
 
 	uint64_t sessions[CLIENTS];
@@ -525,6 +529,55 @@ static void test_group_close_one_others_work(void **state)
 	responder_stop(&r);
 }
 
+struct starter {
+	struct hasp_client *c;
+	struct hasp_result res;
+	int rc;
+};
+
+static void *start_get_main(void *arg)
+{
+	struct starter *st = arg;
+
+	st->rc = hasp_client_kv_get_async(st->c, "t/key", on_one, &st->res, NULL);
+	return NULL;
+}
+
+/* An *_async call from another thread wakes the loop waiting on the
+ * group's fd (nothing else would: no client has anything in progress),
+ * and the loop completes it. */
+static void test_group_async_from_another_thread_wakes_loop(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct starter st;
+	struct hasp_client_group *g = NULL;
+	pthread_t t;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	st.c = open_grouped(&r, g, cluster, sizeof(cluster), 20);
+	assert_int_equal(hasp_client_group_timeout_ms(g), -1);
+	assert_int_equal(pthread_create(&t, NULL, start_get_main, &st), 0);
+	/* Bounded (10 s) only so that a broken wake-up fails instead of
+	 * hanging; the eventfd ends the wait as soon as the call returns. */
+	struct pollfd pfd = { .fd = hasp_client_group_fd(g), .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(st.rc, 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && st.res.id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(st.res.rc, 0);
+	assert_int_equal(st.res.value.revision, hasp_client_session_id(st.c));
+	hasp_client_close(st.c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -532,6 +585,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_routes_by_session, responder_teardown),
 		cmocka_unit_test_teardown(test_group_blocking_calls_refused, responder_teardown),
 		cmocka_unit_test_teardown(test_group_close_one_others_work, responder_teardown),
+		cmocka_unit_test_teardown(test_group_async_from_another_thread_wakes_loop,
+					  responder_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
