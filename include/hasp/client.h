@@ -515,7 +515,8 @@ int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
  *
  * Threads: one thread drives a group: hasp_client_group_process,
  * hasp_client_open_in_group, hasp_client_close of its clients and
- * hasp_client_group_free are called on it (not from callbacks). The
+ * hasp_client_group_free are called on it (not from callbacks), and
+ * hasp_client_group_timeout_ms and hasp_client_group_stats_get too. The
  * *_async calls, cancels, stats and session ids of its clients may come
  * from any thread, as on a client of its own. */
 struct hasp_client_group; /* opaque */
