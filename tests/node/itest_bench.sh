@@ -35,7 +35,12 @@ expect "cycle: some ops" True "$(field "j['results']['ops'] > 0")"
 expect "cycle: every op a cycle" True "$(field "j['results']['cycles'] == j['results']['ops']")"
 expect "cycle: partitioned keys never BUSY" 0 "$(field "j['results']['busy']")"
 expect "cycle: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
-echo "itest: cycle on libhasp"
+# One group, one socket: its sendmmsg/recvmmsg calls carry the datagrams
+# of several sessions (8 clients in flight at once).
+expect "cycle: socket calls counted" True "$(field "j['results']['io']['tx_calls'] > 0")"
+expect "cycle: batched sends" True \
+	"$(field "j['results']['io']['tx_calls'] < j['results']['io']['tx_datagrams']")"
+echo "itest: cycle on libhasp (one client group)"
 
 run --workload contended --clients 8 --keys 4 --wait --engine libhasp
 expect "contended wait: some cycles" True "$(field "j['results']['cycles'] > 0")"
