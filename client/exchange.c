@@ -340,8 +340,8 @@ static void rx_batch_locked(struct hasp_client *c)
 			ssize_t n = (ssize_t)c->io->recv(c->io->ctx, bufs[0], sizeof(bufs[0]), &src);
 			if (n < 0)
 				return;
-			client_dispatch_locked(c, bufs[0], (size_t)n < sizeof(bufs[0]) ? (size_t)n : sizeof(bufs[0]),
-					&src);
+			size_t got = (size_t)n < sizeof(bufs[0]) ? (size_t)n : sizeof(bufs[0]);
+			client_dispatch_locked(c, bufs[0], got, &src);
 		}
 		return;
 	}
@@ -367,7 +367,8 @@ static void rx_batch_locked(struct hasp_client *c)
 			 * decoder refuses anything over 1472 bytes as too big. */
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 				n = sizeof(bufs[i]);
-			client_dispatch_locked(c, bufs[i], n < sizeof(bufs[i]) ? n : sizeof(bufs[i]), &from[i]);
+			client_dispatch_locked(c, bufs[i], n < sizeof(bufs[i]) ? n : sizeof(bufs[i]),
+					       &from[i]);
 		}
 		done += got;
 		if (got < RX_MMSG)

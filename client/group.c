@@ -188,8 +188,8 @@ static int group_grow(struct hasp_client_group *g, uint32_t cap)
 int client_group_join(struct hasp_client_group *g, struct hasp_client *c)
 {
 	if (g->member_count == g->member_cap) {
-		uint32_t cap = g->member_cap < GROUP_MEMBERS_MIN ? GROUP_MEMBERS_MIN : g->member_cap * 2;
-		int rc = group_grow(g, cap);
+		uint32_t cap = g->member_cap * 2;
+		int rc = group_grow(g, cap < GROUP_MEMBERS_MIN ? GROUP_MEMBERS_MIN : cap);
 		if (rc != 0)
 			return rc;
 	}
@@ -349,10 +349,10 @@ static void group_receive(struct hasp_client_group *g)
 
 	for (uint32_t done = 0; done < GROUP_RX_BATCH_MAX;) {
 		for (int i = 0; i < GROUP_RX_MMSG; i++) {
-			iov[i] = (struct iovec){ .iov_base = g->rx[i].data,
-						 .iov_len = sizeof(g->rx[i].data) };
-			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &g->rx[i].from,
-								 .msg_namelen = sizeof(g->rx[i].from),
+			struct group_rx *x = &g->rx[i];
+			iov[i] = (struct iovec){ .iov_base = x->data, .iov_len = sizeof(x->data) };
+			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &x->from,
+								 .msg_namelen = sizeof(x->from),
 								 .msg_iov = &iov[i],
 								 .msg_iovlen = 1 } };
 		}
