@@ -18,7 +18,8 @@
  * code (include/hasp/errors.h; hasp_strerror() gives its message). A call
  * never returns a positive value. Errors come from three places:
  *   refused locally (nothing was sent):
- *     -HASP_EINVAL     a NULL or inconsistent argument
+ *     -HASP_EINVAL     a NULL or inconsistent argument, or a blocking call
+ *                      on a client of a group ("client groups" below)
  *     -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
  *     -HASP_ERANGE     a TTL outside 10 ms .. 1 day
  *     -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
