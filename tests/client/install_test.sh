@@ -26,6 +26,8 @@ export PKG_CONFIG_SYSROOT_DIR=$stage
 cflags=$(pkg-config --cflags hasp) || fail "pkg-config --cflags hasp"
 libs=$(pkg-config --libs hasp) || fail "pkg-config --libs hasp"
 echo "install: pkg-config hasp: $cflags $libs"
+modversion=$(pkg-config --modversion hasp) || fail "pkg-config --modversion hasp"
+[ "$modversion" = 1.2.0 ] || fail "hasp.pc says version $modversion, not libhasp's 1.2.0"
 
 so=$(find "$stage" -name 'libhasp.so.1' | head -1)
 [ -n "$so" ] || fail "no libhasp.so.1"
