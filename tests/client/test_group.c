@@ -4,8 +4,9 @@
  * through one loop; each reply reaches the client whose session it names
  * (a reply naming another session does not complete this client's
  * request, one naming no session of the group is dropped and counted);
- * blocking calls on a grouped client are refused; closing one client
- * leaves the others working.
+ * events reach the session they name; blocking calls on a grouped client
+ * are refused; closing one client leaves the others working; an async
+ * call from another thread wakes the loop through the group's fd.
  *
  * The responder here keeps one session per nonce, and its answers carry
  * the session they were asked in (tokens, revisions and values encode the
@@ -129,6 +130,23 @@ static void script_group(struct responder *r, int node, const struct hasp_wire_m
 		rep.body.kv_value.value.data = (const uint8_t *)value;
 		rep.body.kv_value.value.size = strlen(value);
 		break;
+	case HASP_OP_WATCH: {
+		/* OK, then an event in the watching session, its revision that
+		 * session's id: the first of the session's chain. */
+		struct hasp_wire_msg ev;
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+		memset(&ev, 0, sizeof(ev));
+		ev.hdr.opcode = HASP_OP_EVENT;
+		ev.hdr.flags = HASP_WIRE_F_REPLY;
+		ev.hdr.status = HASP_STATUS_OK;
+		ev.hdr.session_id = session;
+		ev.hdr.seq = 1;
+		ev.body.event.type = HASP_EVENT_KV_PUT;
+		ev.body.event.name = req->body.watch.name;
+		ev.body.event.revision = session;
+		responder_send(r, node, from, &ev);
+		return;
+	}
 	default: /* RELEASE, SESSION_CLOSE, ... */
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
 	}
@@ -578,6 +596,64 @@ static void test_group_async_from_another_thread_wakes_loop(void **state)
 	responder_stop(&r);
 }
 
+/* Events reach the client whose session they name, through the group's
+ * socket, into that client's buffer (hasp_client_next_event, timeout 0). */
+static void test_group_events_to_their_session(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client *c[2];
+	uint32_t got[2] = { 0, 0 };
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		c[i] = open_grouped(&r, g, cluster, sizeof(cluster), 30 + (uint64_t)i);
+		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
+	}
+	for (int turn = 0; turn < LOOP_TURNS_MAX && (res[0].id == 0 || res[1].id == 0); turn++)
+		group_turn(g);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(res[i].rc, 0);
+		memset(&res[i], 0, sizeof(res[i]));
+		assert_int_equal(hasp_client_watch_async(c[i], "w/k", false, on_one, &res[i], NULL), 0);
+	}
+	/* Bounded by time only so that a lost event fails instead of hanging. */
+	uint64_t until = clock_monotonic_ns() + 5000 * MS;
+	while ((got[0] == 0 || got[1] == 0 || res[0].id == 0 || res[1].id == 0) &&
+	       clock_monotonic_ns() < until) {
+		group_turn(g);
+		for (int i = 0; i < 2; i++) {
+			while (hasp_client_next_event(c[i], &ev, 0) == 0) {
+				if (ev.type == HASP_EVENT_RESYNC)
+					continue;
+				assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
+				assert_string_equal(ev.name, "w/k");
+				assert_int_equal(ev.revision, hasp_client_session_id(c[i]));
+				got[i]++;
+			}
+		}
+	}
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(res[1].rc, 0);
+	assert_int_equal(got[0], 1);
+	assert_int_equal(got[1], 1);
+	struct hasp_client_group_stats gs;
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_unrouted, 0);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +663,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_close_one_others_work, responder_teardown),
 		cmocka_unit_test_teardown(test_group_async_from_another_thread_wakes_loop,
 					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_events_to_their_session, responder_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
