@@ -152,8 +152,29 @@ int hasp_client_open(struct hasp_client **client, const struct hasp_client_confi
 	return client_open_io(client, cfg, NULL);
 }
 
+/* The common part of the opens: io (simulated), group (the group's
+ * socket) or neither (a socket of its own). */
+static int client_open_common(struct hasp_client **client, const struct hasp_client_config *cfg,
+			      const struct client_io *io, struct hasp_client_group *group);
+
 int client_open_io(struct hasp_client **client, const struct hasp_client_config *cfg,
 		   const struct client_io *io)
+{
+	return client_open_common(client, cfg, io, NULL);
+}
+
+int hasp_client_open_in_group(struct hasp_client **client, const struct hasp_client_config *cfg,
+			      struct hasp_client_group *group)
+{
+	if (client != NULL)
+		*client = NULL;
+	if (group == NULL)
+		return -HASP_EINVAL;
+	return client_open_common(client, cfg, NULL, group);
+}
+
+static int client_open_common(struct hasp_client **client, const struct hasp_client_config *cfg,
+			      const struct client_io *io, struct hasp_client_group *group)
 {
 	struct hasp_client *c;
 	pthread_condattr_t attr;
@@ -187,7 +208,7 @@ int client_open_io(struct hasp_client **client, const struct hasp_client_config 
 	c->io = io;
 	c->fd = -1;
 	c->intr_fd = -1;
-	if (io == NULL) {
+	if (io == NULL && group == NULL) {
 		c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		if (c->fd < 0) {
 			rc = -HASP_ESYS;
@@ -210,6 +231,12 @@ int client_open_io(struct hasp_client **client, const struct hasp_client_config 
 	pthread_cond_init(&c->cv, &attr);
 	pthread_cond_init(&c->ka_cv, &attr);
 	pthread_condattr_destroy(&attr);
+	if (group != NULL && (rc = client_group_join(group, c)) != 0) {
+		pthread_cond_destroy(&c->ka_cv);
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		goto fail_events;
+	}
 	*client = c;
 	HASP_ASSERT(c->node_count > 0);
 	HASP_ASSERT(c->session_state == SESSION_NONE);
@@ -230,7 +257,15 @@ void hasp_client_close(struct hasp_client *c)
 	hasp_client_keepalive_stop(c);
 	pthread_mutex_lock(&c->mu);
 	bool open = c->session_state == SESSION_OPEN;
+	if (c->group != NULL) {
+		/* The loop's thread must not wait: SESSION_CLOSE goes once,
+		 * unanswered it ends at its TTL (client.h "client groups"). */
+		client_session_close_nowait_locked(c);
+		open = false;
+	}
 	pthread_mutex_unlock(&c->mu);
+	if (c->group != NULL)
+		client_group_leave(c);
 	if (open) {
 		/* Best effort and short: the session expires anyway. */
 		struct client_call call;
@@ -485,7 +520,8 @@ int hasp_client_keepalive_start(struct hasp_client *c)
 
 	HASP_ASSERT(c != NULL);
 	pthread_mutex_lock(&c->mu);
-	if (c->ka_running || c->io != NULL) { /* simulated: one thread, the loop keeps */
+	/* Simulated (one thread) or grouped: the loop keeps the session. */
+	if (c->ka_running || c->io != NULL || c->group != NULL) {
 		pthread_mutex_unlock(&c->mu);
 		return -HASP_ESTATE;
 	}

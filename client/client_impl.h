@@ -394,6 +394,17 @@ struct hasp_client {
 	pthread_cond_t ka_cv;
 	bool ka_running;
 	bool ka_stop;
+
+	/* A client opened into a group (group.c) has no socket of its own
+	 * (fd and intr_fd are -1): it sends and receives through the group.
+	 * group_index is its place in the group's member table; group_due_ns
+	 * (the loop thread's alone) when the group must process it next;
+	 * group_ready (under the group's mutex) that it is on the group's
+	 * ready list. */
+	struct hasp_client_group *group;
+	uint32_t group_index;
+	uint64_t group_due_ns;
+	bool group_ready;
 };
 
 /* One blocking request/reply exchange. The caller fills `req` (opcode and
@@ -518,6 +529,40 @@ void client_watches_resend(struct hasp_client *c);
  * not wait: starts one WATCH op per watch; the last to complete queues the
  * RESYNC, or marks the watches stale again if one failed. Unlocked. */
 void client_watches_resend_async(struct hasp_client *c);
+
+/* ---- client groups (group.c) ---- */
+
+/* Checks one received datagram and hands it to the client's state (a
+ * reply to its slot, an event to its chain). Caller holds c->mu. */
+void client_dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t size,
+			    const struct sockaddr_in *from);
+/* Sends one datagram of a grouped client: queued for the group's
+ * sendmmsg while the group processes, else sent at once. */
+void client_group_send(struct hasp_client *c, const struct sockaddr_in *to, const uint8_t *data,
+		       size_t size);
+/* The sequence number of a grouped client's next SESSION_OPEN: unique in
+ * the group, so that the reply (session id 0) finds its client. Caller
+ * holds c->mu. */
+uint64_t client_group_open_seq_locked(struct hasp_client *c);
+/* A grouped client's session id changed: the group routes by it. Caller
+ * holds c->mu. */
+void client_group_session_locked(struct hasp_client *c);
+/* The group must process c (an op started, a cancel, a wake-up). Caller
+ * holds c->mu. */
+void client_group_wake_locked(struct hasp_client *c);
+/* Joins the group at open; -HASP_ENOMEM when its table cannot grow. */
+int client_group_join(struct hasp_client_group *g, struct hasp_client *c)
+	__attribute__((warn_unused_result));
+/* Leaves the group (hasp_client_close). */
+void client_group_leave(struct hasp_client *c);
+/* Sends SESSION_CLOSE once, without waiting (a grouped client's close).
+ * Caller holds c->mu. */
+void client_session_close_nowait_locked(struct hasp_client *c);
+/* hasp_client_process without the socket read and the grouped check. */
+void client_process(struct hasp_client *c, uint32_t *completed);
+/* The instant the loop must next process c (UINT64_MAX: nothing in
+ * progress): what hasp_client_timeout_ms counts down to. */
+uint64_t client_next_wake_ns(struct hasp_client *c);
 
 /* Parses "ip:port,ip:port" into nodes; -HASP_ECONFIG. */
 int client_nodes_parse(const char *list, struct sockaddr_in *nodes, uint32_t nodes_max,

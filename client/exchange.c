@@ -287,7 +287,7 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 	c->stats.rx_replies++;
 }
 
-static void dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t size,
+void client_dispatch_locked(struct hasp_client *c, const uint8_t *data, size_t size,
 			    const struct sockaddr_in *from)
 {
 	struct hasp_wire_msg m;
@@ -331,6 +331,8 @@ static void rx_batch_locked(struct hasp_client *c)
 	struct iovec iov[RX_MMSG];
 	struct mmsghdr msgs[RX_MMSG];
 
+	if (c->group != NULL)
+		return; /* the group's loop reads the shared socket (group.c) */
 	if (c->io != NULL) {
 		/* The simulation's transport (tests/nodesim): one at a time. */
 		for (int i = 0; i < RX_BATCH_MAX; i++) {
@@ -338,8 +340,8 @@ static void rx_batch_locked(struct hasp_client *c)
 			ssize_t n = (ssize_t)c->io->recv(c->io->ctx, bufs[0], sizeof(bufs[0]), &src);
 			if (n < 0)
 				return;
-			dispatch_locked(c, bufs[0], (size_t)n < sizeof(bufs[0]) ? (size_t)n : sizeof(bufs[0]),
-					&src);
+			size_t got = (size_t)n < sizeof(bufs[0]) ? (size_t)n : sizeof(bufs[0]);
+			client_dispatch_locked(c, bufs[0], got, &src);
 		}
 		return;
 	}
@@ -365,7 +367,8 @@ static void rx_batch_locked(struct hasp_client *c)
 			 * decoder refuses anything over 1472 bytes as too big. */
 			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 				n = sizeof(bufs[i]);
-			dispatch_locked(c, bufs[i], n < sizeof(bufs[i]) ? n : sizeof(bufs[i]), &from[i]);
+			client_dispatch_locked(c, bufs[i], n < sizeof(bufs[i]) ? n : sizeof(bufs[i]),
+					       &from[i]);
 		}
 		done += got;
 		if (got < RX_MMSG)
@@ -406,6 +409,10 @@ void client_wake_loop_locked(struct hasp_client *c)
 		c->wake_missed = true; /* the loop looks again before it returns */
 		return;
 	}
+	if (c->group != NULL) {
+		client_group_wake_locked(c); /* the group's ready list and eventfd */
+		return;
+	}
 	/* Also for events alone: another thread (the keepalive helper, a
 	 * blocking call) may have read them off the socket, which then no
 	 * longer makes the loop's fd readable. */
@@ -434,6 +441,9 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 				 { .fd = c->intr_fd, .events = POLLIN } };
 	int timeout_ms;
 
+	/* A grouped client's blocking calls are refused before they get
+	 * here: the group's loop alone reads the shared socket. */
+	HASP_ASSERT(c->group == NULL);
 	if (now >= until_ns)
 		return;
 	if (c->io != NULL) {
@@ -473,6 +483,10 @@ static void send_to(struct hasp_client *c, uint32_t target, const uint8_t *req, 
 	struct sockaddr_in to = c->nodes[target];
 
 	/* A failed send is a lost datagram: the retransmit timer covers it. */
+	if (c->group != NULL) {
+		client_group_send(c, &to, req, size);
+		return;
+	}
 	if (c->io != NULL) {
 		c->io->send(c->io->ctx, &to, req, size);
 		return;
@@ -803,7 +817,10 @@ static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_n
 
 	memset(&req, 0, sizeof(req));
 	req.hdr.opcode = HASP_OP_SESSION_OPEN;
-	req.hdr.seq = ++c->open_count;
+	/* Grouped: the reply, which has no session id yet, finds its client
+	 * in the group by this number (echoed), so the group hands them out. */
+	req.hdr.seq = c->group != NULL ? client_group_open_seq_locked(c) : c->open_count + 1;
+	c->open_count = req.hdr.seq;
 	req.body.session_open.client_nonce = nonce_next(c);
 	req.body.session_open.ttl_ms = c->cfg.session_ttl_ms;
 	c->open_nonce = req.body.session_open.client_nonce;
@@ -856,6 +873,8 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
 	}
 	c->session_state = SESSION_OPEN;
 	c->stats.session_opens++;
+	if (c->group != NULL)
+		client_group_session_locked(c); /* replies find it by this id */
 	watches_mark_stale_locked(c);
 	HASP_ASSERT(c->session_id != 0);
 }
@@ -898,6 +917,8 @@ int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, u
 
 int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 {
+	if (c->group != NULL)
+		return -HASP_EINVAL; /* would wait on the group's socket */
 	for (;;) {
 		uint64_t now = client_now(c);
 		uint64_t wake = deadline_ns;
@@ -1055,6 +1076,8 @@ int client_call(struct hasp_client *c, struct client_call *call)
 
 	HASP_ASSERT(c != NULL);
 	HASP_ASSERT(call != NULL);
+	if (c->group != NULL)
+		return -HASP_EINVAL; /* would wait on the group's socket */
 	if (call->deadline_ns == 0)
 		call->deadline_ns = client_deadline(c);
 	if (client_now(c) >= call->deadline_ns)
@@ -1101,4 +1124,31 @@ void client_watches_resend_if_stale(struct hasp_client *c)
 	pthread_mutex_unlock(&c->mu);
 	if (resend)
 		client_watches_resend(c);
+}
+
+void client_session_close_nowait_locked(struct hasp_client *c)
+{
+	struct client_req *r;
+	struct hasp_wire_msg m;
+
+	if (c->session_state != SESSION_OPEN)
+		return;
+	r = hasp_calloc(1, sizeof(*r));
+	if (r == NULL)
+		return; /* best effort: the session expires at its TTL */
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_SESSION_CLOSE;
+	if (client_req_init(c, r, &m, 0) == 0) {
+		/* The next number, without a slot: nobody waits for the answer,
+		 * and a window full of unanswered requests only means the node
+		 * refuses it and the session ends at its TTL instead. */
+		put_u64le(r->bytes + WIRE_OFF_SESSION, c->session_id);
+		put_u64le(r->bytes + WIRE_OFF_SEQ, c->next_seq++);
+		if (c->auth)
+			hasp_wire_seal(&c->session_key, r->bytes, r->size);
+		send_to(c, c->target, r->bytes, r->size);
+		c->stats.tx_requests++;
+	}
+	hasp_free(r);
+	c->session_state = SESSION_NONE;
 }

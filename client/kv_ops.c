@@ -427,6 +427,8 @@ int hasp_client_next_event(struct hasp_client *c, struct hasp_event *ev, uint32_
 
 	if (c == NULL || ev == NULL)
 		return -HASP_EINVAL;
+	if (c->group != NULL && timeout_ms > 0)
+		return -HASP_EINVAL; /* would wait on the group's socket */
 	until = client_now(c) + (uint64_t)timeout_ms * NS_PER_MS;
 	pthread_mutex_lock(&c->mu);
 	for (;;) {

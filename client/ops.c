@@ -732,6 +732,13 @@ static void op_begin_locked(struct hasp_client *c, struct client_op *op)
 
 int client_op_run(struct hasp_client *c, struct client_op *op)
 {
+	if (c->group != NULL) {
+		/* It would wait on the group's socket, which only the group's
+		 * loop reads (client.h "client groups"). */
+		op->phase = PH_DONE;
+		op->res.rc = -HASP_EINVAL;
+		return op->res.rc;
+	}
 	pthread_mutex_lock(&c->mu);
 	op_begin_locked(c, op);
 	for (;;) {
@@ -761,8 +768,9 @@ static int async_init_locked(struct hasp_client *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	if (c->epoll_fd >= 0 || c->io != NULL)
-		return 0; /* made, or simulated: the simulator wakes the loop */
+	if (c->epoll_fd >= 0 || c->io != NULL || c->group != NULL)
+		return 0; /* made, or simulated (the simulator wakes the loop),
+			   * or grouped (the group's fd) */
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (c->wake_fd < 0)
 		return -HASP_ESYS;
@@ -822,8 +830,8 @@ int hasp_client_fd(struct hasp_client *c)
 {
 	int rc;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
+	if (c == NULL || c->group != NULL)
+		return -HASP_EINVAL; /* grouped: hasp_client_group_fd */
 	pthread_mutex_lock(&c->mu);
 	rc = async_init_locked(c);
 	if (rc == 0)
@@ -832,19 +840,16 @@ int hasp_client_fd(struct hasp_client *c)
 	return rc;
 }
 
-int hasp_client_timeout_ms(struct hasp_client *c)
+uint64_t client_next_wake_ns(struct hasp_client *c)
 {
 	uint64_t wake = UINT64_MAX;
-	uint64_t now;
 
-	if (c == NULL)
-		return -HASP_EINVAL;
 	pthread_mutex_lock(&c->mu);
 	for (const struct client_op *op = c->ops; op != NULL; op = op->next) {
 		if (op->async && op->wake_ns < wake)
 			wake = op->wake_ns;
 	}
-	if (!c->ka_running && (c->epoll_fd >= 0 || c->io != NULL)) {
+	if (!c->ka_running && (c->epoll_fd >= 0 || c->io != NULL || c->group != NULL)) {
 		/* The loop keeps the session and the watched locks. */
 		uint64_t ka = client_keepalive_next_locked(c);
 		uint64_t wd = client_watchdog_next_locked(c);
@@ -852,6 +857,17 @@ int hasp_client_timeout_ms(struct hasp_client *c)
 		wake = wd < wake ? wd : wake;
 	}
 	pthread_mutex_unlock(&c->mu);
+	return wake;
+}
+
+int hasp_client_timeout_ms(struct hasp_client *c)
+{
+	uint64_t wake;
+	uint64_t now;
+
+	if (c == NULL)
+		return -HASP_EINVAL;
+	wake = client_next_wake_ns(c);
 	if (wake == UINT64_MAX)
 		return -1;
 	now = client_now(c);
@@ -903,12 +919,18 @@ static struct client_op *process_pass_locked(struct hasp_client *c, uint64_t now
 
 int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 {
-	uint32_t n = 0;
-
 	if (completed != NULL)
 		*completed = 0;
-	if (c == NULL)
-		return -HASP_EINVAL;
+	if (c == NULL || c->group != NULL)
+		return -HASP_EINVAL; /* grouped: hasp_client_group_process */
+	client_process(c, completed);
+	return 0;
+}
+
+void client_process(struct hasp_client *c, uint32_t *completed)
+{
+	uint32_t n = 0;
+
 	pthread_mutex_lock(&c->mu);
 	bool keepalive = !c->ka_running;
 	pthread_mutex_unlock(&c->mu);
@@ -979,7 +1001,6 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	client_watches_resend_async(c);
 	if (completed != NULL)
 		*completed = n;
-	return 0;
 }
 
 /* Marks the ops in progress that `name` (a WAIT acquire of it) or else

@@ -2,10 +2,11 @@
  * hasp-bench on libhasp's asynchronous core (tools/bench_engine.h,
  * bench_run_libhasp): every simulated client is one struct hasp_client
  * (its own session, sequence numbers, retransmission, leader finding and
- * keepalives, all libhasp's), and ONE thread drives them all through one
- * epoll set of their hasp_client_fd()s: a ready fd is processed at once,
- * and every SWEEP_NS the clients whose hasp_client_timeout_ms() has run
- * out are processed for their timers.
+ * keepalives, all libhasp's), all of them in ONE client group (one UDP
+ * socket, libhasp 1.2): one thread polls the group's fd for the group's
+ * timeout and calls hasp_client_group_process, which reads a recvmmsg
+ * batch for every client, moves them on and sends in one sendmmsg, as the
+ * wire engine (tools/bench_session.c) does by hand.
  *
  * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE) and
  * kv (KV_PUT/KV_GET mix), closed loop. Each client has one operation in
@@ -15,8 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <unistd.h>
+#include <poll.h>
 
 #include "common/clock.h"
 #include "common/limits.h"
@@ -26,8 +26,7 @@
 #include "tools/bench_arrival.h"
 #include "tools/bench_engine.h"
 
-#define SWEEP_NS 2000000ull /* the clients' timers looked at every 2 ms */
-#define EPOLL_BATCH 256
+#define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
 
 struct lh_client;
@@ -37,6 +36,7 @@ struct lh_engine {
 	struct bench_result *res;
 	struct lh_client *clients;
 	uint32_t client_count;
+	struct hasp_client_group *group;
 	struct prng prng;
 	struct bench_zipf zipf;
 	bool zipf_ready;
@@ -53,7 +53,6 @@ struct lh_client {
 	uint32_t index;
 	uint32_t key;
 	uint64_t op_start_ns, req_start_ns;
-	uint64_t due_ns; /* hasp_client_process must run by then (timers) */
 	bool measured;
 	bool in_flight;
 	char name[HASP_CLIENT_NAME_BUF];
@@ -172,8 +171,7 @@ static void op_start(struct lh_client *s)
 	s->measured = now >= e->measure_start_ns;
 	s->key = bench_key_pick(cfg, &e->zipf, &e->prng, s->index, e->client_count);
 	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
-	s->in_flight = true;
-	s->due_ns = 0; /* sent by its next hasp_client_process */
+	s->in_flight = true; /* sent by the group's next process */
 	e->busy++;
 	if (cfg->workload == BENCH_WL_KV) {
 		if (prng_below(&e->prng, 100) < cfg->put_percent)
@@ -209,7 +207,7 @@ static void on_opened(struct hasp_client *c, const struct hasp_result *r, void *
 
 /* Creates the clients and starts opening their sessions at once
  * (hasp_client_connect_async: the loop opens them all in parallel). */
-static int open_clients(struct lh_engine *e, int ep)
+static int open_clients(struct lh_engine *e)
 {
 	const struct bench_config *cfg = e->cfg;
 
@@ -227,13 +225,9 @@ static int open_clients(struct lh_engine *e, int ep)
 			hc.identity = "";
 		s->e = e;
 		s->index = i;
-		int rc = hasp_client_open(&s->c, &hc);
+		int rc = hasp_client_open_in_group(&s->c, &hc, e->group);
 		if (rc != 0)
 			return rc;
-		int fd = hasp_client_fd(s->c);
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
-		if (fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
-			return -HASP_ESYS;
 		rc = hasp_client_connect_async(s->c, on_opened, s, NULL);
 		if (rc != 0)
 			return rc;
@@ -243,26 +237,16 @@ static int open_clients(struct lh_engine *e, int ep)
 	return 0;
 }
 
-/* Processes client s and notes when its timers next need it. */
-static void process(struct lh_client *s, uint64_t now)
-{
-	(void)!hasp_client_process(s->c, NULL);
-	int ms = hasp_client_timeout_ms(s->c);
-	s->due_ns = ms < 0 ? UINT64_MAX : now + (uint64_t)ms * 1000000u;
-}
-
-/* The clients whose timers are due (retransmissions, rechecks, keepalives,
- * deadlines): each hasp_client_process costs syscalls, so the idle ones
- * are left alone. */
-static void process_due(struct lh_engine *e, uint64_t now)
-{
-	for (uint32_t i = 0; i < e->client_count; i++)
-		if (e->clients[i].c != NULL && e->clients[i].due_ns <= now)
-			process(&e->clients[i], now);
-}
-
 static void collect(struct lh_engine *e)
 {
+	struct hasp_client_group_stats gs;
+
+	/* The group's socket calls: what one socket for every session saves
+	 * shows as fewer calls than datagrams. */
+	hasp_client_group_stats_get(e->group, &gs);
+	e->res->tx_calls += gs.tx_batches;
+	e->res->rx_calls += gs.rx_batches;
+	e->res->err.stray += gs.rx_unrouted;
 	for (uint32_t i = 0; i < e->client_count; i++) {
 		struct lh_client *s = &e->clients[i];
 		struct hasp_client_stats st;
@@ -282,11 +266,11 @@ static void collect(struct lh_engine *e)
 }
 
 /* Waits for what is in flight (busy) or until the run's time and count
- * are up; processes the ready clients at once and all every SWEEP_NS. */
-static void drive(struct lh_engine *e, int ep, uint64_t until_ns, bool running)
+ * are up: the group's loop (poll on its fd for its timeout, process). */
+static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 {
 	const struct bench_config *cfg = e->cfg;
-	uint64_t sweep_ns = 0;
+	struct pollfd pfd = { .fd = hasp_client_group_fd(e->group), .events = POLLIN };
 
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
@@ -295,15 +279,15 @@ static void drive(struct lh_engine *e, int ep, uint64_t until_ns, bool running)
 		if (e->busy == 0 &&
 		    (!running || now >= e->run_end_ns || e->res->ops_started >= cfg->count_max))
 			return;
-		struct epoll_event evs[EPOLL_BATCH];
-		int got = epoll_wait(ep, evs, EPOLL_BATCH, 2);
+		int timeout = hasp_client_group_timeout_ms(e->group);
+		if (timeout < 0 || timeout > POLL_MAX_MS)
+			timeout = POLL_MAX_MS;
+		/* Skipped when work is due now: the process reads the socket
+		 * anyway, and a poll(2) that returns at once is a syscall. */
+		if (timeout > 0)
+			(void)poll(&pfd, 1, timeout);
+		(void)!hasp_client_group_process(e->group, NULL);
 		now = clock_monotonic_ns();
-		for (int i = 0; i < got; i++)
-			process(evs[i].data.ptr, now);
-		if (now >= sweep_ns) {
-			process_due(e, now);
-			sweep_ns = now + SWEEP_NS;
-		}
 		if (cfg->progress != NULL && now >= e->progress_ns) {
 			bench_progress_line(cfg->progress, e->res, ++e->progress_tick,
 					    e->res->ops - e->progress_ops);
@@ -316,36 +300,30 @@ static void drive(struct lh_engine *e, int ep, uint64_t until_ns, bool running)
 static int run(struct lh_engine *e)
 {
 	const struct bench_config *cfg = e->cfg;
-	int ep = epoll_create1(EPOLL_CLOEXEC);
 
-	if (ep < 0)
-		return -HASP_ESYS;
 	e->progress_ns = clock_monotonic_ns() + 1000000000ull;
-	int rc = open_clients(e, ep);
+	int rc = open_clients(e);
 	if (rc == 0) {
 		/* Start-up: every session opened, or given up (libhasp's call
 		 * deadline, 5 s), bounded by OPEN_PHASE_NS. */
-		drive(e, ep, clock_monotonic_ns() + OPEN_PHASE_NS, false);
+		drive(e, clock_monotonic_ns() + OPEN_PHASE_NS, false);
 		if (e->res->sessions == 0)
 			rc = -HASP_ETIMEDOUT;
 	}
-	if (rc != 0) {
-		close(ep);
+	if (rc != 0)
 		return rc;
-	}
 	uint64_t start = clock_monotonic_ns();
 	e->measure_start_ns = start + (uint64_t)cfg->warmup_ms * 1000000u;
 	e->run_end_ns = e->measure_start_ns + (uint64_t)cfg->duration_ms * 1000000u;
 	for (uint32_t i = 0; i < e->client_count; i++)
 		if (!e->clients[i].in_flight && hasp_client_session_id(e->clients[i].c) != 0)
 			op_start(&e->clients[i]);
-	drive(e, ep, e->run_end_ns + (uint64_t)BENCH_DRAIN_MS * 1000000u, true);
+	drive(e, e->run_end_ns + (uint64_t)BENCH_DRAIN_MS * 1000000u, true);
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
 		end = e->last_done_ns; /* as the wire engine measures */
 	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
 	collect(e);
-	close(ep);
 	return 0;
 }
 
@@ -363,8 +341,8 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	prng_seed(&e.prng, cfg->seed);
 	for (uint32_t i = 0; i < sizeof(e.value); i++)
 		e.value[i] = (uint8_t)('a' + i % 26);
-	int rc = 0;
-	if (cfg->contended || cfg->workload == BENCH_WL_KV) {
+	int rc = hasp_client_group_new(&e.group);
+	if (rc == 0 && (cfg->contended || cfg->workload == BENCH_WL_KV)) {
 		rc = bench_zipf_init(&e.zipf, cfg->keys, cfg->zipf_s);
 		e.zipf_ready = rc == 0;
 	}
@@ -373,6 +351,7 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	for (uint32_t i = 0; i < e.client_count; i++)
 		if (e.clients[i].c != NULL)
 			hasp_client_close(e.clients[i].c);
+	hasp_client_group_free(e.group);
 	if (e.zipf_ready)
 		bench_zipf_deinit(&e.zipf);
 	free(e.clients);

@@ -18,7 +18,8 @@
  * code (include/hasp/errors.h; hasp_strerror() gives its message). A call
  * never returns a positive value. Errors come from three places:
  *   refused locally (nothing was sent):
- *     -HASP_EINVAL     a NULL or inconsistent argument
+ *     -HASP_EINVAL     a NULL or inconsistent argument, or a blocking call
+ *                      on a client of a group ("client groups" below)
  *     -HASP_ENAME      a name, key or prefix that is not 1..128 bytes of 0x21..0x7e
  *     -HASP_ERANGE     a TTL outside 10 ms .. 1 day
  *     -HASP_ETOOBIG    a value over 1024 bytes, or a request over one datagram
@@ -489,6 +490,69 @@ int hasp_client_kv_delete_async(struct hasp_client *client, const char *key,
 int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
 			     const struct hasp_kv_cas *cas, hasp_client_done_fn *fn, void *arg,
 			     uint64_t *id) __attribute__((warn_unused_result));
+
+/* ---- client groups (libhasp 1.2) ----
+ *
+ * Many clients on one UDP socket and one loop (docs/CLIENT.md "Client
+ * groups"): clients opened into a group send and receive through the
+ * group's socket, and the group's fd / timeout / process drive them all.
+ * One hasp_client_group_process reads what arrived in recvmmsg(2)
+ * batches, hands each datagram to the client whose session it names (a
+ * SESSION_OPEN reply by its sequence number, unique in the group), moves
+ * the clients that got something or whose timers ran out, and sends what
+ * they sent in one sendmmsg(2). A datagram that names no client of the
+ * group is dropped and counted (rx_unrouted), never handed to another.
+ *
+ * A grouped client has the whole asynchronous API (*_async, cancel,
+ * hasp_client_timeout_ms, hasp_client_next_event and hasp_client_poll
+ * with timeout 0, stats). What would read the socket itself is refused
+ * with -HASP_EINVAL: every blocking call (hasp_client_acquire,
+ * hasp_client_connect, hasp_client_kv_get, hasp_client_keepalive, ...),
+ * hasp_client_next_event / hasp_client_poll with a timeout above 0,
+ * hasp_client_fd and hasp_client_process (use the group's);
+ * hasp_client_keepalive_start returns -HASP_ESTATE (the group's loop keeps
+ * the sessions). hasp_client_close sends SESSION_CLOSE once and does not
+ * wait for its answer (the session ends at its TTL if it is lost).
+ *
+ * Threads: one thread drives a group: hasp_client_group_process,
+ * hasp_client_open_in_group, hasp_client_close of its clients and
+ * hasp_client_group_free are called on it (not from callbacks), and
+ * hasp_client_group_timeout_ms and hasp_client_group_stats_get too. The
+ * *_async calls, cancels, stats and session ids of its clients may come
+ * from any thread, as on a client of its own. */
+struct hasp_client_group; /* opaque */
+
+struct hasp_client_group_stats {
+	uint64_t rx_datagrams; /* read off the group's socket */
+	uint64_t rx_unrouted;  /* naming no client of the group: dropped */
+	uint64_t rx_batches;   /* recvmmsg(2) calls that returned datagrams */
+	uint64_t tx_datagrams; /* sent through the group's socket */
+	uint64_t tx_batches;   /* sendmmsg(2) and sendto(2) calls */
+};
+
+/* A group with its UDP socket, wake-up eventfd and epoll set. 0,
+ * -HASP_EINVAL, -HASP_ENOMEM or -HASP_ESYS. */
+int hasp_client_group_new(struct hasp_client_group **group) __attribute__((warn_unused_result));
+/* Frees the group; every client opened into it must be closed first. */
+void hasp_client_group_free(struct hasp_client_group *group);
+/* hasp_client_open, the client on the group's socket. Returns what
+ * hasp_client_open returns, or -HASP_EINVAL (group NULL). */
+int hasp_client_open_in_group(struct hasp_client **client, const struct hasp_client_config *cfg,
+			      struct hasp_client_group *group) __attribute__((warn_unused_result));
+/* The fd to wait on for POLLIN (an epoll set of the socket and the
+ * eventfd that *_async calls and cancels write; the group owns it). */
+int hasp_client_group_fd(struct hasp_client_group *group) __attribute__((warn_unused_result));
+/* Milliseconds until hasp_client_group_process must run without POLLIN:
+ * 0 now, -1 when no client of the group has anything in progress. */
+int hasp_client_group_timeout_ms(struct hasp_client_group *group)
+	__attribute__((warn_unused_result));
+/* hasp_client_process for every client of the group (see above); never
+ * waits for the network. *completed (may be NULL) counts the callbacks
+ * run. Returns 0 or -HASP_EINVAL. */
+int hasp_client_group_process(struct hasp_client_group *group, uint32_t *completed)
+	__attribute__((warn_unused_result));
+void hasp_client_group_stats_get(struct hasp_client_group *group,
+				 struct hasp_client_group_stats *stats);
 
 /* ---- KV ---- */
 

@@ -26,6 +26,8 @@ export PKG_CONFIG_SYSROOT_DIR=$stage
 cflags=$(pkg-config --cflags hasp) || fail "pkg-config --cflags hasp"
 libs=$(pkg-config --libs hasp) || fail "pkg-config --libs hasp"
 echo "install: pkg-config hasp: $cflags $libs"
+modversion=$(pkg-config --modversion hasp) || fail "pkg-config --modversion hasp"
+[ "$modversion" = 1.2.0 ] || fail "hasp.pc says version $modversion, not libhasp's 1.2.0"
 
 so=$(find "$stage" -name 'libhasp.so.1' | head -1)
 [ -n "$so" ] || fail "no libhasp.so.1"
@@ -34,6 +36,11 @@ soname=$(objdump -p "$so" | awk '/SONAME/ {print $2}')
 extra=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' |
 	grep -v -E '^(hasp_client_|hasp_strerror|hasp_status_name$|hasp_status_error$|hasp_error_status$|hasp_fence_|HASP_1(\.[0-9]+)?$)' || true)
 [ -z "$extra" ] || fail "libhasp.so exports internal symbols: $extra"
+# The 1.2 additions carry their own version node (client/libhasp.map).
+for sym in hasp_client_group_new hasp_client_group_process hasp_client_open_in_group; do
+	nm -D --defined-only "$so" | grep -q " $sym@@HASP_1.2$" ||
+		fail "$sym is not exported as $sym@@HASP_1.2"
+done
 [ -n "$(find "$stage" -name libhasp.a)" ] || fail "no static libhasp.a"
 
 for h in client.h errors.h fence.h types.h; do

@@ -1,8 +1,9 @@
 #!/bin/bash
 # hasp-bench on libhasp's asynchronous core (tools/bench_libhasp.c) and
 # perf/peers' libhasp client (perf/peers/peer_hasp.c) against
-# one real node: the cycle (uncontended TRY: never BUSY), contended WAIT and
-# kv workloads complete operations with every session opened and none
+# one real node (every libhasp engine run is one client group: all its
+# sessions on one socket, docs/CLIENT.md "Client groups"): the cycle
+# (uncontended TRY: never BUSY), contended WAIT and kv workloads complete operations with every session opened and none
 # failed, the JSON names the engine, the default is still the wire engine,
 # and a workload libhasp's engine does not run is refused with exit 2.
 #   itest_bench.sh <build dir> <source dir>
@@ -34,7 +35,12 @@ expect "cycle: some ops" True "$(field "j['results']['ops'] > 0")"
 expect "cycle: every op a cycle" True "$(field "j['results']['cycles'] == j['results']['ops']")"
 expect "cycle: partitioned keys never BUSY" 0 "$(field "j['results']['busy']")"
 expect "cycle: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
-echo "itest: cycle on libhasp"
+# One group, one socket: its sendmmsg/recvmmsg calls carry the datagrams
+# of several sessions (8 clients in flight at once).
+expect "cycle: socket calls counted" True "$(field "j['results']['io']['tx_calls'] > 0")"
+expect "cycle: batched sends" True \
+	"$(field "j['results']['io']['tx_calls'] < j['results']['io']['tx_datagrams']")"
+echo "itest: cycle on libhasp (one client group)"
 
 run --workload contended --clients 8 --keys 4 --wait --engine libhasp
 expect "contended wait: some cycles" True "$(field "j['results']['cycles'] > 0")"

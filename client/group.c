@@ -1,0 +1,489 @@
+/*
+ * Client groups (include/hasp/client.h "client groups", docs/CLIENT.md
+ * "Client groups"): many clients, each its own session, on one UDP socket
+ * driven by one loop.
+ *
+ * Only the transport is shared. Each client keeps its own session, window,
+ * retransmission, leader finding, keepalives, watches and event chain (the
+ * code of exchange.c and ops.c, unchanged); a grouped client's sends come
+ * here (client_group_send) and the group's loop hands it what it reads
+ * (client_dispatch_locked), where the client checks the source, the
+ * version and the authentication tag as it does on a socket of its own.
+ *
+ * Routing: a reply echoes the request's session id and sequence number. A
+ * datagram naming a session goes to the member whose current session it
+ * is; a SESSION_OPEN reply (session id 0) to the member whose open used
+ * that sequence number, which the group hands out (unique in the group).
+ * Anything else is dropped and counted: never given to another client.
+ *
+ * Threads: the loop thread owns the member table, the routing keys, the
+ * send queue and every client's group_due_ns; the ready list (clients
+ * that must be processed: an op started, a cancel) is guarded by `mu`,
+ * taken after a client's mutex, since *_async calls and cancels may come
+ * from other threads.
+ */
+#include "hasp/client.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client/client_impl.h"
+#include "common/alloc.h"
+#include "common/assert.h"
+#include "common/bytes.h"
+#include "common/clock.h"
+#include "hasp/wire.h"
+
+#define NS_PER_MS 1000000ull
+#define GROUP_RX_MMSG 32      /* datagrams per recvmmsg(2) */
+#define GROUP_RX_BATCH_MAX 512 /* datagrams read per process call */
+#define GROUP_TX_MAX 64        /* datagrams per sendmmsg(2) */
+#define GROUP_ROUNDS 4         /* passes for clients woken during a pass */
+#define GROUP_MEMBERS_MIN 16
+
+/* Header fields the router reads (docs/PROTOCOL.md "Header"). */
+#define WIRE_OFF_OPCODE 5
+#define WIRE_OFF_SESSION 8
+#define WIRE_OFF_SEQ 16
+
+struct group_tx {
+	struct sockaddr_in to;
+	size_t size;
+	uint8_t data[HASP_DATAGRAM_SIZE_MAX];
+};
+
+struct group_rx {
+	uint8_t data[HASP_DATAGRAM_SIZE_MAX + 1]; /* +1: see an oversized one */
+	struct sockaddr_in from;
+};
+
+struct hasp_client_group {
+	int fd;       /* the shared UDP socket */
+	int wake_fd;  /* eventfd: a client needs the loop */
+	int epoll_fd; /* fd + wake_fd: what hasp_client_group_fd hands out */
+
+	/* The loop thread's. */
+	struct hasp_client **members;
+	uint64_t *member_session; /* the member's current session id (0: none) */
+	uint64_t *member_open_seq; /* the seq of its latest SESSION_OPEN */
+	uint32_t member_count;
+	uint32_t member_cap;
+	bool processing; /* in hasp_client_group_process: sends are queued */
+	struct group_tx *tx;
+	uint32_t tx_count;
+	struct group_rx *rx;
+	struct hasp_client_group_stats stats;
+
+	uint64_t open_seq; /* atomic: the last SESSION_OPEN seq handed out */
+
+	pthread_mutex_t mu; /* guards what follows */
+	struct hasp_client **ready; /* member_cap entries */
+	uint32_t ready_count;
+	bool wake_pending; /* wake_fd written, not read yet */
+	bool loop_busy;    /* the loop processes: it looks at `ready` again */
+};
+
+int hasp_client_group_new(struct hasp_client_group **group)
+{
+	struct hasp_client_group *g;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (group == NULL)
+		return -HASP_EINVAL;
+	*group = NULL;
+	g = hasp_calloc(1, sizeof(*g));
+	if (g == NULL)
+		return -HASP_ENOMEM;
+	g->fd = g->wake_fd = g->epoll_fd = -1;
+	g->tx = hasp_calloc(GROUP_TX_MAX, sizeof(*g->tx));
+	g->rx = hasp_calloc(GROUP_RX_MMSG, sizeof(*g->rx));
+	if (g->tx == NULL || g->rx == NULL) {
+		hasp_free(g->tx);
+		hasp_free(g->rx);
+		hasp_free(g);
+		return -HASP_ENOMEM;
+	}
+	pthread_mutex_init(&g->mu, NULL);
+	g->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (g->fd < 0 || g->wake_fd < 0 || g->epoll_fd < 0)
+		goto fail;
+	ev.data.fd = g->fd;
+	if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->fd, &ev) != 0)
+		goto fail;
+	ev.data.fd = g->wake_fd;
+	if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->wake_fd, &ev) != 0)
+		goto fail;
+	*group = g;
+	return 0;
+fail:
+	hasp_client_group_free(g);
+	return -HASP_ESYS;
+}
+
+void hasp_client_group_free(struct hasp_client_group *g)
+{
+	if (g == NULL)
+		return;
+	HASP_ASSERT(g->member_count == 0); /* client.h: close the clients first */
+	if (g->fd >= 0)
+		close(g->fd);
+	if (g->wake_fd >= 0)
+		close(g->wake_fd);
+	if (g->epoll_fd >= 0)
+		close(g->epoll_fd);
+	pthread_mutex_destroy(&g->mu);
+	hasp_free(g->members);
+	hasp_free(g->member_session);
+	hasp_free(g->member_open_seq);
+	hasp_free(g->ready);
+	hasp_free(g->tx);
+	hasp_free(g->rx);
+	hasp_free(g);
+}
+
+/* Grows the member table (and the ready list, which holds at most every
+ * member once) to `cap`. */
+static int group_grow(struct hasp_client_group *g, uint32_t cap)
+{
+	struct hasp_client **members = hasp_calloc(cap, sizeof(*members));
+	uint64_t *session = hasp_calloc(cap, sizeof(*session));
+	uint64_t *open_seq = hasp_calloc(cap, sizeof(*open_seq));
+	struct hasp_client **ready = hasp_calloc(cap, sizeof(*ready));
+
+	if (members == NULL || session == NULL || open_seq == NULL || ready == NULL) {
+		hasp_free(members);
+		hasp_free(session);
+		hasp_free(open_seq);
+		hasp_free(ready);
+		return -HASP_ENOMEM;
+	}
+	if (g->member_count > 0) {
+		memcpy(members, g->members, g->member_count * sizeof(*members));
+		memcpy(session, g->member_session, g->member_count * sizeof(*session));
+		memcpy(open_seq, g->member_open_seq, g->member_count * sizeof(*open_seq));
+	}
+	hasp_free(g->members);
+	hasp_free(g->member_session);
+	hasp_free(g->member_open_seq);
+	g->members = members;
+	g->member_session = session;
+	g->member_open_seq = open_seq;
+	pthread_mutex_lock(&g->mu);
+	if (g->ready_count > 0)
+		memcpy(ready, g->ready, g->ready_count * sizeof(*ready));
+	hasp_free(g->ready);
+	g->ready = ready;
+	pthread_mutex_unlock(&g->mu);
+	g->member_cap = cap;
+	return 0;
+}
+
+int client_group_join(struct hasp_client_group *g, struct hasp_client *c)
+{
+	if (g->member_count == g->member_cap) {
+		uint32_t cap = g->member_cap * 2;
+		int rc = group_grow(g, cap < GROUP_MEMBERS_MIN ? GROUP_MEMBERS_MIN : cap);
+		if (rc != 0)
+			return rc;
+	}
+	c->group = g;
+	c->group_index = g->member_count;
+	c->group_due_ns = UINT64_MAX; /* nothing in progress yet */
+	g->members[g->member_count] = c;
+	g->member_session[g->member_count] = 0;
+	g->member_open_seq[g->member_count] = 0;
+	g->member_count++;
+	return 0;
+}
+
+void client_group_leave(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+	uint32_t i = c->group_index;
+	uint32_t last = g->member_count - 1;
+
+	HASP_ASSERT(i < g->member_count && g->members[i] == c);
+	HASP_ASSERT(!g->processing); /* client.h: not from a callback */
+	/* Its SESSION_CLOSE may wait in the queue (sent outside process
+	 * it went at once; this covers a close the queue still holds). */
+	pthread_mutex_lock(&g->mu);
+	for (uint32_t r = 0; r < g->ready_count; r++) {
+		if (g->ready[r] == c) {
+			g->ready[r] = g->ready[--g->ready_count];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	g->members[i] = g->members[last];
+	g->member_session[i] = g->member_session[last];
+	g->member_open_seq[i] = g->member_open_seq[last];
+	g->members[i]->group_index = i;
+	g->member_count--;
+	c->group = NULL;
+}
+
+uint64_t client_group_open_seq_locked(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+	uint64_t seq = __atomic_add_fetch(&g->open_seq, 1, __ATOMIC_RELAXED);
+
+	g->member_open_seq[c->group_index] = seq;
+	return seq;
+}
+
+void client_group_session_locked(struct hasp_client *c)
+{
+	c->group->member_session[c->group_index] = c->session_id;
+}
+
+void client_group_wake_locked(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&g->mu);
+	if (!c->group_ready) {
+		c->group_ready = true;
+		g->ready[g->ready_count++] = c;
+	}
+	/* The loop in process looks at the list before it returns; a loop
+	 * waiting in poll(2) needs the eventfd, once until it reads it. */
+	if (!g->loop_busy && !g->wake_pending) {
+		(void)!write(g->wake_fd, &one, sizeof(one));
+		g->wake_pending = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* Sends the queued datagrams: one sendmmsg(2) per GROUP_TX_MAX. */
+static void group_flush(struct hasp_client_group *g)
+{
+	struct mmsghdr msgs[GROUP_TX_MAX];
+	struct iovec iov[GROUP_TX_MAX];
+	uint32_t sent = 0;
+
+	for (uint32_t i = 0; i < g->tx_count; i++) {
+		iov[i] = (struct iovec){ .iov_base = g->tx[i].data, .iov_len = g->tx[i].size };
+		msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &g->tx[i].to,
+							 .msg_namelen = sizeof(g->tx[i].to),
+							 .msg_iov = &iov[i],
+							 .msg_iovlen = 1 } };
+	}
+	while (sent < g->tx_count) {
+		int n = sendmmsg(g->fd, msgs + sent, g->tx_count - sent, MSG_DONTWAIT);
+		g->stats.tx_batches++;
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			/* A full socket buffer or an unreachable node: the first
+			 * datagram is lost (the retransmit timer covers it) and
+			 * the rest still go. */
+			sent++;
+			continue;
+		}
+		g->stats.tx_datagrams += (uint64_t)n;
+		sent += (uint32_t)n;
+	}
+	g->tx_count = 0;
+}
+
+void client_group_send(struct hasp_client *c, const struct sockaddr_in *to, const uint8_t *data,
+		       size_t size)
+{
+	struct hasp_client_group *g = c->group;
+
+	HASP_ASSERT(size <= HASP_DATAGRAM_SIZE_MAX);
+	if (!g->processing) {
+		/* Outside the loop (a close): at once. */
+		g->stats.tx_batches++;
+		if (sendto(g->fd, data, size, MSG_DONTWAIT, (const struct sockaddr *)to,
+			   sizeof(*to)) == (ssize_t)size)
+			g->stats.tx_datagrams++;
+		return;
+	}
+	if (g->tx_count == GROUP_TX_MAX)
+		group_flush(g);
+	struct group_tx *t = &g->tx[g->tx_count++];
+	t->to = *to;
+	t->size = size;
+	memcpy(t->data, data, size);
+}
+
+/* The member a datagram is for, or NULL. Only the header is read here;
+ * the client checks everything else (source, version, tag). */
+static struct hasp_client *group_route(const struct hasp_client_group *g, const uint8_t *data,
+				       size_t size)
+{
+	if (size < HASP_WIRE_HEADER_SIZE)
+		return NULL;
+	uint64_t session = get_u64le(data + WIRE_OFF_SESSION);
+	uint64_t seq = get_u64le(data + WIRE_OFF_SEQ);
+
+	if (session == 0) {
+		if (data[WIRE_OFF_OPCODE] != HASP_OP_SESSION_OPEN || seq == 0)
+			return NULL;
+		for (uint32_t i = 0; i < g->member_count; i++)
+			if (g->member_open_seq[i] == seq)
+				return g->members[i];
+		return NULL;
+	}
+	for (uint32_t i = 0; i < g->member_count; i++)
+		if (g->member_session[i] == session)
+			return g->members[i];
+	return NULL;
+}
+
+/* Reads what the socket holds and hands each datagram to its client,
+ * which is then due for processing. */
+static void group_receive(struct hasp_client_group *g)
+{
+	struct iovec iov[GROUP_RX_MMSG];
+	struct mmsghdr msgs[GROUP_RX_MMSG];
+
+	for (uint32_t done = 0; done < GROUP_RX_BATCH_MAX;) {
+		for (int i = 0; i < GROUP_RX_MMSG; i++) {
+			struct group_rx *x = &g->rx[i];
+			iov[i] = (struct iovec){ .iov_base = x->data, .iov_len = sizeof(x->data) };
+			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &x->from,
+								 .msg_namelen = sizeof(x->from),
+								 .msg_iov = &iov[i],
+								 .msg_iovlen = 1 } };
+		}
+		int got = recvmmsg(g->fd, msgs, GROUP_RX_MMSG, MSG_DONTWAIT, NULL);
+		if (got <= 0)
+			return;
+		g->stats.rx_batches++;
+		g->stats.rx_datagrams += (uint64_t)got;
+		for (int i = 0; i < got; i++) {
+			size_t n = msgs[i].msg_len;
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				n = sizeof(g->rx[i].data); /* refused by the decoder */
+			if (n > sizeof(g->rx[i].data))
+				n = sizeof(g->rx[i].data);
+			struct hasp_client *c = group_route(g, g->rx[i].data, n);
+			if (c == NULL || msgs[i].msg_hdr.msg_namelen != sizeof(g->rx[i].from) ||
+			    g->rx[i].from.sin_family != AF_INET) {
+				g->stats.rx_unrouted++;
+				continue;
+			}
+			pthread_mutex_lock(&c->mu);
+			client_dispatch_locked(c, g->rx[i].data, n, &g->rx[i].from);
+			pthread_mutex_unlock(&c->mu);
+			c->group_due_ns = 0;
+		}
+		done += (uint32_t)got;
+		if (got < GROUP_RX_MMSG)
+			return; /* the queue is empty */
+	}
+}
+
+/* Takes the ready list: its clients are due now. True if it was not empty. */
+static bool group_take_ready(struct hasp_client_group *g)
+{
+	bool any;
+
+	pthread_mutex_lock(&g->mu);
+	any = g->ready_count > 0;
+	for (uint32_t i = 0; i < g->ready_count; i++) {
+		g->ready[i]->group_ready = false;
+		g->ready[i]->group_due_ns = 0;
+	}
+	g->ready_count = 0;
+	pthread_mutex_unlock(&g->mu);
+	return any;
+}
+
+int hasp_client_group_process(struct hasp_client_group *g, uint32_t *completed)
+{
+	uint32_t n = 0;
+
+	if (completed != NULL)
+		*completed = 0;
+	if (g == NULL)
+		return -HASP_EINVAL;
+	pthread_mutex_lock(&g->mu);
+	g->loop_busy = true;
+	if (g->wake_pending) { /* no read(2) when nothing was written */
+		uint64_t count;
+		(void)!read(g->wake_fd, &count, sizeof(count));
+		g->wake_pending = false;
+	}
+	pthread_mutex_unlock(&g->mu);
+	g->processing = true;
+	group_receive(g);
+	(void)group_take_ready(g);
+	for (uint32_t round = 0; round < GROUP_ROUNDS; round++) {
+		uint64_t now = clock_monotonic_ns();
+		/* By index: a callback may open a client into the group. */
+		for (uint32_t i = 0; i < g->member_count; i++) {
+			struct hasp_client *c = g->members[i];
+			uint32_t done = 0;
+			if (c->group_due_ns > now)
+				continue;
+			client_process(c, &done);
+			n += done;
+			c->group_due_ns = client_next_wake_ns(c);
+		}
+		/* Clients a callback started an op on (another client's
+		 * callback, or after its own passes): one more round. */
+		if (!group_take_ready(g))
+			break;
+	}
+	group_flush(g);
+	g->processing = false;
+	pthread_mutex_lock(&g->mu);
+	g->loop_busy = false;
+	if (g->ready_count > 0 && !g->wake_pending) {
+		/* Woken during the last round: the next wait ends at once
+		 * (hasp_client_group_timeout_ms says 0 as well). */
+		uint64_t one = 1;
+		(void)!write(g->wake_fd, &one, sizeof(one));
+		g->wake_pending = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (completed != NULL)
+		*completed = n;
+	return 0;
+}
+
+int hasp_client_group_fd(struct hasp_client_group *g)
+{
+	return g == NULL ? -HASP_EINVAL : g->epoll_fd;
+}
+
+int hasp_client_group_timeout_ms(struct hasp_client_group *g)
+{
+	uint64_t wake = UINT64_MAX;
+
+	if (g == NULL)
+		return -HASP_EINVAL;
+	pthread_mutex_lock(&g->mu);
+	bool ready = g->ready_count > 0;
+	pthread_mutex_unlock(&g->mu);
+	if (ready)
+		return 0;
+	for (uint32_t i = 0; i < g->member_count; i++)
+		if (g->members[i]->group_due_ns < wake)
+			wake = g->members[i]->group_due_ns;
+	if (wake == UINT64_MAX)
+		return -1;
+	uint64_t now = clock_monotonic_ns();
+	if (wake <= now)
+		return 0;
+	uint64_t ms = (wake - now + NS_PER_MS - 1) / NS_PER_MS;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+void hasp_client_group_stats_get(struct hasp_client_group *g, struct hasp_client_group_stats *stats)
+{
+	HASP_ASSERT(g != NULL);
+	HASP_ASSERT(stats != NULL);
+	*stats = g->stats;
+}

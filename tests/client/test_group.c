@@ -1,0 +1,670 @@
+/*
+ * Client groups (client/group.c) against the scripted responder: several
+ * clients on one socket complete lock cycles and KV operations at once
+ * through one loop; each reply reaches the client whose session it names
+ * (a reply naming another session does not complete this client's
+ * request, one naming no session of the group is dropped and counted);
+ * events reach the session they name; blocking calls on a grouped client
+ * are refused; closing one client leaves the others working; an async
+ * call from another thread wakes the loop through the group's fd.
+ *
+ * The responder here keeps one session per nonce, and its answers carry
+ * the session they were asked in (tokens, revisions and values encode the
+ * session id), so a reply handed to the wrong client would show. Loops end
+ * when every operation has completed, each by its deadline (3 s); a count
+ * bound stops them anyway.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "hasp/client.h"
+#include "tests/client/client_test.h"
+#include "tests/client/responder.h"
+#include "tests/test_util.h"
+
+#define CLIENTS 4
+#define CYCLES 25
+#define SESSIONS_MAX 16
+#define PORTS_MAX 8
+#define LOOP_TURNS_MAX 100000
+#define SESSION_BASE 100
+
+struct gscript {
+	uint64_t nonces[SESSIONS_MAX];
+	uint32_t sessions;
+	uint16_t ports[PORTS_MAX]; /* distinct client source ports seen */
+	uint32_t port_count;
+	/* Lose the first KV_GET of this session (0: none). */
+	uint64_t drop_get_session;
+	bool dropped;
+	/* KV_GET of "mis/key": first answered with this session id (another
+	 * client's) and the value "wrong"; the retransmission gets the right
+	 * answer. */
+	uint64_t misroute_session;
+	bool misrouted;
+};
+
+static void note_port(struct gscript *s, const struct sockaddr_in *from)
+{
+	for (uint32_t i = 0; i < s->port_count; i++)
+		if (s->ports[i] == from->sin_port)
+			return;
+	if (s->port_count < PORTS_MAX)
+		s->ports[s->port_count++] = from->sin_port;
+}
+
+/* A session per nonce (a retried open gets the same one), ids from 100. */
+static uint64_t session_for_nonce(struct gscript *s, uint64_t nonce)
+{
+	for (uint32_t i = 0; i < s->sessions; i++)
+		if (s->nonces[i] == nonce)
+			return SESSION_BASE + i;
+	assert_true(s->sessions < SESSIONS_MAX);
+	s->nonces[s->sessions] = nonce;
+	return SESSION_BASE + s->sessions++;
+}
+
+static void script_group(struct responder *r, int node, const struct hasp_wire_msg *req,
+			 const struct sockaddr_in *from, void *arg)
+{
+	struct gscript *s = arg;
+	struct hasp_wire_msg rep;
+	char value[32];
+	bool drop = false;
+	bool misroute = false;
+
+	if (req == NULL)
+		return;
+	responder_lock(r);
+	note_port(s, from);
+	uint64_t session = req->hdr.opcode == HASP_OP_SESSION_OPEN
+				   ? session_for_nonce(s, req->body.session_open.client_nonce)
+				   : req->hdr.session_id;
+	if (req->hdr.opcode == HASP_OP_KV_GET && session == s->drop_get_session && !s->dropped) {
+		s->dropped = true;
+		drop = true;
+	}
+	if (req->hdr.opcode == HASP_OP_KV_GET && s->misroute_session != 0 && !s->misrouted &&
+	    req->body.kv_get.name.size == 7 && memcmp(req->body.kv_get.name.data, "mis/key", 7) == 0) {
+		s->misrouted = true;
+		misroute = true;
+	}
+	uint64_t other = s->misroute_session;
+	responder_unlock(r);
+	if (drop)
+		return; /* lost: the group's timer retransmits it */
+	if (req->hdr.opcode == HASP_OP_KV_GET && req->body.kv_get.name.size == 7 &&
+	    memcmp(req->body.kv_get.name.data, "unk/key", 7) == 0) {
+		responder_reply_init(&rep, req, HASP_STATUS_NOT_FOUND);
+		rep.hdr.session_id = 0xdead; /* nobody's */
+		responder_send(r, node, from, &rep);
+	}
+
+	switch (req->hdr.opcode) {
+	case HASP_OP_SESSION_OPEN:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.session_opened.session_id = session;
+		rep.body.session_opened.ttl_ms = req->body.session_open.ttl_ms;
+		break;
+	case HASP_OP_SESSION_KEEPALIVE:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.session_alive.ttl_ms = 10000;
+		break;
+	case HASP_OP_ACQUIRE: /* the token names the session it was granted to */
+		reply_granted(r, node, req, from, req->hdr.seq * 1000 + session);
+		return;
+	case HASP_OP_KV_PUT:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_revision.revision = req->hdr.seq * 1000 + session;
+		break;
+	case HASP_OP_KV_GET:
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		snprintf(value, sizeof(value), misroute ? "wrong" : "s%llu",
+			 (unsigned long long)session);
+		if (misroute)
+			rep.hdr.session_id = other; /* another client's session */
+		rep.body.kv_value.revision = session;
+		rep.body.kv_value.value.data = (const uint8_t *)value;
+		rep.body.kv_value.value.size = strlen(value);
+		break;
+	case HASP_OP_WATCH: {
+		/* OK, then an event in the watching session, its revision that
+		 * session's id: the first of the session's chain. */
+		struct hasp_wire_msg ev;
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+		memset(&ev, 0, sizeof(ev));
+		ev.hdr.opcode = HASP_OP_EVENT;
+		ev.hdr.flags = HASP_WIRE_F_REPLY;
+		ev.hdr.status = HASP_STATUS_OK;
+		ev.hdr.session_id = session;
+		ev.hdr.seq = 1;
+		ev.body.event.type = HASP_EVENT_KV_PUT;
+		ev.body.event.name = req->body.watch.name;
+		ev.body.event.revision = session;
+		responder_send(r, node, from, &ev);
+		return;
+	}
+	default: /* RELEASE, SESSION_CLOSE, ... */
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+	}
+	responder_send(r, node, from, &rep);
+}
+
+/* One client's chain of work: ACQUIRE, RELEASE, KV_PUT, KV_GET, again,
+ * each started by the previous one's callback. */
+struct worker {
+	struct hasp_client *c;
+	char name[32];
+	uint32_t cycles;
+	uint32_t wanted;
+	uint32_t errors;
+	uint32_t wrong_session; /* answers that carried another session */
+	bool done;
+};
+
+static uint64_t session_of(struct hasp_client *c)
+{
+	uint64_t id = hasp_client_session_id(c);
+
+	assert_true(id >= SESSION_BASE && id < SESSION_BASE + SESSIONS_MAX);
+	return id;
+}
+
+static void step(struct worker *w, int rc);
+
+/* An operation ended with rc, or an async call returned it: an error
+ * ends the chain. */
+static void check(struct worker *w, int rc)
+{
+	if (rc != 0) {
+		w->errors++;
+		w->done = true;
+	}
+}
+
+static void on_get(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct worker *w = arg;
+	char want[32];
+
+	snprintf(want, sizeof(want), "s%llu", (unsigned long long)session_of(c));
+	if (res->rc == 0 && (res->value.revision != session_of(c) ||
+			     res->value.value_size != strlen(want) ||
+			     memcmp(res->value.value, want, strlen(want)) != 0))
+		w->wrong_session++;
+	w->cycles++;
+	step(w, res->rc);
+}
+
+static void on_put(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct worker *w = arg;
+
+	if (res->rc == 0 && res->revision % 1000 != session_of(c))
+		w->wrong_session++;
+	check(w, res->rc);
+	if (res->rc == 0)
+		check(w, hasp_client_kv_get_async(c, w->name, on_get, w, NULL));
+}
+
+static void on_release(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct worker *w = arg;
+
+	check(w, res->rc);
+	if (res->rc == 0)
+		check(w, hasp_client_kv_put_async(c, w->name, "v", 1, 0, on_put, w, NULL));
+}
+
+static void on_acquire(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct worker *w = arg;
+
+	if (res->rc == 0 && res->lock.token % 1000 != session_of(c))
+		w->wrong_session++;
+	check(w, res->rc);
+	if (res->rc == 0)
+		check(w, hasp_client_release_async(c, w->name, res->lock.token, on_release, w,
+						   NULL));
+}
+
+/* Starts the next cycle, or ends the chain on an error or when done. A
+ * non-zero rc from an async call (nothing started) ends it too. */
+static void step(struct worker *w, int rc)
+{
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+
+	if (rc != 0) {
+		w->errors++;
+		w->done = true;
+		return;
+	}
+	if (w->cycles == w->wanted) {
+		w->done = true;
+		return;
+	}
+	rc = hasp_client_acquire_async(w->c, w->name, &opts, on_acquire, w, NULL);
+	if (rc != 0) {
+		w->errors++;
+		w->done = true;
+	}
+}
+
+static void group_turn(struct hasp_client_group *g)
+{
+	struct pollfd pfd = { .fd = hasp_client_group_fd(g), .events = POLLIN };
+	int timeout = hasp_client_group_timeout_ms(g);
+
+	assert_true(pfd.fd >= 0);
+	/* -1 (nothing in progress) waits on the fd alone: bounded here. */
+	assert_true(poll(&pfd, 1, timeout < 0 || timeout > 100 ? 100 : timeout) >= 0);
+	assert_int_equal(hasp_client_group_process(g, NULL), 0);
+}
+
+static bool all_done(const struct worker *w, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (w[i].c != NULL && !w[i].done)
+			return false;
+	return true;
+}
+
+static void run_group(struct hasp_client_group *g, const struct worker *w, int n)
+{
+	for (int turn = 0; turn < LOOP_TURNS_MAX && !all_done(w, n); turn++)
+		group_turn(g);
+	assert_true(all_done(w, n));
+}
+
+static struct hasp_client *open_grouped(struct responder *r, struct hasp_client_group *g,
+				       char *cluster, size_t size, uint64_t seed)
+{
+	struct hasp_client_config cfg;
+	struct hasp_client *c = NULL;
+
+	test_config(&cfg, NULL);
+	responder_cluster(r, cluster, size);
+	cfg.cluster = cluster;
+	/* Each client its own nonces: one nonce is one session. */
+	cfg.nonce_seed = test_util_seed(0x9e0u) + seed;
+	assert_int_equal(hasp_client_open_in_group(&c, &cfg, g), 0);
+	return c;
+}
+
+static void test_group_clients_cycle_concurrently(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[CLIENTS];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client_group_stats gs;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	s.drop_get_session = SESSION_BASE + 1; /* one loss: the group's timer resends */
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	assert_int_equal(hasp_client_group_timeout_ms(g), -1); /* nothing in progress */
+	for (int i = 0; i < CLIENTS; i++) {
+		w[i].c = open_grouped(&r, g, cluster, sizeof(cluster), (uint64_t)i);
+		w[i].wanted = CYCLES;
+		snprintf(w[i].name, sizeof(w[i].name), "g/%d", i);
+	}
+	/* All four start at once: their sessions open in parallel. */
+	for (int i = 0; i < CLIENTS; i++)
+		step(&w[i], 0);
+	assert_int_equal(hasp_client_group_timeout_ms(g), 0);
+	/* Started outside the loop: the group's fd says so (its eventfd). */
+	struct pollfd pfd = { .fd = hasp_client_group_fd(g), .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 1);
+	run_group(g, w, CLIENTS);
+
+	uint64_t sessions[CLIENTS];
+	for (int i = 0; i < CLIENTS; i++) {
+		struct hasp_client_stats st;
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(w[i].wrong_session, 0);
+		assert_int_equal(w[i].cycles, CYCLES);
+		sessions[i] = hasp_client_session_id(w[i].c);
+		for (int j = 0; j < i; j++)
+			assert_true(sessions[j] != sessions[i]); /* a session each */
+		hasp_client_stats_get(w[i].c, &st);
+		assert_int_equal(st.session_opens, 1);
+		assert_int_equal(st.tx_requests, 1 + 4 * CYCLES);
+		assert_int_equal(st.rx_stray + st.rx_malformed + st.rx_unknown_source, 0);
+	}
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_unrouted, 0);
+	assert_true(gs.tx_datagrams >= CLIENTS * (1 + 4 * CYCLES) + 1); /* + the resent one */
+	/* The sends of one process leave together: fewer calls than datagrams. */
+	assert_true(gs.tx_batches < gs.tx_datagrams);
+	responder_lock(&r);
+	assert_int_equal(s.port_count, 1); /* one socket for all four */
+	assert_true(s.dropped);
+	responder_unlock(&r);
+
+	for (int i = 0; i < CLIENTS; i++)
+		hasp_client_close(w[i].c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+static void on_one(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct hasp_result *out = arg;
+
+	(void)c;
+	*out = *res;
+	out->id = out->id == 0 ? 1 : out->id; /* completed */
+}
+
+/* A reply that names another client's session never completes this
+ * client's request; one naming no session of the group is dropped and
+ * counted by the group. */
+static void test_group_routes_by_session(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct hasp_result res_a, res_b;
+	struct hasp_client_group *g = NULL;
+	struct hasp_client_group_stats gs;
+	struct hasp_client_stats st_a, st_b;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(&res_a, 0, sizeof(res_a));
+	memset(&res_b, 0, sizeof(res_b));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	struct hasp_client *a = open_grouped(&r, g, cluster, sizeof(cluster), 1);
+	struct hasp_client *b = open_grouped(&r, g, cluster, sizeof(cluster), 2);
+	assert_int_equal(hasp_client_connect_async(a, on_one, &res_a, NULL), 0);
+	assert_int_equal(hasp_client_connect_async(b, on_one, &res_b, NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && (res_a.id == 0 || res_b.id == 0); turn++)
+		group_turn(g);
+	assert_int_equal(res_a.rc, 0);
+	assert_int_equal(res_b.rc, 0);
+	uint64_t sa = hasp_client_session_id(a);
+	uint64_t sb = hasp_client_session_id(b);
+	assert_true(sa != sb && sa != 0 && sb != 0);
+
+	/* A's KV_GET of mis/key is answered first in B's session ("wrong"),
+	 * then, on A's retransmission, in its own. */
+	responder_lock(&r);
+	s.misroute_session = sb;
+	responder_unlock(&r);
+	memset(&res_a, 0, sizeof(res_a));
+	assert_int_equal(hasp_client_kv_get_async(a, "mis/key", on_one, &res_a, NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res_a.id == 0; turn++)
+		group_turn(g);
+	char want[32];
+	snprintf(want, sizeof(want), "s%llu", (unsigned long long)sa);
+	assert_int_equal(res_a.rc, 0);
+	assert_int_equal(res_a.value.revision, sa);
+	assert_int_equal(res_a.value.value_size, strlen(want));
+	assert_memory_equal(res_a.value.value, want, strlen(want));
+	responder_lock(&r);
+	assert_true(s.misrouted);
+	responder_unlock(&r);
+	hasp_client_stats_get(a, &st_a);
+	hasp_client_stats_get(b, &st_b);
+	assert_true(st_a.tx_retransmits >= 1); /* the misrouted answer did not count */
+	/* B got it and dropped it: not its request (its seq was answered
+	 * already, or never sent). */
+	assert_int_equal(st_b.rx_stray + st_b.rx_duplicates, 1);
+	assert_int_equal(st_b.rx_replies, 1); /* its open */
+
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_unrouted, 0);
+	/* A datagram naming a session no client of the group has comes
+	 * before the answer of unk/key: dropped by the group, counted. */
+	memset(&res_b, 0, sizeof(res_b));
+	assert_int_equal(hasp_client_kv_get_async(b, "unk/key", on_one, &res_b, NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res_b.id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res_b.rc, 0);
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_unrouted, 1);
+	hasp_client_stats_get(a, &st_a);
+	hasp_client_stats_get(b, &st_b);
+	assert_int_equal(st_a.rx_stray + st_a.rx_duplicates, 0);
+	assert_int_equal(st_b.rx_stray + st_b.rx_duplicates, 1); /* the one above */
+
+	hasp_client_close(a);
+	hasp_client_close(b);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* Everything that would wait on the shared socket is refused, and
+ * nothing is sent for it. */
+static void test_group_blocking_calls_refused(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	struct hasp_client_group *g = NULL;
+	struct hasp_lock lock;
+	struct hasp_kv_value v;
+	struct hasp_event ev;
+	uint64_t rev;
+	uint32_t completed;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	struct hasp_client *c = open_grouped(&r, g, cluster, sizeof(cluster), 3);
+	struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_connect(c), -HASP_EINVAL);
+	assert_int_equal(hasp_client_acquire(c, "x", &opts, &lock), -HASP_EINVAL);
+	assert_int_equal(hasp_client_release(c, "x", 1), -HASP_EINVAL);
+	assert_int_equal(hasp_client_kv_get(c, "x", &v), -HASP_EINVAL);
+	assert_int_equal(hasp_client_kv_put(c, "x", "v", 1, 0, &rev), -HASP_EINVAL);
+	assert_int_equal(hasp_client_kv_range(c, "x", 0, range_collect, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_fd(c), -HASP_EINVAL);
+	assert_int_equal(hasp_client_process(c, &completed), -HASP_EINVAL);
+	assert_int_equal(hasp_client_keepalive_start(c), -HASP_ESTATE);
+	assert_int_equal(hasp_client_next_event(c, &ev, 10), -HASP_EINVAL);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT); /* none buffered */
+	struct hasp_client *none = c;
+	assert_int_equal(hasp_client_open_in_group(&none, NULL, NULL), -HASP_EINVAL);
+	assert_null(none);
+	hasp_client_close(NULL);
+	/* The refused calls sent nothing. */
+	assert_int_equal(hasp_client_group_process(g, &completed), 0);
+	assert_int_equal(completed, 0);
+	assert_int_equal(responder_count(&r, 0, -1), 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+	hasp_client_group_free(g);
+}
+
+/* Closing one grouped client sends its SESSION_CLOSE at once (no
+ * waiting) and the others keep working on the shared socket. */
+static void test_group_close_one_others_work(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[3];
+	struct hasp_client_group *g = NULL;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 3; i++) {
+		w[i].c = open_grouped(&r, g, cluster, sizeof(cluster), 10 + (uint64_t)i);
+		w[i].wanted = 2;
+		snprintf(w[i].name, sizeof(w[i].name), "c/%d", i);
+		step(&w[i], 0);
+	}
+	run_group(g, w, 3);
+	uint64_t closed_session = hasp_client_session_id(w[1].c);
+	hasp_client_close(w[1].c); /* returns without the loop */
+	w[1].c = NULL;
+	/* Its SESSION_CLOSE went out at once, in its session. */
+	struct responder_rx rx;
+	bool seen = false;
+	uint64_t until = clock_monotonic_ns() + 3000 * MS;
+	while (!seen && clock_monotonic_ns() < until) {
+		seen = responder_find(&r, HASP_OP_SESSION_CLOSE, 0, &rx);
+		if (!seen)
+			(void)poll(NULL, 0, 2);
+	}
+	assert_true(seen);
+	assert_int_equal(rx.hdr.session_id, closed_session);
+	/* The others go on; its late answer is nobody's. */
+	for (int i = 0; i < 3; i += 2) {
+		w[i].wanted += 3;
+		w[i].done = false;
+		step(&w[i], 0);
+	}
+	run_group(g, w, 3);
+	struct hasp_client_group_stats gs;
+	hasp_client_group_stats_get(g, &gs);
+	for (int turn = 0; turn < 300 && gs.rx_unrouted == 0; turn++) {
+		group_turn(g); /* the answer to SESSION_CLOSE may still come */
+		hasp_client_group_stats_get(g, &gs);
+	}
+	assert_int_equal(gs.rx_unrouted, 1); /* that answer: nobody's now */
+	for (int i = 0; i < 3; i += 2) {
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(w[i].wrong_session, 0);
+		assert_int_equal(w[i].cycles, 5);
+	}
+	hasp_client_close(w[0].c);
+	hasp_client_close(w[2].c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+struct starter {
+	struct hasp_client *c;
+	struct hasp_result res;
+	int rc;
+};
+
+static void *start_get_main(void *arg)
+{
+	struct starter *st = arg;
+
+	st->rc = hasp_client_kv_get_async(st->c, "t/key", on_one, &st->res, NULL);
+	return NULL;
+}
+
+/* An *_async call from another thread wakes the loop waiting on the
+ * group's fd (nothing else would: no client has anything in progress),
+ * and the loop completes it. */
+static void test_group_async_from_another_thread_wakes_loop(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct starter st;
+	struct hasp_client_group *g = NULL;
+	pthread_t t;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	st.c = open_grouped(&r, g, cluster, sizeof(cluster), 20);
+	assert_int_equal(hasp_client_group_timeout_ms(g), -1);
+	assert_int_equal(pthread_create(&t, NULL, start_get_main, &st), 0);
+	/* Bounded (10 s) only so that a broken wake-up fails instead of
+	 * hanging; the eventfd ends the wait as soon as the call returns. */
+	struct pollfd pfd = { .fd = hasp_client_group_fd(g), .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(st.rc, 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && st.res.id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(st.res.rc, 0);
+	assert_int_equal(st.res.value.revision, hasp_client_session_id(st.c));
+	hasp_client_close(st.c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* Events reach the client whose session they name, through the group's
+ * socket, into that client's buffer (hasp_client_next_event, timeout 0). */
+static void test_group_events_to_their_session(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client *c[2];
+	uint32_t got[2] = { 0, 0 };
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		c[i] = open_grouped(&r, g, cluster, sizeof(cluster), 30 + (uint64_t)i);
+		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
+	}
+	for (int turn = 0; turn < LOOP_TURNS_MAX && (res[0].id == 0 || res[1].id == 0); turn++)
+		group_turn(g);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(res[i].rc, 0);
+		memset(&res[i], 0, sizeof(res[i]));
+		assert_int_equal(hasp_client_watch_async(c[i], "w/k", false, on_one, &res[i], NULL), 0);
+	}
+	/* Bounded by time only so that a lost event fails instead of hanging. */
+	uint64_t until = clock_monotonic_ns() + 5000 * MS;
+	while ((got[0] == 0 || got[1] == 0 || res[0].id == 0 || res[1].id == 0) &&
+	       clock_monotonic_ns() < until) {
+		group_turn(g);
+		for (int i = 0; i < 2; i++) {
+			while (hasp_client_next_event(c[i], &ev, 0) == 0) {
+				if (ev.type == HASP_EVENT_RESYNC)
+					continue;
+				assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
+				assert_string_equal(ev.name, "w/k");
+				assert_int_equal(ev.revision, hasp_client_session_id(c[i]));
+				got[i]++;
+			}
+		}
+	}
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(res[1].rc, 0);
+	assert_int_equal(got[0], 1);
+	assert_int_equal(got[1], 1);
+	struct hasp_client_group_stats gs;
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_unrouted, 0);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_group_clients_cycle_concurrently, responder_teardown),
+		cmocka_unit_test_teardown(test_group_routes_by_session, responder_teardown),
+		cmocka_unit_test_teardown(test_group_blocking_calls_refused, responder_teardown),
+		cmocka_unit_test_teardown(test_group_close_one_others_work, responder_teardown),
+		cmocka_unit_test_teardown(test_group_async_from_another_thread_wakes_loop,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_events_to_their_session, responder_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
