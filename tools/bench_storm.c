@@ -9,7 +9,8 @@
  *   S_RELEASING the holders RELEASE, spread evenly over cfg->window_ms;
  *   S_RELEASED  until every waiter is granted and every watcher told, or
  *               STORM_VERDICT_NS after the window: the verdict;
- *   S_CLEANUP   the waiters release what they were granted.
+ *   S_CLEANUP   the waiters release what they were granted (after the
+ *               last round too, so the run ends with nothing held).
  *
  * The set-up phases keep at most OPENS_INFLIGHT_MAX requests in flight, as
  * the session opens do, so the node is not flooded before the storm; the
@@ -179,8 +180,6 @@ static bool storm_verdict(struct bench_engine *e)
 			bench_session_record(e, true, BENCH_LAT_NOTIFY, told_last - e->round_release_ns);
 		e->last_done_ns = e->now;
 	}
-	if (granted < L || told < L)
-		e->admitting = false; /* a storm that lost a lock ends the run */
 	return true;
 }
 
@@ -246,13 +245,20 @@ void bench_storm_step(struct bench_engine *e)
 		return;
 	}
 	case S_RELEASED:
-		if (storm_verdict(e))
-			e->round_phase = S_CLEANUP;
+		if (!storm_verdict(e))
+			return;
+		if (e->res->err.storm_waiters_missing + e->res->err.storm_watchers_missing > 0) {
+			/* A storm that lost a lock ends the run: the drain
+			 * closes every session, queued waiters with them. */
+			e->admitting = false;
+			e->round_phase = S_IDLE;
+			return;
+		}
+		e->round_phase = S_CLEANUP;
 		return;
 	case S_CLEANUP:
-		/* After a failed round the run ends: the drain closes every
-		 * session, and queued waiters go with them. */
-		if (!e->admitting || storm_cleanup(e))
+		/* Also after the last round: nothing is left held. */
+		if (storm_cleanup(e))
 			e->round_phase = S_IDLE;
 		return;
 	}
