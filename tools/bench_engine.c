@@ -28,6 +28,8 @@
 #include "tools/bench_engine_impl.h"
 
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
@@ -439,6 +441,14 @@ bool bench_engine_failed(const struct bench_engine *e)
 	return e->failed;
 }
 
+static uint64_t nonce_seed(uint64_t now_ns)
+{
+	uint64_t seed = 0;
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = now_ns ^ ((uint64_t)getpid() << 32); /* no entropy yet: still per process */
+	return seed;
+}
+
 int bench_engine_create(struct bench_engine **engine, const struct bench_config *cfg,
 			struct bench_result *res, uint64_t now_ns)
 {
@@ -476,6 +486,13 @@ int bench_engine_create(struct bench_engine **engine, const struct bench_config 
 	if (rc != 0)
 		goto fail;
 	prng_seed(&e->prng, cfg->seed);
+	/* Session nonces are not reproducible on purpose: a node answers an
+	 * open whose (identity, nonce) names a live session with that session
+	 * (a retransmitted open makes no second one), so two runs with the
+	 * same --seed side by side, or one run after another whose sessions
+	 * are still alive, would share sessions and refuse each other's
+	 * sequence numbers (BAD_REQUEST). --seed keeps choosing the work. */
+	prng_seed(&e->nonce_prng, nonce_seed(now_ns));
 	if (cfg->workload == BENCH_WL_STORM) /* watchers never start an operation */
 		for (uint32_t i = 0; i < e->client_count; i++)
 			e->clients[i].key = i % e->storm_locks;

@@ -100,6 +100,7 @@ struct bench_engine {
 	uint64_t *backlog;
 	uint32_t backlog_head, backlog_len;
 	struct prng prng;
+	struct prng nonce_prng; /* session nonces: never from cfg->seed (bench_engine_create) */
 	struct bench_zipf zipf;
 	struct bench_arrival arrival;
 	uint64_t arrivals;

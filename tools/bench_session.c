@@ -211,7 +211,7 @@ void bench_session_open(struct bench_engine *e, uint32_t index)
 	struct client *c = &e->clients[index];
 
 	c->session_id = 0;
-	c->nonce = prng_next(&e->prng) | 1u;
+	c->nonce = prng_next(&e->nonce_prng) | 1u;
 	c->state = C_OPENING;
 	/* Start where the last answer came from: during start-up every session
 	 * would otherwise be redirected on its own. */

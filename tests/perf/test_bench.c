@@ -57,6 +57,7 @@ struct toy {
 	int not_leader_node; /* answers NOT_LEADER naming the other node; -1 none */
 	bool silent_acquire; /* never answers ACQUIRE */
 	bool hide_handoff;   /* watchers are not told of a hand-off grant (a lost event) */
+	uint64_t first_nonce; /* of the first SESSION_OPEN seen */
 	uint64_t dropped_seq[4096];
 	uint32_t dropped_count;
 	struct sockaddr_in client;
@@ -136,6 +137,8 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 		return;
 	}
 	T.by_op[req->hdr.opcode % 64]++;
+	if (req->hdr.opcode == HASP_OP_SESSION_OPEN && T.first_nonce == 0)
+		T.first_nonce = req->body.session_open.client_nonce;
 	if (req->hdr.opcode == HASP_OP_ACQUIRE && T.silent_acquire) {
 		pthread_mutex_unlock(&T.mu);
 		return;
@@ -686,6 +689,34 @@ static void test_storm_counts_a_watcher_not_told_as_missing(void **state)
 	bench_result_deinit(&res);
 }
 
+/* Two runs with the same --seed open sessions with different nonces. A
+ * node answers an open whose (identity, nonce) names a live session with
+ * that session (a retransmitted open must not make a second one), so two
+ * hasp-bench processes with the default seed, side by side, shared their
+ * first sessions and each refused the other's sequence numbers
+ * (BAD_REQUEST, reason request_mismatch and seq_too_old). */
+static void test_same_seed_runs_open_different_sessions(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	uint64_t nonce[2];
+	(void)state;
+
+	for (int run = 0; run < 2; run++) {
+		start(1);
+		config(&cfg);
+		cfg.clients = 1;
+		cfg.count_max = 1;
+		assert_int_equal(bench_result_init(&res), 0);
+		assert_int_equal(bench_run(&cfg, &res), 0);
+		responder_stop(&R);
+		nonce[run] = T.first_nonce;
+		assert_int_not_equal(nonce[run], 0);
+		bench_result_deinit(&res);
+	}
+	assert_int_not_equal(nonce[0], nonce[1]);
+}
+
 static void test_kv_mix_and_keepalive_storm(void **state)
 {
 	struct bench_config cfg;
@@ -1074,6 +1105,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_storm_grants_every_waiter_and_tells_every_watcher,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_storm_counts_a_watcher_not_told_as_missing,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_same_seed_runs_open_different_sessions,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_kv_mix_and_keepalive_storm, responder_teardown),
 		cmocka_unit_test_teardown(test_every_run_is_bounded_by_duration, responder_teardown),
