@@ -135,8 +135,9 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 		REFUSE("put percent must be 0..100 and value size 0..%u", HASP_VALUE_SIZE_MAX);
 	if (cfg->batch < 1 || cfg->batch > BENCH_BATCH_MAX)
 		REFUSE("batch must be 1..%u", BENCH_BATCH_MAX);
-	if (cfg->request_timeout_ms < 1 || cfg->request_deadline_ms < cfg->request_timeout_ms)
-		REFUSE("request timeout must be >= 1 ms and <= the deadline");
+	if (cfg->request_timeout_ms < 1 || cfg->request_deadline_ms < cfg->request_timeout_ms ||
+	    cfg->request_deadline_ms > BENCH_DURATION_MS_MAX)
+		REFUSE("request timeout must be >= 1 ms and <= the deadline (at most 1 h)");
 	if (cfg->zipf_s < 0.0 || cfg->zipf_s > 10.0)
 		REFUSE("zipf exponent must be 0..10");
 	if (cfg->workload == BENCH_WL_BURST &&

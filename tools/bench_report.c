@@ -204,7 +204,7 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		     "\"contended\":%s,\"zipf_s\":%.3f,\"mode\":\"%s\",\"loop\":\"%s\",\"rate\":%.1f,"
 		     "\"count_max\":%llu,\"duration_ms\":%u,\"warmup_ms\":%u,\"lock_ttl_ms\":%u,"
 		     "\"session_ttl_ms\":%u,\"put_percent\":%u,\"value_size\":%u,\"waiters\":%u,"
-		     "\"watchers\":%s,\"storm_locks\":%u,\"window_ms\":%u,\"request_timeout_ms\":%u,\"batch\":%u,\"threads\":%u,\"engine\":\"%s\","
+		     "\"watchers\":%s,\"storm_locks\":%u,\"window_ms\":%u,\"request_timeout_ms\":%u,\"request_deadline_ms\":%u,\"batch\":%u,\"threads\":%u,\"engine\":\"%s\","
 		     "\"seed\":%llu,"
 		     "\"prefix\":",
 		bench_workload_name(cfg->workload),
@@ -214,7 +214,7 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		cfg->duration_ms, cfg->warmup_ms, cfg->lock_ttl_ms, cfg->session_ttl_ms,
 		cfg->put_percent, cfg->value_size, cfg->waiters, cfg->watchers ? "true" : "false",
 		cfg->storm_locks, cfg->window_ms,
-		cfg->request_timeout_ms, cfg->batch, cfg->threads, cfg->libhasp ? "libhasp" : "wire",
+		cfg->request_timeout_ms, cfg->request_deadline_ms, cfg->batch, cfg->threads, cfg->libhasp ? "libhasp" : "wire",
 		(unsigned long long)cfg->seed);
 	bench_json_string(out, cfg->prefix);
 	fprintf(out, ",\"cluster\":");

@@ -57,6 +57,8 @@ static void usage(FILE *out)
 		"                     (3L sessions; default 1000)\n"
 		"  --window-ms MS     storm: the L releases spread over MS (default 1000)\n"
 		"  --timeout MS       retransmit after MS of silence (default 200)\n"
+		"  --deadline MS      give a request up (and reopen its session) after MS\n"
+		"                     (default 5000; at least --timeout)\n"
 		"  --batch N          datagrams per sendmmsg/recvmmsg (default 32)\n"
 		"  --threads T        T engines side by side, each with its own socket and\n"
 		"                     clients/T sessions (kernel mode; default 1)\n"
@@ -193,6 +195,7 @@ int main(int argc, char **argv)
 		{ "engine", required_argument, NULL, 'G' },
 		{ "locks", required_argument, NULL, 'l' },
 		{ "window-ms", required_argument, NULL, 'm' },
+		{ "deadline", required_argument, NULL, 'e' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_config cfg;
@@ -260,6 +263,7 @@ int main(int argc, char **argv)
 		case 'l': ok &= parse_u32(optarg, &cfg.storm_locks); break;
 		case 'm': ok &= parse_u32(optarg, &cfg.window_ms); break;
 		case 'o': ok &= parse_u32(optarg, &cfg.request_timeout_ms); break;
+		case 'e': ok &= parse_u32(optarg, &cfg.request_deadline_ms); break;
 		case 'b': ok &= parse_u32(optarg, &cfg.batch); break;
 		case 's': ok &= parse_u64(optarg, &cfg.seed); break;
 		case 'P': snprintf(cfg.prefix, sizeof(cfg.prefix), "%s", optarg); break;

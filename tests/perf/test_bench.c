@@ -827,6 +827,9 @@ static void test_config_refuses_unbounded_and_bad_names(void **state)
 	cfg.duration_ms = 0;
 	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
 	config(&cfg);
+	cfg.request_deadline_ms = cfg.request_timeout_ms - 1u; /* --deadline below --timeout */
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	config(&cfg);
 	snprintf(cfg.prefix, sizeof(cfg.prefix), "has space");
 	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
 	config(&cfg);
