@@ -340,7 +340,7 @@ static void phase_run_step(struct bench_engine *e)
 		/* A storm round begun in time finishes: its set-up, window and
 		 * verdict are bounded (tools/bench_storm.c). */
 		if (e->cfg->workload == BENCH_WL_STORM)
-			e->drain_end_ns += STORM_SETUP_NS + STORM_VERDICT_NS +
+			e->drain_end_ns += STORM_SETUP_NS + bench_storm_verdict_ns(e->cfg) +
 					   (uint64_t)e->cfg->window_ms * 1000000ull;
 	}
 	if (busy(e) && e->now < e->drain_end_ns) {

@@ -8,7 +8,7 @@
  *   S_WAITERS   every waiter ACQUIREs (WAIT) the same lock: QUEUED;
  *   S_RELEASING the holders RELEASE, spread evenly over cfg->window_ms;
  *   S_RELEASED  until every waiter is granted and every watcher told, or
- *               STORM_VERDICT_NS after the window: the verdict;
+ *               bench_storm_verdict_ns() after the window: the verdict;
  *   S_CLEANUP   the waiters release what they were granted (after the
  *               last round too, so the run ends with nothing held).
  *
@@ -162,7 +162,7 @@ static bool storm_verdict(struct bench_engine *e)
 		}
 	}
 	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
-	bool late = e->now - e->round_release_ns >= window_ns + STORM_VERDICT_NS;
+	bool late = e->now - e->round_release_ns >= window_ns + bench_storm_verdict_ns(e->cfg);
 	if ((granted < L || told < L) && !late)
 		return false;
 	struct bench_result *res = e->res;
@@ -262,6 +262,12 @@ void bench_storm_step(struct bench_engine *e)
 			e->round_phase = S_IDLE;
 		return;
 	}
+}
+
+uint64_t bench_storm_verdict_ns(const struct bench_config *cfg)
+{
+	uint64_t deadline_ns = (uint64_t)cfg->request_deadline_ms * 1000000ull;
+	return deadline_ns > STORM_VERDICT_NS ? deadline_ns : STORM_VERDICT_NS;
 }
 
 uint64_t bench_storm_wake(const struct bench_engine *e)
