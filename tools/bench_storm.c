@@ -59,9 +59,11 @@ static void storm_round_start(struct bench_engine *e)
 
 	for (uint32_t i = 0; i < 2u * L; i++) {
 		uint8_t s = e->clients[i].state;
-		if (s != C_IDLE && s != C_DONE)
+		if (s == C_ACQUIRE || s == C_WAITING || s == C_HOLDING || s == C_RELEASE)
 			return; /* the last round's releases are still answering */
 	}
+	/* A session that did not open within start-up (C_NEW, C_OPENING)
+	 * takes no part: its lock counts as missing. */
 	if (!bench_engine_watchers_current(e, 2u * L, 3u * L))
 		return;
 	e->round++;
@@ -291,7 +293,8 @@ void bench_storm_granted(struct bench_engine *e, uint32_t index)
 	c->told_ns = e->now;
 }
 
-void bench_storm_watch_event(struct bench_engine *e, uint32_t index, const struct hasp_wire_event *ev)
+void bench_storm_watch_event(struct bench_engine *e, uint32_t index,
+			     const struct hasp_wire_event *ev)
 {
 	struct client *c = &e->clients[index];
 
