@@ -18,7 +18,7 @@
 #include "tools/bench_arrival.h"
 
 static const char *const lat_names[BENCH_LAT_COUNT] = {
-	"op", "acquire", "release", "keepalive", "put", "get", "notify",
+	"op", "acquire", "release", "keepalive", "put", "get", "notify", "grant_last",
 };
 
 const char *bench_lat_name(enum bench_lat l)
@@ -50,6 +50,7 @@ const char *bench_workload_name(enum bench_workload w)
 	case BENCH_WL_KEEPALIVE: return "keepalive";
 	case BENCH_WL_KV: return "kv";
 	case BENCH_WL_BURST: return "burst";
+	case BENCH_WL_STORM: return "storm";
 	}
 	return "?";
 }
@@ -68,6 +69,8 @@ void bench_config_default(struct bench_config *cfg)
 	cfg->put_percent = 10;
 	cfg->value_size = 64;
 	cfg->waiters = 16;
+	cfg->storm_locks = 1000;
+	cfg->window_ms = 1000;
 	cfg->request_timeout_ms = 200;
 	cfg->request_deadline_ms = 5000;
 	cfg->wait_recheck_ms = 500;
@@ -132,8 +135,9 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 		REFUSE("put percent must be 0..100 and value size 0..%u", HASP_VALUE_SIZE_MAX);
 	if (cfg->batch < 1 || cfg->batch > BENCH_BATCH_MAX)
 		REFUSE("batch must be 1..%u", BENCH_BATCH_MAX);
-	if (cfg->request_timeout_ms < 1 || cfg->request_deadline_ms < cfg->request_timeout_ms)
-		REFUSE("request timeout must be >= 1 ms and <= the deadline");
+	if (cfg->request_timeout_ms < 1 || cfg->request_deadline_ms < cfg->request_timeout_ms ||
+	    cfg->request_deadline_ms > BENCH_DURATION_MS_MAX)
+		REFUSE("request timeout must be >= 1 ms and <= the deadline (at most 1 h)");
 	if (cfg->zipf_s < 0.0 || cfg->zipf_s > 10.0)
 		REFUSE("zipf exponent must be 0..10");
 	if (cfg->workload == BENCH_WL_BURST &&
@@ -141,8 +145,21 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 		REFUSE("burst needs 1..%u waiters", BENCH_CLIENTS_MAX - 1u);
 	if (cfg->workload == BENCH_WL_BURST && cfg->rate > 0.0)
 		REFUSE("burst runs rounds back to back (closed loop only)");
+	if (cfg->workload == BENCH_WL_STORM) {
+		if (cfg->storm_locks < 1 || cfg->storm_locks > BENCH_STORM_LOCKS_MAX)
+			REFUSE("storm needs 1..%u locks (3 sessions each)", BENCH_STORM_LOCKS_MAX);
+		if (cfg->window_ms < 1 || cfg->window_ms > BENCH_WINDOW_MS_MAX)
+			REFUSE("storm release window must be 1..%u ms", BENCH_WINDOW_MS_MAX);
+		/* A lock that expires before its holder's release hands off
+		 * on its own: the storm would measure expiry, not release. */
+		if (cfg->lock_ttl_ms <= cfg->window_ms)
+			REFUSE("storm needs a lock TTL (--ttl) longer than the release window");
+		if (cfg->rate > 0.0)
+			REFUSE("storm runs rounds back to back (closed loop only)");
+	}
 	char probe[HASP_NAME_SIZE_MAX + 1];
-	int n = snprintf(probe, sizeof(probe), "%s/k%u", cfg->prefix, cfg->keys);
+	uint32_t key_max = cfg->workload == BENCH_WL_STORM ? cfg->storm_locks : cfg->keys;
+	int n = snprintf(probe, sizeof(probe), "%s/k%u", cfg->prefix, key_max);
 	if (n < 0 || (size_t)n > HASP_NAME_SIZE_MAX || !hasp_name_valid(probe, (size_t)n))
 		REFUSE("prefix makes invalid names (1..128 bytes of 0x21..0x7e)");
 	return 0;
@@ -201,6 +218,9 @@ void bench_result_merge(struct bench_result *target, const struct bench_result *
 	target->rx_calls += source->rx_calls;
 	target->events += source->events;
 	target->sessions += source->sessions;
+	target->storm_granted += source->storm_granted;
+	target->storm_told += source->storm_told;
+	target->storm_coalesced += source->storm_coalesced;
 }
 
 uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf *zipf,
@@ -208,6 +228,8 @@ uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf 
 {
 	if (cfg->workload == BENCH_WL_BURST)
 		return 0;
+	if (cfg->workload == BENCH_WL_STORM) /* holder i, waiter L+i, watcher 2L+i: lock i */
+		return index % cfg->storm_locks;
 	if (cfg->contended || cfg->workload == BENCH_WL_KV)
 		return bench_zipf_next(zipf, prng);
 	uint32_t per_client = cfg->keys / clients;

@@ -28,6 +28,8 @@
 #include "tools/bench_engine_impl.h"
 
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/assert.h"
@@ -103,14 +105,13 @@ static uint32_t count_state(const struct bench_engine *e, uint8_t state)
 
 static void phase_close_start(struct bench_engine *e);
 
-/* True when every watcher's WATCH was answered under the current leader;
- * otherwise sends WATCH again from each watcher registered under an older
- * one (a new leader dropped it). */
-static bool watchers_current(struct bench_engine *e)
+/* A new leader dropped the watches registered on the old one: see
+ * bench_engine_impl.h. */
+bool bench_engine_watchers_current(struct bench_engine *e, uint32_t first, uint32_t end)
 {
 	bool current = true;
 
-	for (uint32_t i = 1; i < e->client_count; i++) {
+	for (uint32_t i = first; i < end; i++) {
 		struct client *c = &e->clients[i];
 		if (c->state != C_WATCHING || c->watch_epoch == e->leader_epoch)
 			continue;
@@ -141,7 +142,7 @@ static void burst_round(struct bench_engine *e)
 	case R_IDLE:
 		if (!e->admitting || holder->state != C_IDLE || holder->opcode != 0)
 			return;
-		if (cfg->watchers && !watchers_current(e))
+		if (cfg->watchers && !bench_engine_watchers_current(e, 1, e->client_count))
 			return; /* re-registering after a leader change */
 		e->round++;
 		e->round_start_ns = e->now;
@@ -173,7 +174,7 @@ static void burst_round(struct bench_engine *e)
 		}
 		/* The holder's acquire may have found a new leader: watchers
 		 * register there before the release they are to be told of. */
-		if (cfg->watchers && !watchers_current(e) &&
+		if (cfg->watchers && !bench_engine_watchers_current(e, 1, e->client_count) &&
 		    e->now - e->round_start_ns < burst_round_ns(e))
 			return;
 		if (holder->opcode != 0)
@@ -227,13 +228,18 @@ static void admit(struct bench_engine *e)
 
 	if (!e->admitting)
 		return;
-	uint64_t started = cfg->workload == BENCH_WL_BURST ? e->round : e->res->ops_started;
+	bool rounds = cfg->workload == BENCH_WL_BURST || cfg->workload == BENCH_WL_STORM;
+	uint64_t started = rounds ? e->round : e->res->ops_started;
 	if (e->now >= e->run_end_ns || started >= cfg->count_max) {
 		e->admitting = false;
 		return;
 	}
 	if (cfg->workload == BENCH_WL_BURST) {
 		burst_round(e);
+		return;
+	}
+	if (cfg->workload == BENCH_WL_STORM) {
+		bench_storm_step(e);
 		return;
 	}
 	if (cfg->rate <= 0.0) {
@@ -268,6 +274,10 @@ static bool busy(const struct bench_engine *e)
 {
 	if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
 		return true;
+	/* Between storm rounds nothing is pending: a waiter still queued
+	 * after a failed round is counted unfinished at once. */
+	if (e->cfg->workload == BENCH_WL_STORM)
+		return e->round_phase != R_IDLE;
 	for (uint32_t i = 0; i < e->client_count; i++) {
 		uint8_t s = e->clients[i].state;
 		if (s == C_ACQUIRE || s == C_WAITING || s == C_RELEASE || s == C_OP ||
@@ -278,6 +288,15 @@ static bool busy(const struct bench_engine *e)
 }
 
 /* ---- phases: open every session, run the load, close every session ---- */
+
+/* How long start-up may take: 10 s, or 1 ms per session for more than
+ * 10,000 (a storm of 20,000 locks opens 60,000 sessions, each a committed
+ * command, OPENS_INFLIGHT_MAX at a time). */
+static uint64_t open_phase_ns(const struct bench_engine *e)
+{
+	uint64_t scaled = (uint64_t)e->client_count * 1000000ull;
+	return scaled > OPEN_PHASE_NS ? scaled : OPEN_PHASE_NS;
+}
 
 static void phase_open_step(struct bench_engine *e)
 {
@@ -293,7 +312,7 @@ static void phase_open_step(struct bench_engine *e)
 		inflight++;
 	}
 	if ((e->open_next < e->client_count || inflight > 0) &&
-	    e->now - e->phase_start_ns < OPEN_PHASE_NS)
+	    e->now - e->phase_start_ns < open_phase_ns(e))
 		return;
 	e->res->sessions = opened;
 	if (opened == 0) {
@@ -316,11 +335,19 @@ static void phase_run_step(struct bench_engine *e)
 	admit(e);
 	if (e->admitting)
 		return;
-	if (e->drain_end_ns == 0)
+	if (e->drain_end_ns == 0) {
 		e->drain_end_ns = e->now + BENCH_DRAIN_MS * 1000000ull;
+		/* A storm round begun in time finishes: its set-up, window and
+		 * verdict are bounded (tools/bench_storm.c). */
+		if (e->cfg->workload == BENCH_WL_STORM)
+			e->drain_end_ns += STORM_SETUP_NS + bench_storm_verdict_ns(e->cfg) +
+					   (uint64_t)e->cfg->window_ms * 1000000ull;
+	}
 	if (busy(e) && e->now < e->drain_end_ns) {
 		if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
 			burst_round(e);
+		if (e->cfg->workload == BENCH_WL_STORM && e->round_phase != R_IDLE)
+			bench_storm_step(e);
 		return;
 	}
 	/* What is still in flight at the drain deadline is counted, not
@@ -387,6 +414,9 @@ bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_n
 		wake = bench_arrival_peek(&e->arrival);
 	if (e->phase == PHASE_RUN && e->admitting && e->cfg->rate <= 0.0 && e->idle_len > 0)
 		wake = e->now;
+	if (e->phase == PHASE_RUN && e->cfg->workload == BENCH_WL_STORM &&
+	    bench_storm_wake(e) < wake)
+		wake = bench_storm_wake(e);
 	if (wake < *wake_ns)
 		*wake_ns = wake;
 	return false;
@@ -411,6 +441,14 @@ bool bench_engine_failed(const struct bench_engine *e)
 	return e->failed;
 }
 
+static uint64_t nonce_seed(uint64_t now_ns)
+{
+	uint64_t seed = 0;
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = now_ns ^ ((uint64_t)getpid() << 32); /* no entropy yet: still per process */
+	return seed;
+}
+
 int bench_engine_create(struct bench_engine **engine, const struct bench_config *cfg,
 			struct bench_result *res, uint64_t now_ns)
 {
@@ -426,7 +464,10 @@ int bench_engine_create(struct bench_engine **engine, const struct bench_config 
 	rc = bench_session_parse_cluster(e, cfg->cluster);
 	if (rc != 0)
 		goto fail;
-	e->client_count = cfg->workload == BENCH_WL_BURST ? cfg->waiters + 1u : cfg->clients;
+	e->client_count = cfg->workload == BENCH_WL_BURST   ? cfg->waiters + 1u
+			  : cfg->workload == BENCH_WL_STORM ? 3u * cfg->storm_locks
+							    : cfg->clients;
+	e->storm_locks = cfg->workload == BENCH_WL_STORM ? cfg->storm_locks : 0;
 	uint32_t hash_size = 1;
 	while (hash_size < 4u * e->client_count)
 		hash_size <<= 1;
@@ -445,6 +486,16 @@ int bench_engine_create(struct bench_engine **engine, const struct bench_config 
 	if (rc != 0)
 		goto fail;
 	prng_seed(&e->prng, cfg->seed);
+	/* Session nonces are not reproducible on purpose: a node answers an
+	 * open whose (identity, nonce) names a live session with that session
+	 * (a retransmitted open makes no second one), so two runs with the
+	 * same --seed side by side, or one run after another whose sessions
+	 * are still alive, would share sessions and refuse each other's
+	 * sequence numbers (BAD_REQUEST). --seed keeps choosing the work. */
+	prng_seed(&e->nonce_prng, nonce_seed(now_ns));
+	if (cfg->workload == BENCH_WL_STORM) /* watchers never start an operation */
+		for (uint32_t i = 0; i < e->client_count; i++)
+			e->clients[i].key = i % e->storm_locks;
 	for (uint32_t i = 0; i < HASP_VALUE_SIZE_MAX; i++)
 		e->value[i] = (uint8_t)('a' + i % 26u);
 	e->now = now_ns;

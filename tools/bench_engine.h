@@ -41,12 +41,15 @@
 #define BENCH_DRAIN_MS 3000u     /* after the run: finish what is in flight */
 #define BENCH_DURATION_MS_MAX 3600000u
 #define BENCH_OPCODE_LIMIT 64u
+#define BENCH_STORM_LOCKS_MAX (BENCH_CLIENTS_MAX / 3u)
+#define BENCH_WINDOW_MS_MAX 600000u
 
 enum bench_workload {
 	BENCH_WL_CYCLE,     /* acquire (TRY or WAIT) then release */
 	BENCH_WL_KEEPALIVE, /* SESSION_KEEPALIVE storm over many sessions */
 	BENCH_WL_KV,        /* KV put/get mix */
 	BENCH_WL_BURST,     /* one lock, W waiters or watchers, time to tell the last */
+	BENCH_WL_STORM,     /* L held locks, a waiter and a watcher each, all released in a window */
 };
 
 enum bench_lat {
@@ -56,14 +59,16 @@ enum bench_lat {
 	BENCH_LAT_KEEPALIVE, /* SESSION_KEEPALIVE round trip */
 	BENCH_LAT_PUT,       /* KV_PUT round trip */
 	BENCH_LAT_GET,       /* KV_GET round trip */
-	BENCH_LAT_NOTIFY,    /* burst: release sent to the last waiter/watcher told */
+	BENCH_LAT_NOTIFY,    /* burst: release sent to the last waiter/watcher told;
+			      * storm: release window start to the last watcher told */
+	BENCH_LAT_GRANT_LAST, /* storm: release window start to the last waiter granted */
 	BENCH_LAT_COUNT
 };
 
 struct bench_config {
 	const char *cluster; /* "ip:port,..." */
 	enum bench_workload workload;
-	uint32_t clients;   /* sessions (burst: waiters + 1) */
+	uint32_t clients;   /* sessions (burst: waiters + 1; storm: 3 x storm_locks) */
 	uint32_t keys;      /* key space */
 	bool contended;     /* keys by Zipf(zipf_s) over all clients; else partitioned */
 	double zipf_s;
@@ -78,6 +83,8 @@ struct bench_config {
 	uint32_t value_size;  /* KV */
 	uint32_t waiters;     /* burst: W */
 	bool watchers;        /* burst: WATCH instead of WAIT */
+	uint32_t storm_locks; /* storm: L (3L sessions: holders, waiters, watchers) */
+	uint32_t window_ms;   /* storm: the L releases spread evenly over this */
 	uint32_t request_timeout_ms; /* silence before a retransmit */
 	uint32_t request_deadline_ms; /* give a request up (and reopen the session) */
 	uint32_t wait_recheck_ms;    /* queued: LOCK_READ after this much silence */
@@ -117,6 +124,8 @@ struct bench_errors {
 	uint64_t unfinished;      /* operations still in flight at the drain deadline */
 	uint64_t failed_ops;      /* operations ended by an unexpected status */
 	uint64_t rewatches;       /* burst: WATCH sent again after a leader change */
+	uint64_t storm_waiters_missing;  /* storm: locks whose waiter was not granted */
+	uint64_t storm_watchers_missing; /* storm: locks whose watcher's last event is not that grant */
 };
 
 struct bench_result {
@@ -133,6 +142,11 @@ struct bench_result {
 	uint64_t backlog_max;
 	uint64_t tx_datagrams, rx_datagrams, tx_calls, rx_calls, events;
 	uint32_t sessions;     /* opened at start */
+	/* storm, every round (warm-up included): per lock, the waiter's grant
+	 * and the watcher's last event reporting it; "coalesced" is the part
+	 * of told whose event carried the gap marker (the node replaced a
+	 * held event with it, docs/PROTOCOL.md "The watch event set"). */
+	uint64_t storm_granted, storm_told, storm_coalesced;
 };
 
 /* Defaults: closed loop, 16 clients, 1024 keys, TRY, 10 s, 1000000 ops. */

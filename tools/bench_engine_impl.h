@@ -26,6 +26,8 @@
 #define REACQUIRE_MAX 8u             /* fresh ACQUIREs after a wait found the lock free */
 #define BURST_ROUND_NS 2000000000ull /* a burst round's base time limit */
 #define CLOSE_PHASE_NS 1000000000ull /* SESSION_CLOSE answers waited for, at most */
+#define STORM_SETUP_NS 30000000000ull  /* storm: holders acquire, waiters queue, at most */
+#define STORM_VERDICT_NS 5000000000ull /* storm: after the window, every lock told (at least) */
 
 enum client_state {
 	C_NEW,      /* no session */
@@ -66,6 +68,10 @@ struct client {
 	bool hold;              /* burst holder: do not release on grant */
 	bool told;              /* burst: told in this round */
 	bool background;        /* the request in flight is a background keepalive */
+	/* storm: waiter granted / watcher's last event (type, gap marker), when */
+	bool gap;
+	uint8_t event_type;
+	uint64_t told_ns;
 };
 
 enum phase { PHASE_OPEN, PHASE_RUN, PHASE_CLOSE, PHASE_DONE };
@@ -94,6 +100,7 @@ struct bench_engine {
 	uint64_t *backlog;
 	uint32_t backlog_head, backlog_len;
 	struct prng prng;
+	struct prng nonce_prng; /* session nonces: never from cfg->seed (bench_engine_create) */
 	struct bench_zipf zipf;
 	struct bench_arrival arrival;
 	uint64_t arrivals;
@@ -107,9 +114,35 @@ struct bench_engine {
 	uint64_t round_start_ns, round_release_ns, round_last_told_ns;
 	uint32_t round_told;
 	uint8_t round_phase;
+	/* storm (tools/bench_storm.c): locks, the next holder or waiter to
+	 * start or release, and when the coordinator's scans may run again */
+	uint32_t storm_locks;
+	uint32_t storm_next;
+	uint64_t storm_scan_ns;
 };
 
+/* Burst round phases; R_IDLE (0) is also the storm's idle phase. */
 enum { R_IDLE, R_HOLDER_ACQUIRE, R_QUEUEING, R_RELEASED };
+enum { S_IDLE, S_HOLDERS, S_WAITERS, S_RELEASING, S_RELEASED, S_CLEANUP };
+
+/* Storm roles: client i < L holds lock i, L + i waits for it, 2L + i watches it. */
+enum storm_role { STORM_HOLDER, STORM_WAITER, STORM_WATCHER };
+
+static inline enum storm_role storm_role(const struct bench_engine *e, uint32_t index)
+{
+	return index < e->storm_locks ? STORM_HOLDER
+	       : index < 2u * e->storm_locks ? STORM_WAITER
+					       : STORM_WATCHER;
+}
+
+/* A client that watches instead of acquiring: burst --watchers' listeners,
+ * storm's third L. */
+static inline bool bench_is_watcher(const struct bench_engine *e, uint32_t index)
+{
+	if (e->cfg->workload == BENCH_WL_STORM)
+		return storm_role(e, index) == STORM_WATCHER;
+	return e->cfg->workload == BENCH_WL_BURST && e->cfg->watchers && index > 0;
+}
 
 /* ---- tools/bench_session.c ---- */
 
@@ -136,5 +169,30 @@ void bench_session_scan_timers(struct bench_engine *e);
 
 /* The next idle client, or -1. */
 int64_t bench_engine_pop_idle(struct bench_engine *e);
+/* True when every watcher in [first, end) has its WATCH answered under the
+ * current leader; otherwise re-sends WATCH from those registered under an
+ * older one. */
+bool bench_engine_watchers_current(struct bench_engine *e, uint32_t first, uint32_t end);
+
+/* ---- tools/bench_storm.c ---- */
+
+/* Advances the storm round (admission while admitting, then the drain). */
+void bench_storm_step(struct bench_engine *e);
+/* How long after the window the verdict waits for the last lock: 5 s, or
+ * the request deadline (--deadline) when longer, since a request is only
+ * lost once given up. */
+uint64_t bench_storm_verdict_ns(const struct bench_config *cfg);
+/* When the next holder's release is due (release window), else UINT64_MAX. */
+uint64_t bench_storm_wake(const struct bench_engine *e);
+/* A waiter was granted (reply, event or re-read). */
+void bench_storm_granted(struct bench_engine *e, uint32_t index);
+/* An event for a watcher. */
+void bench_storm_watch_event(struct bench_engine *e, uint32_t index,
+			     const struct hasp_wire_event *ev);
+/* The holder of waiter `index`. */
+static inline const struct client *storm_holder_of(const struct bench_engine *e, uint32_t index)
+{
+	return &e->clients[index % e->storm_locks];
+}
 
 #endif

@@ -86,7 +86,7 @@ static const struct error_field error_fields[] = {
 	ERR(timeouts), ERR(retransmits), ERR(redirects), ERR(malformed), ERR(stray),
 	ERR(wait_rereads), ERR(wait_timeouts), ERR(notify_missing), ERR(arrivals_dropped),
 	ERR(send_errors), ERR(session_reopens), ERR(sessions_failed), ERR(unfinished),
-	ERR(failed_ops), ERR(rewatches),
+	ERR(failed_ops), ERR(rewatches), ERR(storm_waiters_missing), ERR(storm_watchers_missing),
 };
 #undef ERR
 
@@ -95,6 +95,16 @@ static uint64_t error_value(const struct bench_errors *e, const struct error_fie
 	uint64_t v;
 	memcpy(&v, (const uint8_t *)e + f->offset, sizeof(v));
 	return v;
+}
+
+/* The sessions a workload runs (burst: W + 1, storm: 3L). */
+static uint32_t sessions_of(const struct bench_config *cfg)
+{
+	if (cfg->workload == BENCH_WL_BURST)
+		return cfg->waiters + 1u;
+	if (cfg->workload == BENCH_WL_STORM)
+		return 3u * cfg->storm_locks;
+	return cfg->clients;
 }
 
 static double per_s(uint64_t n, uint64_t ns)
@@ -125,7 +135,7 @@ static bool expected_status(uint8_t opcode, uint32_t status)
 void bench_report_table(FILE *out, const struct bench_config *cfg, const struct bench_result *res)
 {
 	fprintf(out, "hasp-bench: workload=%s clients=%u keys=%u %s mode=%s loop=%s",
-		bench_workload_name(cfg->workload), cfg->workload == BENCH_WL_BURST ? cfg->waiters + 1u : cfg->clients,
+		bench_workload_name(cfg->workload), sessions_of(cfg),
 		cfg->keys, cfg->contended ? "contended" : "uncontended", mode_name(cfg),
 		cfg->rate > 0.0 ? "open" : "closed");
 	if (cfg->rate > 0.0)
@@ -137,6 +147,13 @@ void bench_report_table(FILE *out, const struct bench_config *cfg, const struct 
 		fprintf(out, ", cycles %llu (%.0f/s), busy %llu", (unsigned long long)res->cycles,
 			per_s(res->cycles, res->elapsed_ns), (unsigned long long)res->busy);
 	fprintf(out, ", sessions %u\n", res->sessions);
+	if (cfg->workload == BENCH_WL_STORM)
+		fprintf(out, "storm: locks %u window %u ms: waiters granted %llu missing %llu, "
+			     "watchers told %llu (coalesced %llu) missing %llu\n",
+			cfg->storm_locks, cfg->window_ms, (unsigned long long)res->storm_granted,
+			(unsigned long long)res->err.storm_waiters_missing,
+			(unsigned long long)res->storm_told, (unsigned long long)res->storm_coalesced,
+			(unsigned long long)res->err.storm_watchers_missing);
 	fprintf(out, "%-10s %10s %10s %10s %10s %10s %10s %10s\n", "latency", "count", "mean_us",
 		"p50_us", "p90_us", "p99_us", "p99.9_us", "max_us");
 	for (int l = 0; l < BENCH_LAT_COUNT; l++) {
@@ -187,26 +204,30 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		     "\"contended\":%s,\"zipf_s\":%.3f,\"mode\":\"%s\",\"loop\":\"%s\",\"rate\":%.1f,"
 		     "\"count_max\":%llu,\"duration_ms\":%u,\"warmup_ms\":%u,\"lock_ttl_ms\":%u,"
 		     "\"session_ttl_ms\":%u,\"put_percent\":%u,\"value_size\":%u,\"waiters\":%u,"
-		     "\"watchers\":%s,\"request_timeout_ms\":%u,\"batch\":%u,\"threads\":%u,\"engine\":\"%s\","
+		     "\"watchers\":%s,\"storm_locks\":%u,\"window_ms\":%u,\"request_timeout_ms\":%u,\"request_deadline_ms\":%u,\"batch\":%u,\"threads\":%u,\"engine\":\"%s\","
 		     "\"seed\":%llu,"
 		     "\"prefix\":",
 		bench_workload_name(cfg->workload),
-		cfg->workload == BENCH_WL_BURST ? cfg->waiters + 1u : cfg->clients, cfg->keys,
+		sessions_of(cfg), cfg->keys,
 		cfg->contended ? "true" : "false", cfg->zipf_s, mode_name(cfg),
 		cfg->rate > 0.0 ? "open" : "closed", cfg->rate, (unsigned long long)cfg->count_max,
 		cfg->duration_ms, cfg->warmup_ms, cfg->lock_ttl_ms, cfg->session_ttl_ms,
 		cfg->put_percent, cfg->value_size, cfg->waiters, cfg->watchers ? "true" : "false",
-		cfg->request_timeout_ms, cfg->batch, cfg->threads, cfg->libhasp ? "libhasp" : "wire",
+		cfg->storm_locks, cfg->window_ms,
+		cfg->request_timeout_ms, cfg->request_deadline_ms, cfg->batch, cfg->threads, cfg->libhasp ? "libhasp" : "wire",
 		(unsigned long long)cfg->seed);
 	bench_json_string(out, cfg->prefix);
 	fprintf(out, ",\"cluster\":");
 	bench_json_string(out, cfg->cluster != NULL ? cfg->cluster : "");
 	fprintf(out, "},\"results\":{\"ops\":%llu,\"ops_per_s\":%.1f,\"cycles\":%llu,"
 		     "\"cycles_per_s\":%.1f,\"busy\":%llu,\"elapsed_s\":%.6f,\"sessions\":%u,"
+		     "\"storm\":{\"granted\":%llu,\"told\":%llu,\"coalesced\":%llu},"
 		     "\"latency_us\":{",
 		(unsigned long long)res->ops, per_s(res->ops, res->elapsed_ns),
 		(unsigned long long)res->cycles, per_s(res->cycles, res->elapsed_ns),
-		(unsigned long long)res->busy, (double)res->elapsed_ns / 1e9, res->sessions);
+		(unsigned long long)res->busy, (double)res->elapsed_ns / 1e9, res->sessions,
+		(unsigned long long)res->storm_granted, (unsigned long long)res->storm_told,
+		(unsigned long long)res->storm_coalesced);
 	bool first = true;
 	for (int l = 0; l < BENCH_LAT_COUNT; l++) {
 		if (res->lat[l]->count == 0)

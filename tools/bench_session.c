@@ -142,7 +142,9 @@ int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf)
 	case HASP_OP_ACQUIRE:
 		m.body.acquire.name = nb;
 		m.body.acquire.ttl_ms = e->cfg->lock_ttl_ms;
-		m.body.acquire.mode = (e->cfg->wait || (e->cfg->workload == BENCH_WL_BURST && !c->hold))
+		m.body.acquire.mode = (e->cfg->wait || (e->cfg->workload == BENCH_WL_BURST && !c->hold) ||
+				       (e->cfg->workload == BENCH_WL_STORM &&
+					storm_role(e, index) == STORM_WAITER))
 					      ? HASP_ACQUIRE_WAIT
 					      : HASP_ACQUIRE_TRY;
 		break;
@@ -209,7 +211,7 @@ void bench_session_open(struct bench_engine *e, uint32_t index)
 	struct client *c = &e->clients[index];
 
 	c->session_id = 0;
-	c->nonce = prng_next(&e->prng) | 1u;
+	c->nonce = prng_next(&e->nonce_prng) | 1u;
 	c->state = C_OPENING;
 	/* Start where the last answer came from: during start-up every session
 	 * would otherwise be redirected on its own. */
@@ -232,13 +234,15 @@ void bench_session_start_op(struct bench_engine *e, uint32_t index, uint64_t int
 
 	HASP_ASSERT(c->state == C_IDLE || c->state == C_WATCHING);
 	c->op_start_ns = intended_ns;
-	/* Burst rounds are measured by the round coordinator, not per client. */
-	c->measured = intended_ns >= e->measure_start_ns && cfg->workload != BENCH_WL_BURST;
+	/* Burst and storm rounds are measured by their coordinator, not per client. */
+	c->measured = intended_ns >= e->measure_start_ns && cfg->workload != BENCH_WL_BURST &&
+		      cfg->workload != BENCH_WL_STORM;
 	c->reacquires = 0;
 	e->res->ops_started++;
 	switch (cfg->workload) {
 	case BENCH_WL_CYCLE:
 	case BENCH_WL_BURST:
+	case BENCH_WL_STORM:
 		c->key = pick_key(e, index);
 		c->state = C_ACQUIRE;
 		c->acq_first_ns = 0;
@@ -260,6 +264,7 @@ void bench_session_start_op(struct bench_engine *e, uint32_t index, uint64_t int
 	switch (cfg->workload) {
 	case BENCH_WL_CYCLE:
 	case BENCH_WL_BURST:
+	case BENCH_WL_STORM:
 		bench_session_request(e, index, HASP_OP_ACQUIRE);
 		break;
 	case BENCH_WL_KEEPALIVE:
@@ -296,11 +301,9 @@ void bench_session_make_idle(struct bench_engine *e, uint32_t index)
 {
 	struct client *c = &e->clients[index];
 
-	c->state = (e->cfg->workload == BENCH_WL_BURST && e->cfg->watchers && index > 0)
-			   ? C_WATCHING
-			   : C_IDLE;
-	if (e->cfg->workload == BENCH_WL_BURST)
-		return; /* the round coordinator starts burst operations */
+	c->state = bench_is_watcher(e, index) ? C_WATCHING : C_IDLE;
+	if (e->cfg->workload == BENCH_WL_BURST || e->cfg->workload == BENCH_WL_STORM)
+		return; /* the round coordinator starts their operations */
 	/* Open loop: a waiting arrival takes this client at once. */
 	if (e->cfg->rate > 0.0 && e->backlog_len > 0 && e->admitting) {
 		uint64_t intended = e->backlog[e->backlog_head];
@@ -337,6 +340,8 @@ static void granted(struct bench_engine *e, uint32_t index, uint64_t token)
 	bench_session_record(e, c->measured, BENCH_LAT_ACQUIRE, e->now - c->acq_first_ns);
 	if (c->hold) {
 		c->state = C_HOLDING;
+		if (e->cfg->workload == BENCH_WL_STORM)
+			bench_storm_granted(e, index);
 		return;
 	}
 	if (e->cfg->workload == BENCH_WL_BURST && !c->told) {
@@ -412,7 +417,7 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 		if (cfg->auth)
 			hasp_session_key(&cfg->identity_key, c->session_id, c->nonce, &c->session_key);
 		hash_put(e, c->session_id, index);
-		if (cfg->workload == BENCH_WL_BURST && cfg->watchers && index > 0) {
+		if (bench_is_watcher(e, index)) {
 			c->state = C_IDLE;
 			bench_session_request(e, index, HASP_OP_WATCH);
 			return;
@@ -477,6 +482,15 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 			c->state = C_IDLE;
 			return;
 		}
+		if (cfg->workload == BENCH_WL_STORM) {
+			/* A holder's release in the window (told: it was
+			 * accepted), or a waiter's after the verdict. */
+			c->state = C_IDLE;
+			c->hold = false;
+			if (storm_role(e, index) == STORM_HOLDER)
+				c->told = status == HASP_STATUS_OK;
+			return;
+		}
 		op_done(e, index, status == HASP_STATUS_OK);
 		return;
 	default:
@@ -494,6 +508,10 @@ static void handle_event(struct bench_engine *e, uint32_t index, const struct ha
 	e->res->events++;
 	if (ev->name.size != size || memcmp(ev->name.data, name, size) != 0)
 		return;
+	if (e->cfg->workload == BENCH_WL_STORM && storm_role(e, index) == STORM_WATCHER) {
+		bench_storm_watch_event(e, index, ev);
+		return;
+	}
 	if (ev->type == HASP_EVENT_LOCK_GRANTED && c->state == C_WAITING) {
 		granted(e, index, ev->revision);
 		return;
@@ -596,6 +614,15 @@ void bench_session_scan_timers(struct bench_engine *e)
 			}
 			queue_send(e, i);
 			continue;
+		}
+		if (c->state == C_WAITING && cfg->workload == BENCH_WL_STORM &&
+		    storm_holder_of(e, i)->state == C_HOLDING) {
+			/* A storm waiter waits for its holder's release, which
+			 * may be a whole set-up away: its re-read clock and its
+			 * patience start there, not at its ACQUIRE (20,000
+			 * LOCK_READs every 500 ms would be the load). */
+			c->wait_since_ns = e->now;
+			c->acq_first_ns = e->now;
 		}
 		if (c->state == C_WAITING && e->now - c->wait_since_ns >= recheck_ns) {
 			uint64_t waited = e->now - c->acq_first_ns;

@@ -12,7 +12,9 @@
  *
  * Every run is bounded by --count AND --duration (plus --warmup before it
  * and a short drain after it). Exit codes: 0 ran (the JSON says how well),
- * 2 usage or configuration, 3 no session could be opened, 1 other errors.
+ * 2 usage or configuration, 3 no session could be opened, 4 a storm lost a
+ * lock (a waiter not granted or a watcher not told: the run's own verdict),
+ * 1 other errors.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -36,7 +38,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: hasp-bench [options]\n"
 		"  --cluster LIST     host:port,... (default $HASP_CLUSTER)\n"
-		"  --workload W       cycle | contended | keepalive | kv | burst (default cycle)\n"
+		"  --workload W       cycle | contended | keepalive | kv | burst | storm (default cycle)\n"
 		"  --clients N        sessions (default 16)\n"
 		"  --keys K           key space (default 1024)\n"
 		"  --zipf S           Zipf exponent of contended and kv keys (default 0.99)\n"
@@ -51,7 +53,12 @@ static void usage(FILE *out)
 		"  --value-size B     kv: value bytes (default 64)\n"
 		"  --waiters W        burst: waiters (default 16)\n"
 		"  --watchers         burst: watchers instead of waiters\n"
+		"  --locks L          storm: held locks, each with a waiter and a watcher\n"
+		"                     (3L sessions; default 1000)\n"
+		"  --window-ms MS     storm: the L releases spread over MS (default 1000)\n"
 		"  --timeout MS       retransmit after MS of silence (default 200)\n"
+		"  --deadline MS      give a request up (and reopen its session) after MS\n"
+		"                     (default 5000; at least --timeout)\n"
 		"  --batch N          datagrams per sendmmsg/recvmmsg (default 32)\n"
 		"  --threads T        T engines side by side, each with its own socket and\n"
 		"                     clients/T sessions (kernel mode; default 1)\n"
@@ -186,6 +193,9 @@ int main(int argc, char **argv)
 		{ "idle", required_argument, NULL, 'X' },
 		{ "threads", required_argument, NULL, 'H' },
 		{ "engine", required_argument, NULL, 'G' },
+		{ "locks", required_argument, NULL, 'l' },
+		{ "window-ms", required_argument, NULL, 'm' },
+		{ "deadline", required_argument, NULL, 'e' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench_config cfg;
@@ -223,6 +233,8 @@ int main(int argc, char **argv)
 				cfg.workload = BENCH_WL_KV;
 			} else if (strcmp(optarg, "burst") == 0) {
 				cfg.workload = BENCH_WL_BURST;
+			} else if (strcmp(optarg, "storm") == 0) {
+				cfg.workload = BENCH_WL_STORM;
 			} else {
 				ok = false;
 			}
@@ -248,7 +260,10 @@ int main(int argc, char **argv)
 		case 'v': ok &= parse_u32(optarg, &cfg.value_size); break;
 		case 'a': ok &= parse_u32(optarg, &cfg.waiters); break;
 		case 'A': cfg.watchers = true; break;
+		case 'l': ok &= parse_u32(optarg, &cfg.storm_locks); break;
+		case 'm': ok &= parse_u32(optarg, &cfg.window_ms); break;
 		case 'o': ok &= parse_u32(optarg, &cfg.request_timeout_ms); break;
+		case 'e': ok &= parse_u32(optarg, &cfg.request_deadline_ms); break;
 		case 'b': ok &= parse_u32(optarg, &cfg.batch); break;
 		case 's': ok &= parse_u64(optarg, &cfg.seed); break;
 		case 'P': snprintf(cfg.prefix, sizeof(cfg.prefix), "%s", optarg); break;
@@ -343,7 +358,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "hasp-bench: out of memory\n");
 		return 1;
 	}
-	if (cfg.threads > 1 && (dpdk || cfg.workload == BENCH_WL_BURST || cfg.clients < cfg.threads)) {
+	if (cfg.threads > 1 && (dpdk || cfg.workload == BENCH_WL_BURST ||
+				cfg.workload == BENCH_WL_STORM || cfg.clients < cfg.threads)) {
 		fprintf(stderr, "hasp-bench: --threads needs kernel mode, a non-burst workload and "
 				"at least one client per thread\n");
 		bench_result_deinit(&res);
@@ -385,6 +401,13 @@ int main(int argc, char **argv)
 		bench_report_json(f, BENCH_COMMIT, &cfg, &res);
 		fclose(f);
 	}
+	/* A storm decides for itself: every waiter granted, every watcher
+	 * told, in every round it ran (tools/bench_storm.c). */
+	bool storm_lost = cfg.workload == BENCH_WL_STORM &&
+			  (res.err.storm_waiters_missing > 0 || res.err.storm_watchers_missing > 0 ||
+			   res.storm_granted == 0);
 	bench_result_deinit(&res);
-	return 0;
+	if (storm_lost)
+		fprintf(stderr, "hasp-bench: the storm lost a lock (see storm/errors above)\n");
+	return storm_lost ? 4 : 0;
 }

@@ -56,6 +56,8 @@ struct toy {
 	uint32_t stall_ms;
 	int not_leader_node; /* answers NOT_LEADER naming the other node; -1 none */
 	bool silent_acquire; /* never answers ACQUIRE */
+	bool hide_handoff;   /* watchers are not told of a hand-off grant (a lost event) */
+	uint64_t first_nonce; /* of the first SESSION_OPEN seen */
 	uint64_t dropped_seq[4096];
 	uint32_t dropped_count;
 	struct sockaddr_in client;
@@ -135,6 +137,8 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 		return;
 	}
 	T.by_op[req->hdr.opcode % 64]++;
+	if (req->hdr.opcode == HASP_OP_SESSION_OPEN && T.first_nonce == 0)
+		T.first_nonce = req->body.session_open.client_nonce;
 	if (req->hdr.opcode == HASP_OP_ACQUIRE && T.silent_acquire) {
 		pthread_mutex_unlock(&T.mu);
 		return;
@@ -206,6 +210,8 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 			memmove(l->waiters, l->waiters + 1, --l->waiter_count * sizeof(l->waiters[0]));
 			l->token = ++T.revision;
 			toy_event(r, node, l->holder, HASP_EVENT_LOCK_GRANTED, l->name, l->token);
+			if (!T.hide_handoff)
+				toy_notify_watchers(r, node, l, HASP_EVENT_LOCK_GRANTED, l->token);
 		}
 		break;
 	}
@@ -622,6 +628,95 @@ static void test_burst_tells_every_watcher(void **state)
 	bench_result_deinit(&res);
 }
 
+/* The release storm: 8 locks, each held, waited for and watched; every
+ * round every waiter is granted and every watcher's last event is that
+ * grant. */
+static void test_storm_grants_every_waiter_and_tells_every_watcher(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	config(&cfg);
+	cfg.workload = BENCH_WL_STORM;
+	cfg.storm_locks = 8;
+	cfg.window_ms = 40;
+	cfg.count_max = 3;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run(&cfg, &res), 0);
+	responder_stop(&R);
+	assert_int_equal(res.sessions, 24);
+	assert_int_equal(res.ops, 3);
+	assert_int_equal(seen(HASP_OP_WATCH), 8); /* once, kept across rounds */
+	assert_int_equal(res.statuses[HASP_STATUS_QUEUED], 3 * 8);
+	assert_int_equal(seen(HASP_OP_RELEASE), 3 * 16); /* holders, then waiters */
+	assert_int_equal(res.err.unfinished, 0);
+	assert_int_equal(res.storm_granted, 3 * 8);
+	assert_int_equal(res.storm_told, 3 * 8);
+	assert_int_equal(res.storm_coalesced, 0); /* the toy never holds an event back */
+	assert_int_equal(res.err.storm_waiters_missing, 0);
+	assert_int_equal(res.err.storm_watchers_missing, 0);
+	assert_int_equal(res.lat[BENCH_LAT_NOTIFY]->count, 3);
+	assert_int_equal(res.lat[BENCH_LAT_GRANT_LAST]->count, 3);
+	bench_result_deinit(&res);
+}
+
+/* A watcher whose last event is the release, not the hand-off grant, was
+ * not told the end: every lock counts missing and the first such round
+ * ends the run. */
+static void test_storm_counts_a_watcher_not_told_as_missing(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	T.hide_handoff = true;
+	config(&cfg);
+	cfg.workload = BENCH_WL_STORM;
+	cfg.storm_locks = 4;
+	cfg.window_ms = 20;
+	cfg.count_max = 3;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run(&cfg, &res), 0);
+	responder_stop(&R);
+	assert_int_equal(res.ops, 1);
+	assert_int_equal(res.storm_granted, 4);
+	assert_int_equal(res.storm_told, 0);
+	assert_int_equal(res.err.storm_waiters_missing, 0);
+	assert_int_equal(res.err.storm_watchers_missing, 4);
+	bench_result_deinit(&res);
+}
+
+/* Two runs with the same --seed open sessions with different nonces. A
+ * node answers an open whose (identity, nonce) names a live session with
+ * that session (a retransmitted open must not make a second one), so two
+ * hasp-bench processes with the default seed, side by side, shared their
+ * first sessions and each refused the other's sequence numbers
+ * (BAD_REQUEST, reason request_mismatch and seq_too_old). */
+static void test_same_seed_runs_open_different_sessions(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	uint64_t nonce[2];
+	(void)state;
+
+	for (int run = 0; run < 2; run++) {
+		start(1);
+		config(&cfg);
+		cfg.clients = 1;
+		cfg.count_max = 1;
+		assert_int_equal(bench_result_init(&res), 0);
+		assert_int_equal(bench_run(&cfg, &res), 0);
+		responder_stop(&R);
+		nonce[run] = T.first_nonce;
+		assert_int_not_equal(nonce[run], 0);
+		bench_result_deinit(&res);
+	}
+	assert_int_not_equal(nonce[0], nonce[1]);
+}
+
 static void test_kv_mix_and_keepalive_storm(void **state)
 {
 	struct bench_config cfg;
@@ -732,10 +827,40 @@ static void test_config_refuses_unbounded_and_bad_names(void **state)
 	cfg.duration_ms = 0;
 	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
 	config(&cfg);
+	cfg.request_deadline_ms = cfg.request_timeout_ms - 1u; /* --deadline below --timeout */
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	config(&cfg);
 	snprintf(cfg.prefix, sizeof(cfg.prefix), "has space");
 	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
 	config(&cfg);
 	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), 0);
+}
+
+static void test_config_refuses_bad_storms(void **state)
+{
+	struct bench_config cfg;
+	char why[160];
+	(void)state;
+
+	config(&cfg);
+	cfg.workload = BENCH_WL_STORM;
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), 0); /* the defaults */
+	cfg.storm_locks = 0;
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	cfg.storm_locks = BENCH_STORM_LOCKS_MAX + 1u; /* 3L sessions would not fit */
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	cfg.storm_locks = BENCH_STORM_LOCKS_MAX;
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), 0);
+	cfg.window_ms = 0;
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	cfg.window_ms = BENCH_WINDOW_MS_MAX + 1u;
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	cfg.window_ms = 1000;
+	cfg.lock_ttl_ms = 1000; /* would expire inside the window */
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
+	cfg.lock_ttl_ms = 5000;
+	cfg.rate = 100.0;
+	assert_int_equal(bench_config_check(&cfg, why, sizeof(why)), -HASP_ECONFIG);
 }
 
 /* ---- JSON ---- */
@@ -930,6 +1055,23 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	assert_non_null(strstr(out, "\"threads\":2,"));
 	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
 
+	/* A storm that lost a lock fails the run (exit 4); one that lost none passes. */
+	start(1);
+	snprintf(cmd, sizeof(cmd),
+		 "%s --cluster %s --workload storm --locks 4 --window-ms 20 --count 2 --duration 5 "
+		 "--json >/dev/null", bench_exe, cluster);
+	status = system(cmd);
+	responder_stop(&R);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	start(1);
+	T.hide_handoff = true;
+	snprintf(cmd, sizeof(cmd),
+		 "%s --cluster %s --workload storm --locks 4 --window-ms 20 --count 2 --duration 5 "
+		 "--json >/dev/null", bench_exe, cluster); /* the new responder's ports */
+	status = system(cmd);
+	responder_stop(&R);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 4);
+
 	snprintf(cmd, sizeof(cmd), "%s --cluster 127.0.0.1:1 --count 0 >/dev/null 2>&1", bench_exe);
 	status = system(cmd);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2); /* unbounded: refused */
@@ -963,11 +1105,18 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_open_loop_latency_includes_a_stall, responder_teardown),
 		cmocka_unit_test_teardown(test_burst_tells_every_waiter, responder_teardown),
 		cmocka_unit_test_teardown(test_burst_tells_every_watcher, responder_teardown),
+		cmocka_unit_test_teardown(test_storm_grants_every_waiter_and_tells_every_watcher,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_storm_counts_a_watcher_not_told_as_missing,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_same_seed_runs_open_different_sessions,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_kv_mix_and_keepalive_storm, responder_teardown),
 		cmocka_unit_test_teardown(test_every_run_is_bounded_by_duration, responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_request_reopens_the_session,
 					  responder_teardown),
 		cmocka_unit_test(test_config_refuses_unbounded_and_bad_names),
+		cmocka_unit_test(test_config_refuses_bad_storms),
 		cmocka_unit_test(test_json_checker_refuses_broken_json),
 		cmocka_unit_test(test_report_json_is_valid_with_the_facts),
 		cmocka_unit_test_teardown(test_hasp_bench_binary_prints_valid_json, responder_teardown),

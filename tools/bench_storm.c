@@ -1,0 +1,310 @@
+/*
+ * hasp-bench's release storm (--workload storm, docs/PERFORMANCE.md
+ * "Release storm"): L locks, each with a holder, a waiter and a watcher
+ * (3L sessions: client i holds lock i, L + i waits for it, 2L + i watches
+ * it). A round:
+ *
+ *   S_HOLDERS   every holder ACQUIREs (TRY) its lock and keeps it;
+ *   S_WAITERS   every waiter ACQUIREs (WAIT) the same lock: QUEUED;
+ *   S_RELEASING the holders RELEASE, spread evenly over cfg->window_ms;
+ *   S_RELEASED  until every waiter is granted and every watcher told, or
+ *               bench_storm_verdict_ns() after the window: the verdict;
+ *   S_CLEANUP   the waiters release what they were granted (after the
+ *               last round too, so the run ends with nothing held).
+ *
+ * The set-up phases keep at most OPENS_INFLIGHT_MAX requests in flight, as
+ * the session opens do, so the node is not flooded before the storm; the
+ * storm itself is the window. Watchers registered their WATCH when their
+ * session opened and keep it across rounds.
+ *
+ * The verdict, per lock: the waiter was granted (a reply, its
+ * LOCK_GRANTED event, or a LOCK_READ after silence) with a token greater
+ * than the holder's, and the watcher's last event of the round is that
+ * grant: LOCK_GRANTED with the waiter's token. A release and the hand-off
+ * to the head waiter are one command (docs/STATE_MACHINE.md), so with a
+ * waiter queued the grant is always the lock's last state: a watcher whose
+ * last event is the LOCK_RELEASED was not told the end. An event that
+ * carries the gap marker (prev (0, 1)) still reports the newest state of
+ * the one lock this watcher watches, since the node replaces a held event
+ * with the newer one (docs/PROTOCOL.md "The watch event set"): it counts
+ * as told and, separately, as coalesced. A watcher is never "resolved" by
+ * reading the lock: the read would show the state but hide that an event
+ * was lost, which is what the storm is to find out. A round with any lock
+ * missing either ends the run (the engine then drains and closes), and
+ * hasp-bench exits 4.
+ */
+#include "tools/bench_engine_impl.h"
+
+#include "common/assert.h"
+#include "hasp/wire.h"
+
+#define STORM_SCAN_NS 1000000ull /* the O(L) set-up and verdict scans, at most this often */
+
+static uint32_t storm_inflight(const struct bench_engine *e, uint32_t first, uint8_t state)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < e->storm_next; i++)
+		n += e->clients[first + i].state == state;
+	return n;
+}
+
+static bool storm_setup_late(const struct bench_engine *e)
+{
+	return e->now - e->round_start_ns >= STORM_SETUP_NS;
+}
+
+static void storm_round_start(struct bench_engine *e)
+{
+	uint32_t L = e->storm_locks;
+
+	for (uint32_t i = 0; i < 2u * L; i++) {
+		uint8_t s = e->clients[i].state;
+		if (s == C_ACQUIRE || s == C_WAITING || s == C_HOLDING || s == C_RELEASE)
+			return; /* the last round's releases are still answering */
+	}
+	/* A session that did not open within start-up (C_NEW, C_OPENING)
+	 * takes no part: its lock counts as missing. */
+	if (!bench_engine_watchers_current(e, 2u * L, 3u * L))
+		return;
+	e->round++;
+	e->round_start_ns = e->now;
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct client *c = &e->clients[i];
+		c->told = false;
+		c->gap = false;
+		c->event_type = 0;
+		c->told_ns = 0;
+	}
+	e->storm_next = 0;
+	e->round_phase = S_HOLDERS;
+}
+
+/* Starts holders (first 0) or waiters (first L) up to the in-flight bound;
+ * true when all were started and none is still being answered. */
+static bool storm_start_some(struct bench_engine *e, uint32_t first)
+{
+	uint32_t inflight = storm_inflight(e, first, C_ACQUIRE);
+
+	while (e->storm_next < e->storm_locks && inflight < OPENS_INFLIGHT_MAX) {
+		uint32_t i = e->storm_next++;
+		struct client *c = &e->clients[first + i];
+		if (c->state != C_IDLE)
+			continue; /* never opened: its lock counts as missing */
+		/* A waiter queues only behind a holder that holds. */
+		if (first > 0 && e->clients[i].state != C_HOLDING)
+			continue;
+		c->hold = true;
+		bench_session_start_op(e, first + i, e->now);
+		inflight++;
+	}
+	return e->storm_next == e->storm_locks && inflight == 0;
+}
+
+static void storm_release_due(struct bench_engine *e)
+{
+	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
+	uint64_t since = e->now - e->round_release_ns;
+	uint32_t due = since >= window_ns
+			       ? e->storm_locks
+			       : (uint32_t)((unsigned __int128)since * e->storm_locks / window_ns) + 1u;
+
+	if (due > e->storm_locks)
+		due = e->storm_locks;
+	while (e->storm_next < due) {
+		uint32_t i = e->storm_next++;
+		struct client *c = &e->clients[i];
+		if (c->state != C_HOLDING)
+			continue;
+		c->state = C_RELEASE;
+		/* With a background keepalive in flight the RELEASE follows
+		 * its answer (start_pending_request). */
+		if (c->opcode == 0)
+			bench_session_request(e, i, HASP_OP_RELEASE);
+	}
+	if (e->storm_next == e->storm_locks)
+		e->round_phase = S_RELEASED;
+}
+
+static bool waiter_granted(const struct bench_engine *e, uint32_t i)
+{
+	const struct client *holder = &e->clients[i];
+	const struct client *waiter = &e->clients[e->storm_locks + i];
+	return waiter->told && holder->told && waiter->token > holder->token;
+}
+
+static bool watcher_told(const struct bench_engine *e, uint32_t i)
+{
+	const struct client *waiter = &e->clients[e->storm_locks + i];
+	const struct client *watcher = &e->clients[2u * e->storm_locks + i];
+	return waiter_granted(e, i) && watcher->event_type == HASP_EVENT_LOCK_GRANTED &&
+	       watcher->token == waiter->token;
+}
+
+/* Every lock complete, or the verdict's time is up: count and measure.
+ * Returns false while it is still worth waiting. */
+static bool storm_verdict(struct bench_engine *e)
+{
+	uint32_t L = e->storm_locks;
+	uint32_t granted = 0, told = 0, coalesced = 0;
+	uint64_t grant_last = 0, told_last = 0;
+
+	for (uint32_t i = 0; i < L; i++) {
+		if (waiter_granted(e, i)) {
+			granted++;
+			const struct client *w = &e->clients[L + i];
+			if (w->told_ns > grant_last)
+				grant_last = w->told_ns;
+		}
+		if (watcher_told(e, i)) {
+			const struct client *w = &e->clients[2u * L + i];
+			told++;
+			coalesced += w->gap;
+			if (w->told_ns > told_last)
+				told_last = w->told_ns;
+		}
+	}
+	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
+	bool late = e->now - e->round_release_ns >= window_ns + bench_storm_verdict_ns(e->cfg);
+	if ((granted < L || told < L) && !late)
+		return false;
+	struct bench_result *res = e->res;
+	res->storm_granted += granted;
+	res->storm_told += told;
+	res->storm_coalesced += coalesced;
+	res->err.storm_waiters_missing += L - granted;
+	res->err.storm_watchers_missing += L - told;
+	if (e->round_start_ns >= e->measure_start_ns) {
+		res->ops++;
+		bench_session_record(e, true, BENCH_LAT_OP, e->now - e->round_start_ns);
+		if (granted > 0)
+			bench_session_record(e, true, BENCH_LAT_GRANT_LAST, grant_last - e->round_release_ns);
+		if (told > 0)
+			bench_session_record(e, true, BENCH_LAT_NOTIFY, told_last - e->round_release_ns);
+		e->last_done_ns = e->now;
+	}
+	return true;
+}
+
+/* The waiters give back what they were granted; true when none is left. */
+static bool storm_cleanup(struct bench_engine *e)
+{
+	uint32_t L = e->storm_locks;
+	uint32_t inflight = 0;
+	bool done = true;
+
+	for (uint32_t i = L; i < 2u * L; i++)
+		inflight += e->clients[i].state == C_RELEASE;
+	for (uint32_t i = L; i < 2u * L; i++) {
+		struct client *c = &e->clients[i];
+		if (c->state == C_RELEASE || c->state == C_WAITING || c->state == C_ACQUIRE)
+			done = false;
+		if (c->state != C_HOLDING)
+			continue;
+		done = false;
+		if (inflight >= OPENS_INFLIGHT_MAX)
+			continue;
+		c->state = C_RELEASE;
+		if (c->opcode == 0)
+			bench_session_request(e, i, HASP_OP_RELEASE);
+		inflight++;
+	}
+	return done;
+}
+
+void bench_storm_step(struct bench_engine *e)
+{
+	if (e->round_phase == S_RELEASING) {
+		storm_release_due(e);
+		return;
+	}
+	if (e->now < e->storm_scan_ns)
+		return;
+	e->storm_scan_ns = e->now + STORM_SCAN_NS;
+	switch (e->round_phase) {
+	case S_IDLE:
+		if (e->admitting)
+			storm_round_start(e);
+		return;
+	case S_HOLDERS:
+		if (storm_start_some(e, 0) || storm_setup_late(e)) {
+			e->storm_next = 0;
+			e->round_phase = S_WAITERS;
+		}
+		return;
+	case S_WAITERS: {
+		uint32_t L = e->storm_locks;
+		bool queued = storm_start_some(e, L);
+		/* Watchers register with the leader before the release they
+		 * are to be told of (the holders' requests may have found a
+		 * new one). */
+		bool current = bench_engine_watchers_current(e, 2u * L, 3u * L);
+		if ((queued && current) || storm_setup_late(e)) {
+			e->storm_next = 0;
+			e->round_release_ns = e->now;
+			e->round_phase = S_RELEASING;
+			storm_release_due(e);
+		}
+		return;
+	}
+	case S_RELEASED:
+		if (!storm_verdict(e))
+			return;
+		if (e->res->err.storm_waiters_missing + e->res->err.storm_watchers_missing > 0) {
+			/* A storm that lost a lock ends the run: the drain
+			 * closes every session, queued waiters with them. */
+			e->admitting = false;
+			e->round_phase = S_IDLE;
+			return;
+		}
+		e->round_phase = S_CLEANUP;
+		return;
+	case S_CLEANUP:
+		/* Also after the last round: nothing is left held. */
+		if (storm_cleanup(e))
+			e->round_phase = S_IDLE;
+		return;
+	}
+}
+
+uint64_t bench_storm_verdict_ns(const struct bench_config *cfg)
+{
+	uint64_t deadline_ns = (uint64_t)cfg->request_deadline_ms * 1000000ull;
+	return deadline_ns > STORM_VERDICT_NS ? deadline_ns : STORM_VERDICT_NS;
+}
+
+uint64_t bench_storm_wake(const struct bench_engine *e)
+{
+	if (e->round_phase != S_RELEASING)
+		return UINT64_MAX;
+	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
+	return e->round_release_ns +
+	       (uint64_t)((unsigned __int128)window_ns * e->storm_next / e->storm_locks);
+}
+
+void bench_storm_granted(struct bench_engine *e, uint32_t index)
+{
+	struct client *c = &e->clients[index];
+
+	if (storm_role(e, index) != STORM_WAITER || c->told)
+		return;
+	if (e->round_phase != S_RELEASING && e->round_phase != S_RELEASED)
+		return; /* granted before any release: the holder lost its lock */
+	c->told = true;
+	c->told_ns = e->now;
+}
+
+void bench_storm_watch_event(struct bench_engine *e, uint32_t index,
+			     const struct hasp_wire_event *ev)
+{
+	struct client *c = &e->clients[index];
+
+	if (e->round_phase != S_RELEASING && e->round_phase != S_RELEASED)
+		return;
+	/* Older than this round's grant to the holder: a late copy. */
+	if (ev->revision < storm_holder_of(e, index)->token)
+		return;
+	c->event_type = ev->type;
+	c->token = ev->revision;
+	c->gap = ev->prev_index == 0 && ev->prev_sub == HASP_WIRE_EVENT_PREV_GAP;
+	c->told_ns = e->now;
+}
