@@ -52,6 +52,8 @@ static inline void locks_reply_set(struct locks *sm, uint8_t status, uint8_t rea
 {
 	sm->res->reply.status = status;
 	sm->res->reply.reason = reason;
+	if (reason != LOCKS_REASON_NONE && reason < LOCKS_REASON_COUNT)
+		sm->stats.by_reason[reason]++;
 	if (status == HASP_STATUS_FULL)
 		sm->stats.full++;
 	else if (status == HASP_STATUS_BAD_REQUEST || status == HASP_STATUS_BAD_NAME ||

@@ -96,6 +96,11 @@ enum locks_reason {
 	LOCKS_REASON_NONCE_IN_USE = 26,   /* open nonce of a live session of another owner */
 	LOCKS_REASON_OWNER_SESSIONS_FULL = 27, /* the owner's session quota */
 };
+#define LOCKS_REASON_COUNT 28u
+
+/* The reason's name for counters and logs ("seq_jump"), "unknown" outside
+ * the enum. */
+const char *locks_reason_name(uint32_t reason);
 
 /* One command. Fields an opcode does not use must be zero (the codec
  * enforces it; apply answers BAD_REQUEST otherwise). */
@@ -243,6 +248,9 @@ struct locks_stats {
 	uint64_t stale_term;        /* commands whose term went backwards */
 	uint64_t grants;
 	uint64_t handoffs;          /* grants to a waiter inside another command */
+	/* Replies that carry a reason (refusals, CAS mismatches), by reason:
+	 * which BAD_REQUEST, FULL or NOT_HOLDER it was. */
+	uint64_t by_reason[LOCKS_REASON_COUNT];
 };
 
 struct locks_lock;

@@ -277,6 +277,18 @@ void node_metrics_replies(struct node_metrics *nm, const struct node *n)
 			if (nm->replies[op][st] == NULL)
 				return; /* registry full: tried again next time */
 		}
+	for (uint32_t r = 1; r < LOCKS_REASON_COUNT; r++) {
+		const uint64_t *v = &n->sm.stats.by_reason[r];
+		if (*v == 0 || nm->reasons[r] != NULL)
+			continue;
+		struct metrics_label l[] = { { "reason", locks_reason_name(r) } };
+		nm->reasons[r] = metrics_counter_ref(nm->m, "hasp_reply_reasons_total",
+						     "State-machine replies that carry a reason (refusals, "
+						     "CAS mismatches), by reason, on each replica as it applies.",
+						     l, 1, v);
+		if (nm->reasons[r] == NULL)
+			return;
+	}
 }
 
 void node_metrics_sync(struct node_metrics *nm, const struct control_node_state *st,

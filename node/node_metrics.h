@@ -104,6 +104,8 @@ struct node_metrics {
 	uint32_t peer_count;
 	/* per opcode and status, registered when first non-zero */
 	struct metric *replies[NODE_OPS][HASP_STATUS_COUNT];
+	/* per reply reason, registered when first non-zero */
+	struct metric *reasons[LOCKS_REASON_COUNT];
 };
 
 /* Registers the whole set into c's registry. Returns 0 or -HASP_EFULL
@@ -120,7 +122,8 @@ int node_metrics_register_node(struct node_metrics *nm, const struct node *n)
 	__attribute__((warn_unused_result));
 
 /* Registers hasp_client_replies_total{opcode,status} for every pair that
- * has replies and no series yet (the lcore, at publish time). */
+ * has replies and no series yet, and hasp_reply_reasons_total{reason} for
+ * every reason (the lcore, at publish time). */
 void node_metrics_replies(struct node_metrics *nm, const struct node *n);
 
 /* The name of an opcode ("ACQUIRE"), "unknown" outside the protocol. */

@@ -119,6 +119,15 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	LOCKS_PUT(applied) LOCKS_PUT(duplicates) LOCKS_PUT(seq_too_old) LOCKS_PUT(bad_requests)
 	LOCKS_PUT(full) LOCKS_PUT(expire_noop) LOCKS_PUT(stale_term) LOCKS_PUT(grants) LOCKS_PUT(handoffs)
 #undef LOCKS_PUT
+	/* Replies with a reason, by reason (locks_reason_name), when any. */
+	for (uint32_t i = 1; i < LOCKS_REASON_COUNT; i++) {
+		if (l->by_reason[i] == 0)
+			continue;
+		char name[48];
+		snprintf(name, sizeof(name), "locks_reason_%s", locks_reason_name(i));
+		if (put(buf, size, &off, name, (unsigned long long)l->by_reason[i]) != 0)
+			return 0;
+	}
 	const struct wal_stats *w = &n->st.wal.stats;
 	if (put(buf, size, &off, "wal_writes", w->writes) != 0 ||
 	    put(buf, size, &off, "wal_appends", w->appends) != 0 ||

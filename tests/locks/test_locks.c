@@ -280,6 +280,13 @@ static void test_seq_jump_is_refused_and_moves_nothing(void **state)
 	const struct locks_reply *r = harness_acquire(&h, a, 1ull << 63, "y", TRY, 30000, 0);
 	assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
 	assert_int_equal(r->reason, LOCKS_REASON_SEQ_JUMP);
+	/* Counted by reason (hasp_reply_reasons_total), nothing else. */
+	assert_int_equal(h.sm.stats.by_reason[LOCKS_REASON_SEQ_JUMP], 1);
+	assert_int_equal(h.sm.stats.by_reason[LOCKS_REASON_REQUEST_MISMATCH], 0);
+	assert_string_equal(locks_reason_name(LOCKS_REASON_SEQ_JUMP), "seq_jump");
+	assert_string_equal(locks_reason_name(LOCKS_REASON_COUNT), "unknown");
+	for (uint32_t i = 0; i < LOCKS_REASON_COUNT; i++) /* every reason has its name */
+		assert_string_not_equal(locks_reason_name(i), "unknown");
 	assert_true(locks_session_read(&h.sm, a, &si));
 	assert_int_equal(si.seq_max, 1);
 	assert_int_equal(harness_acquire(&h, a, 2, "y", TRY, 30000, 0)->status, HASP_STATUS_GRANTED);

@@ -212,6 +212,7 @@ static void test_node_metrics_latency_histograms_exposed(void **state)
 	node_hist_observe(&n->stats.commit_latency, 3000000);
 	n->stats.replies_by[HASP_OP_ACQUIRE][HASP_STATUS_BUSY] = 4;
 	n->stats.replies_by[99 % NODE_OPS][HASP_STATUS_OK] = 0; /* nothing: no series */
+	n->sm.stats.by_reason[LOCKS_REASON_SEQ_JUMP] = 2;
 	node_metrics_replies(&b->nm, n);
 	node_metrics_replies(&b->nm, n); /* registered once */
 
@@ -234,6 +235,8 @@ static void test_node_metrics_latency_histograms_exposed(void **state)
 	assert_true(find(p, "hasp_raft_commit_duration_seconds_bucket", "", "0.005")->value == 1);
 	assert_true(find(p, "hasp_apply_duration_seconds_count", "", "")->value == 0);
 	assert_true(find(p, "hasp_client_replies_total", "opcode=ACQUIRE;status=BUSY", "")->value == 4);
+	assert_true(find(p, "hasp_reply_reasons_total", "reason=seq_jump", "")->value == 2);
+	assert_null(find(p, "hasp_reply_reasons_total", "reason=not_owner", ""));
 	n->stats.replies_by[HASP_OP_ACQUIRE][HASP_STATUS_BUSY] = 5; /* read in place */
 	assert_true(metrics_expose(control_metrics(&b->c), buf, sizeof(buf)) > 0);
 	expo_parse(buf, p);
