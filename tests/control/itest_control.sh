@@ -103,8 +103,12 @@ echo "itest: status, health, metrics ok"
 # ---- a fourth node: learner, then voter, then removed ----
 sed -e "s/^node_id = 1/node_id = 4/" -e "s/$subnet\.11\//$subnet.14\//" -e 's/00:01$/00:04/' \
 	-e 's/^\(admin_addr = .*\):7071$/\1:7074/' \
-	-e "s#/n1/#/n4/#g" -e "s/-n1 /-n4 /" -e "s/n1\$/n4/" -e "s/iface=\(.*\)n1/iface=\1n4/" \
+	-e "s#/n1/#/n4/#g" -e "s/-n1 /-n4 /" -e "s/n1\$/n4/" \
+	-e "s/iface=${HASP_NET_NAME}\([np]\)1\([,[:space:]]\|\$\)/iface=${HASP_NET_NAME}\14\2/" \
 	"$HASP_CLUSTER_DIR/n1.conf" > "$HASP_CLUSTER_DIR/n4.conf"
+# Its own port (the tap hct..n4, or the veth end hct..p4 on af_packet), not
+# node 1's: scripts/cluster start makes node 4's veth pair.
+grep -q -- "iface=${HASP_NET_NAME}[np]4" "$HASP_CLUSTER_DIR/n4.conf" || fail "n4.conf: not on node 4's port"
 # Its own key pair (docs/SECURITY.md 3.5), handed out by members add.
 "$build/tools/hasp-keygen" "$HASP_CLUSTER_DIR/n4.key"
 pub4=$("$build/tools/hasp-keygen" --public "$HASP_CLUSTER_DIR/n4.key")

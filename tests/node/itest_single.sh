@@ -1,6 +1,7 @@
 #!/bin/bash
-# One haspd on a TAP, over real UDP through DPDK: acquire, check, renew,
-# release, expiry, wait-queue handoff by a pushed event, KV (libhasp), then
+# One haspd on its port (net_af_packet on a veth, or net_tap: HASP_PORT),
+# over real UDP through DPDK: acquire, check, renew, release, expiry,
+# wait-queue handoff by a pushed event, KV (libhasp), then
 # a corpus of malformed datagrams that is dropped or refused and counted
 # while the node keeps serving correct clients. The cluster lives in its own
 # network namespace: none of its interfaces is in the root namespace, and
@@ -14,13 +15,20 @@ build=$1 src=$2 client=$3
 line=$("$cluster" up -n 1 | tail -1)
 export "${line?}"
 echo "itest: $line"
+# The port kind asked for (the meson entries pin HASP_PORT) is the one run.
+case ${HASP_PORT:-af_packet} in
+af_packet) driver=net_af_packet ;;
+*) driver=net_tap ;;
+esac
+grep -q -- "--vdev=$driver" "$HASP_CLUSTER_DIR/n1.conf" || { echo "FAIL: node 1 is not on $driver"; exit 1; }
+echo "itest: node 1 on $driver"
 ns=$("$cluster" netns)
 [ "$ns" = "hasp-$HASP_NET_NAME" ] || { echo "FAIL: cluster namespace '$ns'"; exit 1; }
 in_root=$(ip -o link show | awk -F': ' '{print $2}' | grep -E "^${HASP_NET_NAME}[^0-9]" || true)
 [ -z "$in_root" ] || { echo "FAIL: in the root namespace: $in_root"; exit 1; }
-in_ns ip link show "${HASP_NET_NAME}n1" >/dev/null || { echo "FAIL: no tap in $ns"; exit 1; }
+in_ns ip link show "${HASP_NET_NAME}n1" >/dev/null || { echo "FAIL: no bridge port in $ns"; exit 1; }
 in_ns ip link show "${HASP_NET_NAME}br0" >/dev/null || { echo "FAIL: no bridge in $ns"; exit 1; }
-echo "itest: bridge and tap in namespace $ns, none in the root namespace"
+echo "itest: bridge and bridge port in namespace $ns, none in the root namespace"
 # haspd runs in the namespace; `scripts/cluster exec` runs its command
 # there, in place (the caller's $! is the command's own PID).
 node_net=$(readlink "/proc/$(cat "$HASP_CLUSTER_DIR/n1/pid")/ns/net")
@@ -89,7 +97,7 @@ case $out in *'"status":"COMPARE_FAILED"'*'"exists":true'*) ;; *) echo "FAIL: ca
 # A clean stop: SIGTERM, exit 0.
 "$cluster" stop 1
 grep -q "haspd: stopped node=1 exit=0" "$HASP_CLUSTER_DIR/n1/log" || { echo "FAIL: unclean stop"; exit 1; }
-# --root-ns, on request only: the bridge and tap in the root namespace, no
+# --root-ns, on request only: the bridge and port in the root namespace, no
 # namespace, a client on the host reaches the node; the teardown's
 # leftover check sees what `down` might leave.
 "$cluster" down >/dev/null
@@ -110,5 +118,5 @@ fi
 "$build/tools/hasp" --timeout 10000 kv put itest/root-ns ok >/dev/null ||
 	{ echo "FAIL: a host client does not reach a --root-ns node"; exit 1; }
 "$cluster" down >/dev/null
-echo "itest: --root-ns: bridge and tap in the root namespace, reached from the host"
+echo "itest: --root-ns: bridge and port in the root namespace, reached from the host"
 echo "itest: PASS (single node)"
