@@ -219,6 +219,13 @@ static int open_clients(struct lh_engine *e)
 		hc.session_ttl_ms = cfg->session_ttl_ms;
 		hc.request_timeout_ms = cfg->request_timeout_ms;
 		hc.wait_recheck_ms = cfg->wait_recheck_ms;
+		/* Probe rounds (every node at once, after a silence of
+		 * request_timeout_ms) at the wire engine's retransmission pace,
+		 * not libhasp's default 20..100 ms: on a CPU-starved cluster a
+		 * slow leader otherwise drew about 11 datagrams per client per
+		 * stall against the wire engine's 1 (docs/PERFORMANCE.md). */
+		hc.backoff_ms = cfg->request_timeout_ms;
+		hc.backoff_max_ms = cfg->request_timeout_ms;
 		/* bench_config_auth read HASP_ID and HASP_KEY_FILE; libhasp reads
 		 * the same variables (NULL), and "" means wire v1. */
 		if (!cfg->auth)

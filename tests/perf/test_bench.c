@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "hasp/errors.h"
 #include "tests/client/responder.h"
 #include "tests/test_util.h"
@@ -772,6 +773,47 @@ static void test_every_run_is_bounded_by_duration(void **state)
 	bench_result_deinit(&res);
 }
 
+/* --engine libhasp probes at the wire engine's pace: while the leader
+ * (node 1) is silent to an ACQUIRE and node 0 names it, rounds to every
+ * node come at most every request_timeout_ms / 2 (the jittered backoff),
+ * not every 10..100 ms (libhasp's defaults, which drew about 11 datagrams
+ * per client per leader stall on a starved cluster; docs/PERFORMANCE.md).
+ * An upper bound only: a slow machine makes fewer rounds, never more. */
+static void test_libhasp_engine_probes_at_the_retransmission_pace(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(2);
+	T.not_leader_node = 0;
+	T.silent_acquire = true;
+	config(&cfg);
+	cfg.libhasp = true;
+	cfg.clients = 2;
+	cfg.count_max = 2;
+	cfg.duration_ms = 100;
+	cfg.request_timeout_ms = 1000;
+	assert_int_equal(bench_result_init(&res), 0);
+	uint64_t t0 = clock_monotonic_ns();
+	assert_int_equal(bench_run_libhasp(&cfg, &res), 0);
+	uint64_t elapsed_ms = (clock_monotonic_ns() - t0) / 1000000u;
+	uint32_t sent = responder_count(&R, HASP_OP_ACQUIRE, -1);
+	responder_stop(&R);
+	assert_int_equal(res.sessions, 2);
+	assert_int_equal(res.cycles, 0);
+	/* The leader fell silent: each client probed (node 0 heard it). */
+	assert_true(res.err.redirects >= 2);
+	/* Per client: the first send, then rounds of 2 at least 500 ms apart
+	 * from the first silence on (the defaults: about 30 in this time). */
+	uint64_t rounds = elapsed_ms / (cfg.request_timeout_ms / 2) + 1;
+	print_message("ACQUIRE datagrams %u in %llu ms (at most %llu)\n", sent,
+		      (unsigned long long)elapsed_ms, (unsigned long long)(2 * (1 + 2 * rounds)));
+	assert_true(sent >= 2 * 3);
+	assert_true(sent <= 2 * (1 + 2 * rounds));
+	bench_result_deinit(&res);
+}
+
 /* A request nobody answers is given up at its deadline, and its session is
  * replaced: the unanswered slot would otherwise break the 32-request window
  * rule (PROTOCOL.md, Exactly once). */
@@ -1113,6 +1155,8 @@ int main(int argc, char **argv)
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_kv_mix_and_keepalive_storm, responder_teardown),
 		cmocka_unit_test_teardown(test_every_run_is_bounded_by_duration, responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_engine_probes_at_the_retransmission_pace,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_request_reopens_the_session,
 					  responder_teardown),
 		cmocka_unit_test(test_config_refuses_unbounded_and_bad_names),
