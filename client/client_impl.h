@@ -374,6 +374,7 @@ struct hasp_client {
 	struct watch_entry watches[HASP_CLIENT_WATCHES_MAX];
 
 	struct ttl_cap ttl_caps[CLIENT_TTL_CAPS];
+	uint32_t ttl_caps_used; /* entries with `used`: 0 skips every scan (per reply) */
 	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
 	uint64_t ttl_cap_all_session;
 

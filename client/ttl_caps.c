@@ -32,7 +32,7 @@ void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *
 	if (r->ttl_change_ms == 0 || !r->sent)
 		return;
 	uint64_t until = client_valid_until(c, r->first_send_ns, r->ttl_change_ms);
-	for (uint32_t i = 0; i < CLIENT_TTL_CAPS; i++) {
+	for (uint32_t i = 0; c->ttl_caps_used > 0 && i < CLIENT_TTL_CAPS; i++) {
 		struct ttl_cap *t = &c->ttl_caps[i];
 		if (t->used && t->session_id == r->session_id && t->token == r->ttl_token &&
 		    strcmp(t->name, r->ttl_name) == 0) {
@@ -49,6 +49,7 @@ void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *
 					       .token = r->ttl_token, .until_ns = until,
 					       .made_ns = now_ns };
 			memcpy(t->name, r->ttl_name, sizeof(t->name));
+			c->ttl_caps_used++;
 			return;
 		}
 	}
@@ -61,18 +62,22 @@ void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *
 void client_ttl_cap_clear_locked(struct hasp_client *c, const char *name, uint64_t token,
 				 uint64_t sent_ns, uint64_t session_id)
 {
-	for (uint32_t i = 0; i < CLIENT_TTL_CAPS; i++) {
+	/* Once per lock reply: the count spares the walk over 32 entries
+	 * (5 KiB) in the common case of no cap at all. */
+	for (uint32_t i = 0; c->ttl_caps_used > 0 && i < CLIENT_TTL_CAPS; i++) {
 		struct ttl_cap *t = &c->ttl_caps[i];
 		if (t->used && t->session_id == session_id && (t->token == 0 || t->token == token) &&
-		    t->made_ns < sent_ns && strcmp(t->name, name) == 0)
+		    t->made_ns < sent_ns && strcmp(t->name, name) == 0) {
 			t->used = false;
+			c->ttl_caps_used--;
+		}
 	}
 }
 
 uint64_t client_ttl_cap_apply_locked(const struct hasp_client *c, const char *name, uint64_t token,
 				     uint64_t until_ns)
 {
-	for (uint32_t i = 0; i < CLIENT_TTL_CAPS; i++) {
+	for (uint32_t i = 0; c->ttl_caps_used > 0 && i < CLIENT_TTL_CAPS; i++) {
 		const struct ttl_cap *t = &c->ttl_caps[i];
 		/* A cap for any grant of the name (an ACQUIRE) binds only the
 		 * session that sent it; one for a token binds that grant. */
