@@ -5,8 +5,9 @@ runs on libhasp's asynchronous core: the client's file descriptor is
 registered with the event loop (add_reader), hasp_client_process() runs
 when it is readable or when hasp_client_timeout_ms() says so, and the
 completion callback resolves an asyncio future, on the loop's thread. That
-is acquire, release, connect, KV (get, put, cas, delete, range), read_lock,
-watch and unwatch; watch events are read on the loop too. So are
+is acquire (lock, try_lock), release, connect, KV (get, put, cas, delete,
+range), read_lock, watch and unwatch; watch events are read on the loop
+too. So are
 grant_lease, revoke_lease, check_token and a held lock's renew, check and
 release (AsyncLock). A task cancelled
 while it waits for a lock cancels the wait on the cluster
@@ -363,6 +364,42 @@ class AsyncClient:
         client.lock(...)`; the arguments of Client.lock."""
         return _LockRequest(self, name, ttl, kw)
 
+    async def try_lock(self, name: str, ttl: float = 10.0, **kw) -> Optional["AsyncLock"]:
+        """Client.try_lock: lock(blocking=False), the AsyncLock or None
+        when another client (or task or thread of this one) holds it;
+        never waits in the lock's queue."""
+        try:
+            return await self.lock(name, ttl, blocking=False, **kw)
+        except LockBusy:
+            return None
+
+    # ---- local state: no I/O, nothing to await (libhasp's mutex, taken
+    # for the copy, is never held across a wait) ----
+
+    @property
+    def session_id(self) -> int:
+        """Client.session_id: the session's id, 0 while none is open."""
+        return self.sync.session_id
+
+    def stats(self) -> dict:
+        """Client.stats: libhasp's counters of this client."""
+        return self.sync.stats()
+
+    @property
+    def on_lock_lost(self):
+        """Client.on_lock_lost: the default lock-lost callback of the
+        locks taken from now on."""
+        return self.sync.on_lock_lost
+
+    @on_lock_lost.setter
+    def on_lock_lost(self, fn):
+        self.sync.on_lock_lost = fn
+
+    @property
+    def lost_margin(self) -> float:
+        """Client.lost_margin (seconds)."""
+        return self.sync.lost_margin
+
     @_core_or("connect", Client.connect)
     async def connect(self):
         """Opens the session now (otherwise the first request does)."""
@@ -553,6 +590,16 @@ class AsyncWatch:
     def __init__(self, client, watch):
         self._client = client
         self.sync = watch
+
+    @property
+    def name(self) -> str:
+        """Watch.name: the watched name or prefix."""
+        return self.sync.name
+
+    @property
+    def prefix(self) -> bool:
+        """Watch.prefix: True for every name under `name`."""
+        return self.sync.prefix
 
     def __aiter__(self):
         return self

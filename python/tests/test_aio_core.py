@@ -53,6 +53,7 @@ async def every_call(a, b, name):
     await a.connect()
     assert a.sync.session_id != 0
     w = await a.watch(name + "/", prefix=True)
+    assert (w.name, w.prefix) == (name + "/", True)
     assert (await b.get(name + "/k")) is None
     r1 = await b.put(name + "/k", b"v1")
     ev = await next_event(w)
@@ -123,6 +124,98 @@ async def lease_and_token_calls(a, b, name):
         assert await a.check_token(name + "/r", again.token)
     with pytest.raises(hasp.InvalidArgument):
         await a.grant_lease(0)  # refused locally: nothing started
+
+
+async def try_lock_session_and_stats(a, b, name):
+    """try_lock, session_id and stats of the asyncio face, as the blocking
+    client's: a lock or None, never a wait in the lock's queue."""
+    await a.connect()
+    await b.connect()
+    assert a.session_id == a.sync.session_id != 0
+    assert b.session_id not in (0, a.session_id)
+    before = a.stats()
+    assert set(before) == set(a.sync.stats()) == set(_capi.STATS_FIELDS)
+
+    held = await b.try_lock(name, ttl=30.0)
+    assert isinstance(held, hasp.AsyncLock) and held.token > 0 and held.safe()
+    # The cluster names the holder by its session: b's, as b reports it.
+    info = await a.read_lock(name)
+    assert (info.token, info.holder_session_id) == (held.token, b.session_id)
+    assert await a.try_lock(name, ttl=30.0) is None  # busy: another client holds it
+    # TRY mode: nothing of a's is left in the lock's queue.
+    info = await b.read_lock(name)
+    assert (info.token, info.waiters, info.ours) == (held.token, 0, True)
+    with pytest.raises(hasp.InvalidArgument):
+        await a.try_lock(name, ttl=30.0, timeout=1.0)  # as Client.try_lock: no wait
+    await held.release()
+
+    mine = await a.try_lock(name, ttl=30.0)  # free again: a later grant
+    assert isinstance(mine, hasp.AsyncLock) and mine.token > held.token
+    info = await b.read_lock(name)
+    assert (info.token, info.holder_session_id) == (mine.token, a.session_id)
+    # Another task of the same client holds it: busy too (the local mutex).
+    assert await asyncio.ensure_future(a.try_lock(name, ttl=30.0)) is None
+    assert await b.try_lock(name, ttl=30.0) is None
+    async with mine:
+        pass
+    async with b.lock(name, ttl=30.0, blocking=False) as last:
+        assert last.token > mine.token
+
+    after = a.stats()
+    # a's requests since `before`: a lock read, 2 TRYs (one busy, one
+    # granted; the refused one and the local one sent nothing), a release.
+    assert after["tx_requests"] >= before["tx_requests"] + 4
+    assert after["rx_replies"] >= before["rx_replies"] + 4
+    assert all(after[k] >= before[k] for k in before)
+
+
+def test_try_lock_session_id_and_stats_on_the_core(cluster, name):
+    executor = NoExecutor()
+    run_with_executor(cluster, name, executor, try_lock_session_and_stats)
+    assert executor.jobs == []
+
+
+def test_try_lock_session_id_and_stats_fall_back_to_the_executor(cluster, name, monkeypatch):
+    monkeypatch.setattr(_capi, "ASYNC", set())
+    executor = CountingExecutor()
+    run_with_executor(cluster, name, executor, try_lock_session_and_stats)
+    # 2 connects, 3 read_locks, 3 releases (acquisition stays on the core).
+    assert len(executor.jobs) >= 8
+
+
+def test_session_id_is_zero_until_the_session_opens(cluster, name):
+    async def main():
+        a = hasp.AsyncClient(cluster, deadline=DEADLINE, keepalive=False)
+        try:
+            assert a.session_id == 0  # no request yet: no session
+            lock = await a.try_lock(name, ttl=30.0)  # opens it
+            assert a.session_id != 0
+            assert (await a.read_lock(name)).holder_session_id == a.session_id
+            await lock.release()
+        finally:
+            await a.close()
+    asyncio.run(main())
+
+
+def test_on_lock_lost_set_on_the_async_client_fires_for_its_locks(cluster, name):
+    """The client's default lock-lost callback, set through the asyncio
+    face after opening, fires for a lock taken later whose validity runs
+    out (no renewal); stats counts the loss."""
+    async def main():
+        async with hasp.AsyncClient(cluster, deadline=DEADLINE) as a:
+            lost = []
+            assert a.on_lock_lost is None and a.lost_margin == a.sync.lost_margin == 0.1
+            a.on_lock_lost = lost.append
+            assert a.sync.on_lock_lost == lost.append
+            lock = await a.try_lock(name, ttl=1.0, renew=False)
+            end = asyncio.get_running_loop().time() + DEADLINE  # a liveness bound
+            while not lost and asyncio.get_running_loop().time() < end:
+                await asyncio.sleep(0.02)
+            assert lost == [lock] and lock.lost and lock.lost_reason == "ETIMEDOUT"
+            if a.sync._lib_loss:  # libhasp's own lock-loss watch fired it
+                assert a.stats()["locks_lost"] == 1
+            await lock.release()  # lost: nothing to release, no error
+    asyncio.run(main())
 
 
 def run_with_executor(cluster, name, executor, scenario=every_call):
