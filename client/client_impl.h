@@ -511,6 +511,8 @@ void client_ttl_cap_clear_locked(struct hasp_client *c, const char *name, uint64
 				 uint64_t sent_ns, uint64_t session_id);
 uint64_t client_ttl_cap_apply_locked(const struct hasp_client *c, const char *name, uint64_t token,
 				     uint64_t until_ns);
+/* c->session_id was replaced: drops the caps that bound only the old one. */
+void client_ttl_caps_session_replaced_locked(struct hasp_client *c);
 
 /* Copies a C string name into wire bytes after checking it; -HASP_ENAME. */
 int client_name(const char *name, struct hasp_wire_bytes *out) __attribute__((warn_unused_result));

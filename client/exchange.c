@@ -871,6 +871,7 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
 		if (c->slots[i].state == PENDING_ABANDONED)
 			c->slots[i].state = PENDING_FREE;
 	}
+	client_ttl_caps_session_replaced_locked(c);
 	c->session_state = SESSION_OPEN;
 	c->stats.session_opens++;
 	if (c->group != NULL)

@@ -838,6 +838,103 @@ static void test_unanswered_shorter_renew_caps_the_validity(void **state)
 	responder_stop(&r);
 }
 
+/* A TTL of 1000 ms goes unanswered (ACQUIRE or RENEW: maybe applied), a
+ * CHECK ends the session (SESSION_EXPIRED), anything else is granted. */
+static void script_short_ttl_lost_check_expires(struct responder *r, int node,
+						const struct hasp_wire_msg *req,
+						const struct sockaddr_in *from, void *arg)
+{
+	(void)arg;
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	switch (req->hdr.opcode) {
+	case HASP_OP_ACQUIRE:
+		if (req->body.acquire.ttl_ms != 1000)
+			reply_granted(r, node, req, from, 7);
+		return;
+	case HASP_OP_RENEW:
+		if (req->body.renew.ttl_ms != 1000)
+			reply_granted(r, node, req, from, 7);
+		return;
+	case HASP_OP_CHECK:
+		reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
+		return;
+	default:
+		reply_status(r, node, req, from, HASP_STATUS_OK);
+	}
+}
+
+/* The caps of ended sessions must not fill the client's table (32
+ * entries): a full one caps every lock of the session, so a fresh
+ * session's one unanswered renew would cap a lock it never touched. */
+static void test_caps_of_ended_sessions_leave_room(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock a, b;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_short_ttl_lost_check_expires, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 100;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts lost = { .ttl_ms = 1000 };
+	struct hasp_acquire_opts opts = { .ttl_ms = 60000 };
+	for (int i = 0; i < 40; i++) {
+		/* An ACQUIRE cap of this session, then the session ends. */
+		assert_int_equal(hasp_client_acquire(c, "old", &lost, &a), -HASP_ETIMEDOUT);
+		uint64_t session = hasp_client_session_id(c);
+		assert_int_equal(hasp_client_check(c, "old", 7), -HASP_ESESSION);
+		assert_int_equal(hasp_client_connect(c), 0);
+		assert_int_not_equal(hasp_client_session_id(c), session);
+	}
+	assert_int_equal(hasp_client_acquire(c, "a", &opts, &a), 0);
+	assert_int_equal(hasp_client_acquire(c, "b", &opts, &b), 0);
+	assert_int_equal(hasp_client_renew(c, "a", 7, 1000, NULL), -HASP_ETIMEDOUT);
+	uint64_t after = clock_monotonic_ns();
+	assert_true(hasp_client_lock_valid_until(c, &a) <= after + 1000 * MS);
+	assert_true(hasp_client_lock_valid_until(c, &b) > after + 50000 * MS);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
+/* A lock with its own TTL outlives its session (CLIENT.md): the cap of a
+ * renew lost in the old session still binds it, and a renew of the same
+ * token answered in the new session, sent after the cap was made, ends
+ * the cap as it would in the old one. */
+static void test_renew_answered_in_a_new_session_ends_the_cap(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lock lock;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_short_ttl_lost_check_expires, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.deadline_ms = 100;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	struct hasp_acquire_opts opts = { .ttl_ms = 60000 };
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
+	assert_int_equal(hasp_client_renew(c, "job", 7, 1000, NULL), -HASP_ETIMEDOUT);
+	uint64_t after = clock_monotonic_ns();
+	assert_true(hasp_client_lock_valid_until(c, &lock) <= after + 1000 * MS);
+
+	uint64_t session = hasp_client_session_id(c);
+	assert_int_equal(hasp_client_check(c, "job", 7), -HASP_ESESSION);
+	assert_int_equal(hasp_client_connect(c), 0);
+	assert_int_not_equal(hasp_client_session_id(c), session);
+	/* The session ended, the lock did not: still capped. */
+	assert_true(hasp_client_lock_valid_until(c, &lock) <= after + 1000 * MS);
+
+	struct hasp_lock renewed = lock;
+	assert_int_equal(hasp_client_renew(c, "job", 7, 60000, &renewed), 0);
+	assert_true(hasp_client_lock_valid_until(c, &renewed) > after + 50000 * MS);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void test_validity_deadline_counts_from_first_send_minus_drift(void **state)
 {
 	static struct slow_grant s = { 0 };
@@ -2111,6 +2208,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_wait_timeout_bounds_unanswered_rereads, responder_teardown),
 		cmocka_unit_test_teardown(test_validity_deadline_counts_from_first_send_minus_drift, responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_shorter_renew_caps_the_validity, responder_teardown),
+		cmocka_unit_test_teardown(test_caps_of_ended_sessions_leave_room, responder_teardown),
+		cmocka_unit_test_teardown(test_renew_answered_in_a_new_session_ends_the_cap,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_follows_more_across_datagrams, responder_teardown),
 		cmocka_unit_test_teardown(test_malformed_and_stray_datagrams_are_counted_and_ignored, responder_teardown),
 		cmocka_unit_test_teardown(test_session_expired_is_reported_and_next_call_opens_new_session, responder_teardown),
