@@ -7,6 +7,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <linux/if_packet.h>
 
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -47,6 +51,42 @@ static uint32_t port_mbuf_count(const struct port *p, const struct port_config *
 	while (pow - 1 < n)
 		pow <<= 1;
 	return pow - 1;
+}
+
+/* net_af_packet opens one packet socket per queue pair when its vdev is
+ * probed (rte_eal_init) and keeps it until the port is closed; it does not
+ * say which descriptors those are, so they are found here, once, as this
+ * process's AF_PACKET raw sockets (nothing else in it opens one). */
+static void port_find_packet_fds(struct port *p)
+{
+	struct rlimit lim;
+	int max = 1024;
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 65536)
+		max = (int)lim.rlim_cur;
+	for (int fd = 0; fd < max && p->packet_fd_count < PORT_QUEUES_MAX; fd++) {
+		int domain = 0, type = 0;
+		socklen_t len = sizeof(domain);
+		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_PACKET)
+			continue;
+		len = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_RAW)
+			p->packet_fds[p->packet_fd_count++] = fd;
+	}
+	LOG_INFO(dataplane, "port=%u driver=net_af_packet packet sockets=%u (kernel RX drops read from them)",
+		 p->port_id, p->packet_fd_count);
+}
+
+/* Adds the frames each packet socket's kernel side dropped since the last
+ * read (its RX ring was full: the lcore did not drain it in time). */
+static void port_read_packet_drops(struct port *p)
+{
+	for (uint32_t i = 0; i < p->packet_fd_count; i++) {
+		struct tpacket_stats_v3 st; /* the larger layout: V2 fills a prefix */
+		socklen_t len = sizeof(st);
+		memset(&st, 0, sizeof(st));
+		if (getsockopt(p->packet_fds[i], SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+			p->packet_drops += st.tp_drops;
+	}
 }
 
 int port_open(struct port *p, const struct port_config *cfg)
@@ -170,6 +210,8 @@ int port_open(struct port *p, const struct port_config *cfg)
 		LOG_ERROR(dataplane, "start port=%u: %s", p->port_id, rte_strerror(-rc));
 		goto fail_pool;
 	}
+	if (strcmp(p->driver, "net_af_packet") == 0)
+		port_find_packet_fds(p);
 	LOG_INFO(dataplane,
 		 "port=%u driver=%s queues=%u rxd=%u txd=%u mbufs=%u rss=%d rx_csum=%d tx_csum=%d promisc=%d",
 		 p->port_id, p->driver, p->queue_count, p->rxd_count, p->txd_count, p->mbuf_count,
@@ -191,4 +233,20 @@ void port_close(struct port *p)
 	(void)rte_eth_dev_close(p->port_id);
 	rte_mempool_free(p->pool);
 	p->pool = NULL;
+}
+
+int port_stats_read(struct port *p, struct dp_port_stats *out)
+{
+	struct rte_eth_stats st;
+
+	HASP_ASSERT(p != NULL && out != NULL);
+	memset(out, 0, sizeof(*out));
+	if (p->pool == NULL || rte_eth_stats_get(p->port_id, &st) != 0)
+		return -HASP_EIO;
+#define PORT_STATS_COPY(name, eth_field, help) out->name = st.eth_field;
+	DP_PORT_STATS_TABLE(PORT_STATS_COPY)
+#undef PORT_STATS_COPY
+	port_read_packet_drops(p);
+	out->rx_missed += p->packet_drops;
+	return 0;
 }
