@@ -5,8 +5,12 @@
  */
 #include "dataplane/port.h"
 
+#include <fcntl.h>
+#include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -87,6 +91,25 @@ static void port_read_packet_drops(struct port *p)
 		if (getsockopt(p->packet_fds[i], SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
 			p->packet_drops += st.tp_drops;
 	}
+}
+
+/* The tap interface's kernel TX drops (frames the kernel could not queue
+ * to the tap's reader: us); open/read, no stdio (this runs on the lcore,
+ * where nothing may allocate). False when unreadable. */
+static bool port_tap_drops(const struct port *p, uint64_t *drops)
+{
+	char path[96], buf[32];
+	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/tx_dropped", p->tap_ifname);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	*drops = strtoull(buf, NULL, 10);
+	return true;
 }
 
 int port_open(struct port *p, const struct port_config *cfg)
@@ -212,6 +235,10 @@ int port_open(struct port *p, const struct port_config *cfg)
 	}
 	if (strcmp(p->driver, "net_af_packet") == 0)
 		port_find_packet_fds(p);
+	if (strcmp(p->driver, "net_tap") == 0 && info.if_index != 0 &&
+	    if_indextoname(info.if_index, p->tap_ifname) != NULL &&
+	    !port_tap_drops(p, &p->tap_drops_at_open))
+		p->tap_ifname[0] = '\0'; /* no sysfs to read: rx_missed stays the PMD's */
 	LOG_INFO(dataplane,
 		 "port=%u driver=%s queues=%u rxd=%u txd=%u mbufs=%u rss=%d rx_csum=%d tx_csum=%d promisc=%d",
 		 p->port_id, p->driver, p->queue_count, p->rxd_count, p->txd_count, p->mbuf_count,
@@ -248,5 +275,8 @@ int port_stats_read(struct port *p, struct dp_port_stats *out)
 #undef PORT_STATS_COPY
 	port_read_packet_drops(p);
 	out->rx_missed += p->packet_drops;
+	uint64_t tap_drops;
+	if (p->tap_ifname[0] != '\0' && port_tap_drops(p, &tap_drops) && tap_drops >= p->tap_drops_at_open)
+		out->rx_missed += tap_drops - p->tap_drops_at_open;
 	return 0;
 }

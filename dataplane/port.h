@@ -51,6 +51,10 @@ struct port {
 	int packet_fds[PORT_QUEUES_MAX];
 	uint32_t packet_fd_count;
 	uint64_t packet_drops;
+	/* net_tap: the tap interface, whose kernel side counts the frames it
+	 * could not queue to us as its own TX drops (the PMD does not). */
+	char tap_ifname[16];
+	uint64_t tap_drops_at_open;
 };
 
 /* Returns 0, -HASP_ENOENT (no such port), -HASP_ECONFIG (too many queues,
@@ -60,7 +64,8 @@ void port_close(struct port *p);
 
 /* The port's own counters (rte_eth_stats_get; on net_af_packet rx_missed
  * is the kernel's count of frames dropped because a queue's RX ring was
- * full, a getsockopt per queue). For the admin path, at most every second
+ * full, a getsockopt per queue; on net_tap the tap interface's TX drops
+ * since the port opened, a read of its sysfs counter). For the admin path, at most every second
  * or so, never per packet, and from one thread only (it accumulates the
  * kernel's drops); the PMD's counters it only reads, so the lcores may
  * receive meanwhile. Returns 0 or -HASP_EIO (out zeroed). */

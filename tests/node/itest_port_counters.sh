@@ -1,10 +1,11 @@
 #!/bin/bash
 # The port's own counters (docs/OPERATIONS.md "Port counters") on a real
-# node behind net_af_packet: every hasp_port_*_total series is in /metrics
-# and under "port" in the SIGUSR1 stats; rx_packets rises with requests;
-# frames the kernel dropped because the node did not drain its RX ring
-# (the node stopped with SIGSTOP while 3,000 datagrams arrive, more than
-# the ring's 512 frames) show in rx_missed, which had no counter at all.
+# node behind net_af_packet or net_tap (HASP_PORT): every hasp_port_*_total
+# series is in /metrics and under "port" in the SIGUSR1 stats; rx_packets
+# rises with requests; frames the kernel dropped because the node did not
+# drain its port (the node stopped with SIGSTOP while 3,000 datagrams
+# arrive, more than af_packet's 512-frame ring or the tap's 1,000-frame
+# queue) show in rx_missed, which had no counter at all.
 #   itest_port_counters.sh <build dir> <source dir>
 set -eu
 build=$1 src=$2
