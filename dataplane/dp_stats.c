@@ -63,3 +63,29 @@ void dp_stats_visit(const struct dp_stats *stats,
 	DP_STATS_TABLE(DP_STATS_VISIT)
 #undef DP_STATS_VISIT
 }
+
+size_t dp_port_stats_format_json(const struct dp_port_stats *stats, char *buf, size_t buf_size)
+{
+	size_t used = 0;
+	int n;
+
+	HASP_ASSERT(stats != NULL && buf != NULL);
+	HASP_ASSERT(buf_size > 0);
+	const char *sep = "{";
+#define DP_PORT_STATS_JSON(name, eth_field, help)                                             \
+	n = snprintf(buf + used, buf_size - used, "%s\"%s\":%llu", sep, #name,                \
+		     (unsigned long long)stats->name);                                        \
+	if (n < 0 || (size_t)n >= buf_size - used)                                            \
+		goto overflow;                                                                \
+	used += (size_t)n;                                                                    \
+	sep = ",";
+	DP_PORT_STATS_TABLE(DP_PORT_STATS_JSON)
+#undef DP_PORT_STATS_JSON
+	n = snprintf(buf + used, buf_size - used, "}");
+	if (n < 0 || (size_t)n >= buf_size - used)
+		goto overflow;
+	return used + (size_t)n;
+overflow:
+	buf[0] = '\0';
+	return 0;
+}

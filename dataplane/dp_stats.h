@@ -74,6 +74,28 @@ struct dp_stats {
 #undef DP_STATS_FIELD
 };
 
+/* The port's own counters, as its PMD reports them (rte_eth_stats_get,
+ * dataplane/port.c): frames the kernel or the NIC dropped before any lcore
+ * read them are only seen here. X(name, rte_eth_stats field, help). Which
+ * ones a PMD fills: docs/OPERATIONS.md "Port counters". */
+#define DP_PORT_STATS_TABLE(X)                                                                \
+	X(rx_packets, ipackets, "frames the port delivered to the dataplane (PMD count)")        \
+	X(tx_packets, opackets, "frames the port sent (PMD count)")                              \
+	X(rx_missed, imissed, "frames dropped before the dataplane read them (RX ring full)")   \
+	X(rx_errors, ierrors, "erroneous frames the port received")                              \
+	X(rx_nombuf, rx_nombuf, "RX mbuf allocation failures")                                   \
+	X(tx_errors, oerrors, "frames the port failed to send")
+
+struct dp_port_stats {
+#define DP_PORT_STATS_FIELD(name, eth_field, help) uint64_t name;
+	DP_PORT_STATS_TABLE(DP_PORT_STATS_FIELD)
+#undef DP_PORT_STATS_FIELD
+};
+
+/* Writes the port counters as one JSON object ({"rx_packets":1,...}).
+ * Returns the length written (without the NUL), or 0 if it does not fit. */
+size_t dp_port_stats_format_json(const struct dp_port_stats *stats, char *buf, size_t buf_size);
+
 /* total += one, field by field. */
 void dp_stats_add(struct dp_stats *total, const struct dp_stats *one);
 

@@ -5,8 +5,16 @@
  */
 #include "dataplane/port.h"
 
+#include <fcntl.h>
+#include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <linux/if_packet.h>
 
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -47,6 +55,61 @@ static uint32_t port_mbuf_count(const struct port *p, const struct port_config *
 	while (pow - 1 < n)
 		pow <<= 1;
 	return pow - 1;
+}
+
+/* net_af_packet opens one packet socket per queue pair when its vdev is
+ * probed (rte_eal_init) and keeps it until the port is closed; it does not
+ * say which descriptors those are, so they are found here, once, as this
+ * process's AF_PACKET raw sockets (nothing else in it opens one). */
+static void port_find_packet_fds(struct port *p)
+{
+	struct rlimit lim;
+	int max = 1024;
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 65536)
+		max = (int)lim.rlim_cur;
+	for (int fd = 0; fd < max && p->packet_fd_count < PORT_QUEUES_MAX; fd++) {
+		int domain = 0, type = 0;
+		socklen_t len = sizeof(domain);
+		if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_PACKET)
+			continue;
+		len = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_RAW)
+			p->packet_fds[p->packet_fd_count++] = fd;
+	}
+	LOG_INFO(dataplane, "port=%u driver=net_af_packet packet sockets=%u (kernel RX drops read from them)",
+		 p->port_id, p->packet_fd_count);
+}
+
+/* Adds the frames each packet socket's kernel side dropped since the last
+ * read (its RX ring was full: the lcore did not drain it in time). */
+static void port_read_packet_drops(struct port *p)
+{
+	for (uint32_t i = 0; i < p->packet_fd_count; i++) {
+		struct tpacket_stats_v3 st; /* the larger layout: V2 fills a prefix */
+		socklen_t len = sizeof(st);
+		memset(&st, 0, sizeof(st));
+		if (getsockopt(p->packet_fds[i], SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+			p->packet_drops += st.tp_drops;
+	}
+}
+
+/* The tap interface's kernel TX drops (frames the kernel could not queue
+ * to the tap's reader: us); open/read, no stdio (this runs on the lcore,
+ * where nothing may allocate). False when unreadable. */
+static bool port_tap_drops(const struct port *p, uint64_t *drops)
+{
+	char path[96], buf[32];
+	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/tx_dropped", p->tap_ifname);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	*drops = strtoull(buf, NULL, 10);
+	return true;
 }
 
 int port_open(struct port *p, const struct port_config *cfg)
@@ -170,6 +233,12 @@ int port_open(struct port *p, const struct port_config *cfg)
 		LOG_ERROR(dataplane, "start port=%u: %s", p->port_id, rte_strerror(-rc));
 		goto fail_pool;
 	}
+	if (strcmp(p->driver, "net_af_packet") == 0)
+		port_find_packet_fds(p);
+	if (strcmp(p->driver, "net_tap") == 0 && info.if_index != 0 &&
+	    if_indextoname(info.if_index, p->tap_ifname) != NULL &&
+	    !port_tap_drops(p, &p->tap_drops_at_open))
+		p->tap_ifname[0] = '\0'; /* no sysfs to read: rx_missed stays the PMD's */
 	LOG_INFO(dataplane,
 		 "port=%u driver=%s queues=%u rxd=%u txd=%u mbufs=%u rss=%d rx_csum=%d tx_csum=%d promisc=%d",
 		 p->port_id, p->driver, p->queue_count, p->rxd_count, p->txd_count, p->mbuf_count,
@@ -191,4 +260,23 @@ void port_close(struct port *p)
 	(void)rte_eth_dev_close(p->port_id);
 	rte_mempool_free(p->pool);
 	p->pool = NULL;
+}
+
+int port_stats_read(struct port *p, struct dp_port_stats *out)
+{
+	struct rte_eth_stats st;
+
+	HASP_ASSERT(p != NULL && out != NULL);
+	memset(out, 0, sizeof(*out));
+	if (p->pool == NULL || rte_eth_stats_get(p->port_id, &st) != 0)
+		return -HASP_EIO;
+#define PORT_STATS_COPY(name, eth_field, help) out->name = st.eth_field;
+	DP_PORT_STATS_TABLE(PORT_STATS_COPY)
+#undef PORT_STATS_COPY
+	port_read_packet_drops(p);
+	out->rx_missed += p->packet_drops;
+	uint64_t tap_drops;
+	if (p->tap_ifname[0] != '\0' && port_tap_drops(p, &tap_drops) && tap_drops >= p->tap_drops_at_open)
+		out->rx_missed += tap_drops - p->tap_drops_at_open;
+	return 0;
 }

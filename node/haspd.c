@@ -44,6 +44,7 @@ static struct dp haspd_dp;
 static struct node haspd_node;
 static struct node_admin haspd_admin; /* control plane: docs/CONTROL.md */
 static uint64_t haspd_dp_sum_ns;
+static uint64_t haspd_port_read_ns; /* next read of the port counters */
 static struct node_config haspd_cfg;
 static struct dp_lcore *haspd_lcore; /* the lcore in whose handler or hook we are */
 static volatile sig_atomic_t stop_requested;
@@ -126,14 +127,22 @@ static void dump_stats(bool at_exit)
 	dp_stats_sum(&haspd_dp, &dps);
 	char dbuf[4096];
 	size_t dn = dp_stats_format_json(&dps, dbuf, sizeof(dbuf));
+	/* The port's own counters under "port" (read now: this is not the
+	 * packet path). */
+	struct dp_port_stats ps;
+	if (port_stats_read(&haspd_dp.port, &ps) != 0)
+		ps = haspd_admin.port; /* the port is closed: its last reading */
+	char pbuf[512];
+	size_t pn = dp_port_stats_format_json(&ps, pbuf, sizeof(pbuf));
 	struct hasp_alloc_stats alloc;
 	hasp_alloc_stats_get(&alloc);
-	if (dn > 1 && n + dn + 64 < sizeof(buf)) {
+	if (dn > 1 && pn > 1 && n + dn + pn + 80 < sizeof(buf)) {
 		while (dn > 0 && (dbuf[dn - 1] == '\n' || dbuf[dn - 1] == '}'))
 			dn--;
 		n -= 2; /* "}\n" */
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, ",\"dp\":%.*s},\"alloc_forbidden\":%llu}\n",
-				      (int)dn, dbuf, (unsigned long long)alloc.forbidden_count);
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+				      ",\"dp\":%.*s},\"port\":%.*s,\"alloc_forbidden\":%llu}\n", (int)dn,
+				      dbuf, (int)pn, pbuf, (unsigned long long)alloc.forbidden_count);
 	}
 	if (haspd_cfg.stats_file[0] != '\0') {
 		char tmp[NODE_PATH_SIZE + 8];
@@ -177,6 +186,14 @@ static bool work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, vo
 		dp_stats_sum(&haspd_dp, &dps);
 		dpp = &dps;
 		haspd_dp_sum_ns = now_ns + 10000000ull;
+	}
+	/* The port's counters (a system call per queue on net_af_packet):
+	 * every second, off the per-packet path. */
+	if (now_ns >= haspd_port_read_ns) {
+		struct dp_port_stats ps;
+		if (port_stats_read(&haspd_dp.port, &ps) == 0)
+			haspd_admin.port = ps;
+		haspd_port_read_ns = now_ns + 1000000000ull;
 	}
 	did |= node_admin_work(&haspd_admin, now_ns, dpp, deadline_ns);
 	return did;

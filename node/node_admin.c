@@ -1028,6 +1028,14 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 		rc = -HASP_EFULL;
 	DP_STATS_TABLE(NODE_ADMIN_DP)
 #undef NODE_ADMIN_DP
+	/* The port's own counters (struct dp_port_stats, docs/OPERATIONS.md
+	 * "Port counters"): hasp_port_<name>_total. */
+#define NODE_ADMIN_PORT(name, eth_field, help)                                                \
+	if (rc == 0 && metrics_counter_ref(control_metrics(&na->ctl), "hasp_port_" #name "_total", \
+					   "Port: " help ".", NULL, 0, &na->port.name) == NULL)      \
+		rc = -HASP_EFULL;
+	DP_PORT_STATS_TABLE(NODE_ADMIN_PORT)
+#undef NODE_ADMIN_PORT
 	static const struct metrics_label reload_ok[] = { { "result", "ok" } };
 	static const struct metrics_label reload_failed[] = { { "result", "failed" } };
 	static const char reload_help[] =

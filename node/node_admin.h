@@ -55,6 +55,7 @@ struct node_admin {
 	uint64_t seen_rtt_samples[NODE_MEMBERS_MAX];
 	uint64_t seen_rtt_member[NODE_MEMBERS_MAX];
 	struct dp_stats dp;                   /* summed by the caller, or zero */
+	struct dp_port_stats port;            /* read by the caller (haspd: every second), or zero */
 	struct node_admin_deferred deferred[NODE_ADMIN_DEFERRED_MAX];
 };
 

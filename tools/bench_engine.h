@@ -126,6 +126,7 @@ struct bench_errors {
 	uint64_t rewatches;       /* burst: WATCH sent again after a leader change */
 	uint64_t storm_waiters_missing;  /* storm: locks whose waiter was not granted */
 	uint64_t storm_watchers_missing; /* storm: locks whose watcher's last event is not that grant */
+	uint64_t closes_unanswered; /* SESSION_CLOSEs given up: those sessions stay open until their TTL */
 };
 
 struct bench_result {

@@ -25,7 +25,8 @@
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
 #define REACQUIRE_MAX 8u             /* fresh ACQUIREs after a wait found the lock free */
 #define BURST_ROUND_NS 2000000000ull /* a burst round's base time limit */
-#define CLOSE_PHASE_NS 1000000000ull /* SESSION_CLOSE answers waited for, at most */
+#define CLOSE_PHASE_NS 2000000000ull /* SESSION_CLOSE answers waited for: at least this */
+#define CLOSES_INFLIGHT_MAX 256u      /* SESSION_CLOSEs at once (each a committed command) */
 #define STORM_SETUP_NS 30000000000ull  /* storm: holders acquire, waiters queue, at most */
 #define STORM_VERDICT_NS 5000000000ull /* storm: after the window, every lock told (at least) */
 
@@ -39,7 +40,7 @@ enum client_state {
 	C_RELEASE,  /* RELEASE in flight */
 	C_OP,       /* single-request operation (keepalive, KV) in flight */
 	C_WATCHING, /* burst watcher: WATCH registered */
-	C_CLOSING,
+	C_CLOSING,  /* SESSION_CLOSE in flight, or (opcode 0) still to send */
 	C_DONE,     /* closed, or failed to open */
 };
 

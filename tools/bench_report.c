@@ -87,6 +87,7 @@ static const struct error_field error_fields[] = {
 	ERR(wait_rereads), ERR(wait_timeouts), ERR(notify_missing), ERR(arrivals_dropped),
 	ERR(send_errors), ERR(session_reopens), ERR(sessions_failed), ERR(unfinished),
 	ERR(failed_ops), ERR(rewatches), ERR(storm_waiters_missing), ERR(storm_watchers_missing),
+	ERR(closes_unanswered),
 };
 #undef ERR
 

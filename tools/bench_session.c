@@ -397,7 +397,9 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 	if (status == HASP_STATUS_SESSION_EXPIRED) {
 		/* Everything this session held is gone; its operation failed. */
 		e->res->err.session_reopens++;
-		if (c->state != C_OPENING && c->state != C_CLOSING) {
+		if (c->state == C_CLOSING)
+			c->state = C_DONE; /* closed by its expiry */
+		if (c->state != C_OPENING && c->state != C_DONE) {
 			if (c->measured)
 				e->res->err.failed_ops++;
 			bench_session_open(e, index);
@@ -592,6 +594,7 @@ void bench_session_scan_timers(struct bench_engine *e)
 				bool measured = c->measured && state != C_OPENING && state != C_CLOSING;
 				c->opcode = 0;
 				if (state == C_CLOSING) {
+					e->res->err.closes_unanswered++;
 					c->state = C_DONE;
 					continue;
 				}

@@ -8,14 +8,47 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "SKIP: needs root (creates a network namespace, a bridge and taps)"
 	exit 77
 fi
-tag=$(($$ % 90 + 10))
+# itest_claim_tag [first]: claims a tag 10..99 for this run's names
+# (hct<tag>, its namespace hasp-hct<tag>, DPDK prefixes hct<tag>-n<N>,
+# subnet 10.77.<tag+100>) and sets itest_tag. Candidates are tried from
+# `first` on (default $$ % 90 + 10; HASP_ITEST_TAG forces it, for
+# tests/node/itest_tags.sh); a tag is ours once flock(1) takes its lock
+# file without waiting, which is atomic between concurrent runs (a PID
+# modulo 90 alone is not: two runs can meet, and subshells share $$). The
+# lock lives on an open descriptor of this shell (and of the children that
+# inherit it), so it goes away with them however the run ends: no stale
+# claim after a kill -9. The lock files stay (empty, in /run/lock):
+# unlinking one while another run may be opening it would let two runs
+# lock two different files of one name. A tag whose namespace or DPDK
+# runtime directory exists is skipped too: a run that does not take the
+# lock (an older checkout) or a crashed one may still hold those.
+itest_lock_dir=/run/lock
+itest_claim_tag() {
+	local first=${1:-$(($$ % 90 + 10))} i t fd
+	for i in $(seq 0 89); do
+		t=$(((first - 10 + i) % 90 + 10))
+		exec {fd}>"$itest_lock_dir/hasp-itest-hct$t.lock" || continue
+		if flock -n "$fd" &&
+			! ip netns list | awk '{print $1}' | grep -qx "hasp-hct$t" &&
+			! ls -d /var/run/dpdk/"hct$t"-* >/dev/null 2>&1; then
+			itest_tag=$t
+			return 0
+		fi
+		exec {fd}>&-
+	done
+	echo "FAIL: no free itest tag in 10..99 (every lock held or namespace present)"
+	return 1
+}
+itest_claim_tag "${HASP_ITEST_TAG:-}" || exit 1
+tag=$itest_tag
 export HASP_NET_NAME="hct$tag"
 export HASP_BUILD=$build
 export HASP_CLUSTER_DIR=$(mktemp -d /tmp/hasp-itest-node.XXXXXX)
 # Clients authenticate as the cluster's "local" identity (scripts/cluster).
 export HASP_ID=local HASP_KEY_FILE=$HASP_CLUSTER_DIR/client.key
 # The cluster has a namespace of its own, so the subnet cannot meet
-# another's; the tag only keeps names apart.
+# another's; derived from the claimed tag all the same, so that a
+# --root-ns run (itest_single.sh) cannot meet another either.
 subnet="10.77.$((tag + 100))"
 export HASP_SUBNET=$subnet
 cluster="$src/scripts/cluster"

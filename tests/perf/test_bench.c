@@ -59,6 +59,12 @@ struct toy {
 	bool silent_acquire; /* never answers ACQUIRE */
 	bool hide_handoff;   /* watchers are not told of a hand-off grant (a lost event) */
 	uint64_t first_nonce; /* of the first SESSION_OPEN seen */
+	/* SESSION_CLOSE: unanswered for close_silent_ns after the first one
+	 * (UINT64_MAX: never answered); the sessions whose close was answered */
+	uint64_t close_silent_ns;
+	uint64_t first_close_ns;
+	uint64_t closed[TOY_SESSIONS];
+	uint32_t closed_count;
 	uint64_t dropped_seq[4096];
 	uint32_t dropped_count;
 	struct sockaddr_in client;
@@ -140,6 +146,20 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 	T.by_op[req->hdr.opcode % 64]++;
 	if (req->hdr.opcode == HASP_OP_SESSION_OPEN && T.first_nonce == 0)
 		T.first_nonce = req->body.session_open.client_nonce;
+	if (req->hdr.opcode == HASP_OP_SESSION_CLOSE) {
+		uint64_t now = clock_monotonic_ns();
+		if (T.first_close_ns == 0)
+			T.first_close_ns = now;
+		if (T.close_silent_ns == UINT64_MAX || now - T.first_close_ns < T.close_silent_ns) {
+			pthread_mutex_unlock(&T.mu);
+			return;
+		}
+		bool known = false;
+		for (uint32_t i = 0; i < T.closed_count; i++)
+			known |= T.closed[i] == req->hdr.session_id;
+		if (!known && T.closed_count < TOY_SESSIONS)
+			T.closed[T.closed_count++] = req->hdr.session_id;
+	}
 	if (req->hdr.opcode == HASP_OP_ACQUIRE && T.silent_acquire) {
 		pthread_mutex_unlock(&T.mu);
 		return;
@@ -856,6 +876,57 @@ static void test_unanswered_request_reopens_the_session(void **state)
 	bench_result_deinit(&res);
 }
 
+/* The close phase waits for every SESSION_CLOSE to be answered, resending
+ * them, for as long as a close's --deadline: here the cluster stays silent
+ * to closes for 1.5 s (it had given up after 1 s, leaving every session
+ * open on the cluster until its TTL). */
+static void test_close_phase_waits_for_every_close(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	T.close_silent_ns = 1500000000ull;
+	config(&cfg);
+	cfg.clients = 64;
+	cfg.keys = 64;
+	cfg.count_max = 200;
+	cfg.request_timeout_ms = 50;
+	cfg.request_deadline_ms = 10000;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run(&cfg, &res), 0);
+	responder_stop(&R);
+	assert_int_equal(res.sessions, 64);
+	assert_int_equal(T.closed_count, 64);
+	assert_int_equal(res.err.closes_unanswered, 0);
+	assert_true(res.err.retransmits >= 64); /* the closes were resent */
+	bench_result_deinit(&res);
+}
+
+/* Closes never answered are given up at their deadline and counted. */
+static void test_unanswered_closes_are_counted(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	T.close_silent_ns = UINT64_MAX;
+	config(&cfg);
+	cfg.clients = 8;
+	cfg.count_max = 50;
+	cfg.request_timeout_ms = 20;
+	cfg.request_deadline_ms = 200;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run(&cfg, &res), 0);
+	responder_stop(&R);
+	assert_int_equal(res.sessions, 8);
+	assert_int_equal(T.closed_count, 0);
+	assert_int_equal(res.err.closes_unanswered, 8);
+	bench_result_deinit(&res);
+}
+
 static void test_config_refuses_unbounded_and_bad_names(void **state)
 {
 	struct bench_config cfg;
@@ -1159,6 +1230,8 @@ int main(int argc, char **argv)
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_unanswered_request_reopens_the_session,
 					  responder_teardown),
+		cmocka_unit_test_teardown(test_close_phase_waits_for_every_close, responder_teardown),
+		cmocka_unit_test_teardown(test_unanswered_closes_are_counted, responder_teardown),
 		cmocka_unit_test(test_config_refuses_unbounded_and_bad_names),
 		cmocka_unit_test(test_config_refuses_bad_storms),
 		cmocka_unit_test(test_json_checker_refuses_broken_json),
