@@ -358,7 +358,7 @@ void hasp_client_stats_get(struct hasp_client *c, struct hasp_client_stats *stat
 
 struct lease_entry *client_lease_find_locked(struct hasp_client *c, uint64_t lease_id)
 {
-	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
+	for (uint32_t i = 0; c->leases_used > 0 && i < HASP_CLIENT_LEASES_MAX; i++) {
 		if (c->leases[i].used && c->leases[i].lease_id == lease_id)
 			return &c->leases[i];
 	}
@@ -376,6 +376,7 @@ void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t
 			memset(l, 0, sizeof(*l));
 			l->used = true;
 			l->lease_id = lease_id;
+			c->leases_used++;
 		}
 	}
 	if (l == NULL)

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/auth.h"
@@ -126,11 +127,16 @@ struct client_req {
 	uint32_t ttl_change_ms;
 	uint64_t ttl_token; /* RENEW's token; 0 for ACQUIRE */
 	char ttl_name[HASP_CLIENT_NAME_BUF];
+	/* Last, in this order: client_req_init and client_op_new zero
+	 * everything before `bytes` and leave the buffers as they are. */
 	size_t size;
 	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
 	size_t reply_size;
 	uint8_t reply[HASP_DATAGRAM_SIZE_MAX]; /* the final reply, DONE with rc >= 0 */
 };
+_Static_assert(offsetof(struct client_req, reply) + HASP_DATAGRAM_SIZE_MAX + sizeof(size_t) >
+		       sizeof(struct client_req),
+	       "client_op_new: the reply buffer is client_req's last member");
 
 enum op_kind {
 	OP_SIMPLE = 0,
@@ -368,6 +374,7 @@ struct hasp_client {
 	struct waiter *waiters;
 
 	struct lease_entry leases[HASP_CLIENT_LEASES_MAX];
+	uint32_t leases_used; /* entries of `leases` with `used`: 0 skips the scans per process call */
 	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
 	uint32_t kept_count;
 	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */

@@ -24,8 +24,10 @@ static void lease_forget(struct hasp_client *c, uint64_t lease_id)
 {
 	pthread_mutex_lock(&c->mu);
 	struct lease_entry *l = client_lease_find_locked(c, lease_id);
-	if (l != NULL)
+	if (l != NULL) {
 		l->used = false;
+		c->leases_used--;
+	}
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -356,7 +356,7 @@ uint64_t client_keepalive_next_locked(const struct hasp_client *c)
 		next = c->session_last_ok_send_ns + (uint64_t)c->session_ttl_ms * NS_PER_MS / 3;
 	if (session_reopen_due_locked(c))
 		next = 0; /* now */
-	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
+	for (uint32_t i = 0; c->leases_used > 0 && i < HASP_CLIENT_LEASES_MAX; i++) {
 		const struct lease_entry *l = &c->leases[i];
 		uint64_t due = l->last_ok_send_ns + (uint64_t)l->ttl_ms * NS_PER_MS / 3;
 		if (l->used && !l->busy && due < next)
@@ -377,7 +377,9 @@ void client_keepalive_async(struct hasp_client *c)
 		  now >= c->session_last_ok_send_ns + (uint64_t)c->session_ttl_ms * NS_PER_MS / 3;
 	reopen = session_reopen_due_locked(c);
 	c->session_ka_busy |= session || reopen;
-	for (uint32_t i = 0; i < HASP_CLIENT_LEASES_MAX; i++) {
+	/* Once per process call of every client of a group: the count
+	 * spares the walk (12 cache lines) when the client keeps no lease. */
+	for (uint32_t i = 0; c->leases_used > 0 && i < HASP_CLIENT_LEASES_MAX; i++) {
 		struct lease_entry *l = &c->leases[i];
 		if (l->used && !l->busy &&
 		    now >= l->last_ok_send_ns + (uint64_t)l->ttl_ms * NS_PER_MS / 3) {

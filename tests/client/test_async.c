@@ -628,6 +628,72 @@ static void test_loop_reopens_a_lost_session_for_its_watches(void **state)
 	responder_stop(&r);
 }
 
+static void script_lease(struct responder *r, int node, const struct hasp_wire_msg *req,
+			 const struct sockaddr_in *from, void *arg)
+{
+	struct hasp_wire_msg rep;
+	(void)arg;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	if (req->hdr.opcode == HASP_OP_LEASE_GRANT || req->hdr.opcode == HASP_OP_LEASE_KEEPALIVE) {
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.lease_ok.lease_id = 7;
+		rep.body.lease_ok.ttl_ms = 90;
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	reply_status(r, node, req, from, HASP_STATUS_OK);
+}
+
+/* Turns the loop until the responder has seen `want` requests of `opcode`
+ * (bounded in turns and in time). */
+static void loop_until_seen(struct hasp_client *c, struct responder *r, uint8_t opcode,
+			    uint32_t want)
+{
+	uint64_t give_up = clock_monotonic_ns() + 20000000000ull;
+
+	for (int turn = 0; turn < LOOP_TURNS_MAX && responder_count(r, opcode, -1) < want &&
+			   clock_monotonic_ns() < give_up;
+	     turn++) {
+		struct pollfd pfd = { .fd = hasp_client_fd(c), .events = POLLIN };
+		int timeout = hasp_client_timeout_ms(c);
+		assert_true(timeout >= 0); /* the session's keepalive is always due */
+		assert_true(poll(&pfd, 1, timeout) >= 0);
+		assert_int_equal(hasp_client_process(c, NULL), 0);
+	}
+	assert_true(responder_count(r, opcode, -1) >= want);
+}
+
+/* Without a keepalive thread the application's loop keeps the client's
+ * leases (a third of the TTL), and stops at once for a revoked one. */
+static void test_loop_keeps_a_lease_alive_until_revoked(void **state)
+{
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_lease lease;
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(responder_start(&r, 1, script_lease, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90;
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_lease_grant(c, 90, &lease), 0);
+	assert_int_equal(lease.lease_id, 7);
+	loop_until_seen(c, &r, HASP_OP_LEASE_KEEPALIVE, 3);
+
+	assert_int_equal(hasp_client_lease_revoke(c, 7), 0);
+	uint32_t renewed = responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1);
+	uint32_t sessions = responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1);
+	/* Three more session keepalives: the loop ran for a whole lease
+	 * period (at least) after the revoke, and renewed nothing. */
+	loop_until_seen(c, &r, HASP_OP_SESSION_KEEPALIVE, sessions + 3);
+	assert_int_equal(responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1), renewed);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 /* range_fn runs without the client's lock: it may call the client. */
 struct range_async {
 	struct hasp_client *c;
@@ -819,6 +885,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_loop_reopens_a_lost_session_for_its_watches,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
+		cmocka_unit_test_teardown(test_loop_keeps_a_lease_alive_until_revoked,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_window_slots_and_callbacks_in_start_order,
