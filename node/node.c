@@ -614,6 +614,18 @@ static uint64_t snapshot_buf_size(const struct locks_config *lc)
 	return locks_memory_size(lc) + (1u << 20);
 }
 
+/* The raft log window (log_window slots of entry_bytes_max bytes: 10 MiB
+ * at the defaults) is most of the node's private memory, and the snapshot
+ * job never reads it (it serializes the state machine): kept out of the
+ * forked child, it costs fork() nothing (node/snap_fork.h). */
+static void snapshot_exclude_log(struct node *n, bool exclude)
+{
+	const struct raft_log *l = &n->raft.log;
+
+	snap_fork_exclude(l->data, (size_t)l->window * l->entry_bytes_max, exclude);
+	snap_fork_exclude(l->slots, (size_t)l->window * sizeof(*l->slots), exclude);
+}
+
 int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
 	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)
 {
@@ -757,6 +769,7 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	n->watch_tokens = cfg->watch_burst;
 	n->watch_refill_ns = now_ns;
 	HASP_ASSERT(n->self != NULL);
+	snapshot_exclude_log(n, true);
 	return 0;
 
 fail_mem:
@@ -817,6 +830,7 @@ void node_deinit(struct node *n)
 	n->rx_entries = NULL;
 	if (n->sm.locks != NULL || n->sm.sessions != NULL)
 		locks_deinit(&n->sm);
+	snapshot_exclude_log(n, false); /* before its pages go back to the allocator */
 	raft_deinit(&n->raft);
 	auth_key_wipe(&n->cfg.node_key);
 	for (uint32_t k = 0; k < NODE_MEMBERS_MAX; k++)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -28,6 +29,18 @@ void snap_shared_free(void *p, size_t size)
 {
 	if (p != NULL)
 		(void)munmap(p, size ? size : 1);
+}
+
+void snap_fork_exclude(void *p, size_t size, bool exclude)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t end = ((uintptr_t)p + size) & ~(page - 1);
+
+	if (p == NULL || end <= start)
+		return;
+	/* Best effort: a region that stays in costs time, not correctness. */
+	(void)madvise((void *)start, end - start, exclude ? MADV_DONTFORK : MADV_DOFORK);
 }
 
 int snap_fork_init(struct snap_fork *f)

@@ -49,6 +49,15 @@ int snap_fork_init(struct snap_fork *f) __attribute__((warn_unused_result));
 /* Waits for a running child (blocking), then unmaps. */
 void snap_fork_deinit(struct snap_fork *f);
 
+/* Keeps the pages wholly inside [p, p + size) out of every child
+ * (MADV_DONTFORK), or with `exclude` false lets them in again. For large
+ * regions the job never reads (the raft log window): fork() then neither
+ * copies their page tables nor write-protects them, so it blocks the
+ * caller for less and the lcore takes no copy-on-write fault on its next
+ * write to each page. Let a region in again before it is freed: the
+ * allocator may reuse its pages for memory the job does read. */
+void snap_fork_exclude(void *p, size_t size, bool exclude);
+
 /* Starts job(arg) in a child. Returns 0, or -HASP_EBUSY (one is running),
  * or -HASP_ENOMEM (fork() failed: run the job inline instead). */
 int snap_fork_start(struct snap_fork *f, snap_fork_job job, void *arg)
