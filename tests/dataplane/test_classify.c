@@ -414,11 +414,31 @@ static void test_classify_stats_format_as_json(void **state)
 	assert_string_equal(buf, "");
 }
 
+static void test_port_stats_json_is_whole_or_empty(void **state)
+{
+	struct dp_port_stats ps = { .rx_packets = 5, .tx_packets = 4, .rx_missed = 3,
+				    .rx_errors = 0, .rx_nombuf = 2, .tx_errors = 1 };
+	const char *want = "{\"rx_packets\":5,\"tx_packets\":4,\"rx_missed\":3,"
+			   "\"rx_errors\":0,\"rx_nombuf\":2,\"tx_errors\":1}";
+	char buf[256];
+	(void)state;
+
+	assert_int_equal(dp_port_stats_format_json(&ps, buf, sizeof(buf)), strlen(want));
+	assert_string_equal(buf, want);
+	/* Room for everything but the closing brace, or but its NUL: nothing. */
+	assert_int_equal(dp_port_stats_format_json(&ps, buf, strlen(want)), 0);
+	assert_string_equal(buf, "");
+	assert_int_equal(dp_port_stats_format_json(&ps, buf, strlen(want) - 1), 0);
+	assert_string_equal(buf, "");
+	assert_int_equal(dp_port_stats_format_json(&ps, buf, strlen(want) + 1), strlen(want));
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_classify_udp_to_our_port_is_delivered),
+		cmocka_unit_test(test_port_stats_json_is_whole_or_empty),
 		cmocka_unit_test(test_classify_udp_to_unknown_port_is_counted),
 		cmocka_unit_test(test_classify_drops_frames_for_other_macs_even_the_taps),
 		cmocka_unit_test(test_classify_unknown_ethertypes_are_counted),
