@@ -614,10 +614,12 @@ static uint64_t snapshot_buf_size(const struct locks_config *lc)
 	return locks_memory_size(lc) + (1u << 20);
 }
 
-/* The raft log window (log_window slots of entry_bytes_max bytes: 10 MiB
+/* The raft log window (log_window slots of entry_bytes_max bytes: 40 MiB
  * at the defaults) is most of the node's private memory, and the snapshot
  * job never reads it (it serializes the state machine): kept out of the
- * forked child, it costs fork() nothing (node/snap_fork.h). */
+ * forked child, its pages are neither copied nor write-protected by the
+ * fork, so the lcore's appends take no copy-on-write fault
+ * (node/snap_fork.h). */
 static void snapshot_exclude_log(struct node *n, bool exclude)
 {
 	const struct raft_log *l = &n->raft.log;

@@ -53,8 +53,9 @@ void node_config_default(struct node_config *cfg)
 	cfg->time_tick_ms = 100;
 	/* A snapshot every 8192 entries, not 2048: each one forks and writes
 	 * the whole state, and at 2048 they took a third of the nodes' CPU
-	 * at 64 clients (docs/PERFORMANCE.md, "Snapshot frequency"). The
-	 * window must hold twice that: 32768 slots, 40 MiB of log. */
+	 * at 64 clients (docs/PERFORMANCE.md, "Snapshot frequency").
+	 * threshold + trailing must fit in half the window: 32768 slots,
+	 * 40 MiB of log. */
 	cfg->log_window = 32768;
 	cfg->snapshot_threshold = 8192;
 	cfg->snapshot_trailing = 512;
