@@ -42,6 +42,7 @@ struct pending {
 	uint8_t opcode;
 	uint8_t state;         /* enum pending_state */
 	uint32_t from_index;   /* node the reply came from */
+	uint8_t status;        /* the reply's status (DONE): read without decoding it again */
 	size_t reply_size;
 	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
 };
@@ -568,8 +569,9 @@ void client_group_leave(struct hasp_client *c);
 /* Sends SESSION_CLOSE once, without waiting (a grouped client's close).
  * Caller holds c->mu. */
 void client_session_close_nowait_locked(struct hasp_client *c);
-/* hasp_client_process without the socket read and the grouped check. */
-void client_process(struct hasp_client *c, uint32_t *completed);
+/* hasp_client_process without the grouped check; returns what
+ * client_next_wake_ns would say right after it. */
+uint64_t client_process(struct hasp_client *c, uint32_t *completed);
 /* The instant the loop must next process c (UINT64_MAX: nothing in
  * progress): what hasp_client_timeout_ms counts down to. */
 uint64_t client_next_wake_ns(struct hasp_client *c);

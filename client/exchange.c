@@ -235,13 +235,7 @@ static bool status_redirects(uint8_t status)
  * a follower's NOT_LEADER (docs/CLIENT.md, "Leader discovery"). */
 static bool reply_supersedes(const struct pending *p, const struct hasp_wire_msg *m)
 {
-	struct hasp_wire_msg old;
-
-	if (status_redirects(m->hdr.status))
-		return false;
-	if (hasp_wire_decode_reply(p->reply, p->reply_size, &old) != 0)
-		return false;
-	return status_redirects(old.hdr.status);
+	return !status_redirects(m->hdr.status) && status_redirects(p->status);
 }
 
 /* Matches one reply to the slot waiting for it. */
@@ -283,6 +277,7 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 	memcpy(p->reply, data, size);
 	p->reply_size = size;
 	p->from_index = from;
+	p->status = m->hdr.status;
 	p->state = PENDING_DONE;
 	c->stats.rx_replies++;
 }
@@ -664,11 +659,15 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			return true;
 		}
 		if (p->state == PENDING_DONE) {
-			struct hasp_wire_msg m;
-			int rc = hasp_wire_decode_reply(p->reply, p->reply_size, &m);
+			/* The status alone (dispatch decoded and kept it): only
+			 * a redirect's body is read here. */
+			uint8_t status = p->status;
 
-			HASP_ASSERT(rc == 0); /* dispatch decoded it already */
-			if (m.hdr.status == HASP_STATUS_NOT_LEADER) {
+			if (status == HASP_STATUS_NOT_LEADER) {
+				struct hasp_wire_msg m;
+				int rc = hasp_wire_decode_reply(p->reply, p->reply_size, &m);
+
+				HASP_ASSERT(rc == 0); /* dispatch decoded it already */
 				c->stats.redirects++;
 				p->state = PENDING_WAITING;
 				finder_heard(&r->f, p->from_index);
@@ -692,19 +691,19 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 				/* Probing already: the next round is due. */
 				continue;
 			}
-			if (m.hdr.status == HASP_STATUS_UNAVAILABLE ||
-			    m.hdr.status == HASP_STATUS_OVERLOADED) {
+			if (status == HASP_STATUS_UNAVAILABLE ||
+			    status == HASP_STATUS_OVERLOADED) {
 				/* Retry the same seq after a backoff; a node
 				 * without quorum may be in the minority, so
 				 * UNAVAILABLE moves on to the next node, and
 				 * while probing, the round covers it. */
 				p->state = PENDING_WAITING;
 				finder_heard(&r->f, p->from_index);
-				if (m.hdr.status == HASP_STATUS_UNAVAILABLE && r->f.probing)
+				if (status == HASP_STATUS_UNAVAILABLE && r->f.probing)
 					continue;
 				r->f.probing = false;
 				r->f.target = p->from_index;
-				if (m.hdr.status == HASP_STATUS_UNAVAILABLE)
+				if (status == HASP_STATUS_UNAVAILABLE)
 					r->f.target = (p->from_index + 1) % c->node_count;
 				r->timer_kind = TIMER_SEND;
 				r->timer_ns = now + finder_backoff(c, &r->f);
@@ -732,9 +731,9 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			memcpy(r->reply, p->reply, p->reply_size);
 			r->reply_size = p->reply_size;
 			p->state = PENDING_FREE;
-			req_finish(r, m.hdr.status);
+			req_finish(r, status);
 			if (!open) {
-				if (m.hdr.status == HASP_STATUS_SESSION_EXPIRED) {
+				if (status == HASP_STATUS_SESSION_EXPIRED) {
 					/* Every lock and watch of the session is
 					 * gone on the cluster; the next call opens
 					 * a new one. */
@@ -972,6 +971,7 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 	int size;
 
 	memset(r, 0, offsetof(struct client_req, bytes));
+	r->reply_size = 0;
 	/* Encode once before taking a sequence number: a request the codec
 	 * refuses must not leave a gap in the session's numbering. The header's
 	 * session and seq are patched in when the number is taken. */

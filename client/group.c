@@ -73,10 +73,20 @@ struct hasp_client_group {
 	uint64_t *member_open_seq; /* the seq of its latest SESSION_OPEN */
 	uint32_t member_count;
 	uint32_t member_cap;
+	/* Members with a session, by session id: open addressing, linear
+	 * probing, at most half full (by_session_mask + 1 >= 2 * member_cap),
+	 * so that routing a reply costs O(1), not a walk over every member
+	 * (a group is meant for thousands of sessions). */
+	struct hasp_client **by_session;
+	uint32_t by_session_mask;
 	bool processing; /* in hasp_client_group_process: sends are queued */
 	struct group_tx *tx;
 	uint32_t tx_count;
 	struct group_rx *rx;
+	/* recvmmsg(2)'s vectors over rx, made once: only each name's length
+	 * is reset per call (the kernel writes it back). */
+	struct iovec rx_iov[GROUP_RX_MMSG];
+	struct mmsghdr rx_msgs[GROUP_RX_MMSG];
 	struct hasp_client_group_stats stats;
 
 	uint64_t open_seq; /* atomic: the last SESSION_OPEN seq handed out */
@@ -87,6 +97,18 @@ struct hasp_client_group {
 	bool wake_pending; /* wake_fd written, not read yet */
 	bool loop_busy;    /* the loop processes: it looks at `ready` again */
 };
+
+static void group_rx_vectors_init(struct hasp_client_group *g)
+{
+	for (int i = 0; i < GROUP_RX_MMSG; i++) {
+		struct group_rx *x = &g->rx[i];
+		g->rx_iov[i] = (struct iovec){ .iov_base = x->data, .iov_len = sizeof(x->data) };
+		g->rx_msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &x->from,
+							       .msg_namelen = sizeof(x->from),
+							       .msg_iov = &g->rx_iov[i],
+							       .msg_iovlen = 1 } };
+	}
+}
 
 int hasp_client_group_new(struct hasp_client_group **group)
 {
@@ -108,6 +130,7 @@ int hasp_client_group_new(struct hasp_client_group **group)
 		hasp_free(g);
 		return -HASP_ENOMEM;
 	}
+	group_rx_vectors_init(g);
 	pthread_mutex_init(&g->mu, NULL);
 	g->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -142,26 +165,90 @@ void hasp_client_group_free(struct hasp_client_group *g)
 	hasp_free(g->members);
 	hasp_free(g->member_session);
 	hasp_free(g->member_open_seq);
+	hasp_free(g->by_session);
 	hasp_free(g->ready);
 	hasp_free(g->tx);
 	hasp_free(g->rx);
 	hasp_free(g);
 }
 
+/* ---- the session index ---- */
+
+static uint32_t session_home(const struct hasp_client_group *g, uint64_t session)
+{
+	return (uint32_t)((session * 0x9e3779b97f4a7c15ull) >> 32) & g->by_session_mask;
+}
+
+static uint64_t session_of(const struct hasp_client_group *g, const struct hasp_client *c)
+{
+	return g->member_session[c->group_index];
+}
+
+/* Indexes c under its session (not 0, not indexed yet). */
+static void session_index_add(struct hasp_client_group *g, struct hasp_client *c)
+{
+	uint32_t i = session_home(g, session_of(g, c));
+
+	while (g->by_session[i] != NULL)
+		i = (i + 1) & g->by_session_mask;
+	g->by_session[i] = c;
+}
+
+/* Takes c (indexed under its session) out, moving back the entries after
+ * it that it pushed past their home slot, so every lookup still meets
+ * its entry before an empty slot. */
+static void session_index_remove(struct hasp_client_group *g, struct hasp_client *c)
+{
+	uint32_t mask = g->by_session_mask;
+	uint32_t i = session_home(g, session_of(g, c));
+
+	while (g->by_session[i] != c) {
+		HASP_ASSERT(g->by_session[i] != NULL);
+		i = (i + 1) & mask;
+	}
+	for (uint32_t j = (i + 1) & mask; g->by_session[j] != NULL; j = (j + 1) & mask) {
+		uint32_t home = session_home(g, session_of(g, g->by_session[j]));
+		/* j's entry may fill the hole at i unless its home lies
+		 * cyclically in (i, j]. */
+		bool home_between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!home_between) {
+			g->by_session[i] = g->by_session[j];
+			i = j;
+		}
+	}
+	g->by_session[i] = NULL;
+}
+
+static struct hasp_client *session_index_find(const struct hasp_client_group *g, uint64_t session)
+{
+	for (uint32_t i = session_home(g, session); g->by_session[i] != NULL;
+	     i = (i + 1) & g->by_session_mask) {
+		if (session_of(g, g->by_session[i]) == session)
+			return g->by_session[i];
+	}
+	return NULL;
+}
+
 /* Grows the member table (and the ready list, which holds at most every
- * member once) to `cap`. */
+ * member once, and the session index) to `cap`. */
 static int group_grow(struct hasp_client_group *g, uint32_t cap)
 {
+	uint32_t slots = 1;
+	while (slots < 2 * cap)
+		slots *= 2;
 	struct hasp_client **members = hasp_calloc(cap, sizeof(*members));
 	uint64_t *session = hasp_calloc(cap, sizeof(*session));
 	uint64_t *open_seq = hasp_calloc(cap, sizeof(*open_seq));
 	struct hasp_client **ready = hasp_calloc(cap, sizeof(*ready));
+	struct hasp_client **by_session = hasp_calloc(slots, sizeof(*by_session));
 
-	if (members == NULL || session == NULL || open_seq == NULL || ready == NULL) {
+	if (members == NULL || session == NULL || open_seq == NULL || ready == NULL ||
+	    by_session == NULL) {
 		hasp_free(members);
 		hasp_free(session);
 		hasp_free(open_seq);
 		hasp_free(ready);
+		hasp_free(by_session);
 		return -HASP_ENOMEM;
 	}
 	if (g->member_count > 0) {
@@ -175,6 +262,12 @@ static int group_grow(struct hasp_client_group *g, uint32_t cap)
 	g->members = members;
 	g->member_session = session;
 	g->member_open_seq = open_seq;
+	hasp_free(g->by_session);
+	g->by_session = by_session;
+	g->by_session_mask = slots - 1;
+	for (uint32_t i = 0; i < g->member_count; i++)
+		if (session[i] != 0)
+			session_index_add(g, members[i]);
 	pthread_mutex_lock(&g->mu);
 	if (g->ready_count > 0)
 		memcpy(ready, g->ready, g->ready_count * sizeof(*ready));
@@ -221,6 +314,8 @@ void client_group_leave(struct hasp_client *c)
 		}
 	}
 	pthread_mutex_unlock(&g->mu);
+	if (g->member_session[i] != 0)
+		session_index_remove(g, c);
 	g->members[i] = g->members[last];
 	g->member_session[i] = g->member_session[last];
 	g->member_open_seq[i] = g->member_open_seq[last];
@@ -240,7 +335,13 @@ uint64_t client_group_open_seq_locked(struct hasp_client *c)
 
 void client_group_session_locked(struct hasp_client *c)
 {
-	c->group->member_session[c->group_index] = c->session_id;
+	struct hasp_client_group *g = c->group;
+
+	if (session_of(g, c) != 0)
+		session_index_remove(g, c);
+	g->member_session[c->group_index] = c->session_id;
+	if (c->session_id != 0)
+		session_index_add(g, c);
 }
 
 void client_group_wake_locked(struct hasp_client *c)
@@ -334,28 +435,18 @@ static struct hasp_client *group_route(const struct hasp_client_group *g, const 
 				return g->members[i];
 		return NULL;
 	}
-	for (uint32_t i = 0; i < g->member_count; i++)
-		if (g->member_session[i] == session)
-			return g->members[i];
-	return NULL;
+	return session_index_find(g, session);
 }
 
 /* Reads what the socket holds and hands each datagram to its client,
  * which is then due for processing. */
 static void group_receive(struct hasp_client_group *g)
 {
-	struct iovec iov[GROUP_RX_MMSG];
-	struct mmsghdr msgs[GROUP_RX_MMSG];
+	struct mmsghdr *msgs = g->rx_msgs;
 
 	for (uint32_t done = 0; done < GROUP_RX_BATCH_MAX;) {
-		for (int i = 0; i < GROUP_RX_MMSG; i++) {
-			struct group_rx *x = &g->rx[i];
-			iov[i] = (struct iovec){ .iov_base = x->data, .iov_len = sizeof(x->data) };
-			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &x->from,
-								 .msg_namelen = sizeof(x->from),
-								 .msg_iov = &iov[i],
-								 .msg_iovlen = 1 } };
-		}
+		for (int i = 0; i < GROUP_RX_MMSG; i++)
+			msgs[i].msg_hdr.msg_namelen = sizeof(g->rx[i].from);
 		int got = recvmmsg(g->fd, msgs, GROUP_RX_MMSG, MSG_DONTWAIT, NULL);
 		if (got <= 0)
 			return;
@@ -427,9 +518,8 @@ int hasp_client_group_process(struct hasp_client_group *g, uint32_t *completed)
 			uint32_t done = 0;
 			if (c->group_due_ns > now)
 				continue;
-			client_process(c, &done);
+			c->group_due_ns = client_process(c, &done);
 			n += done;
-			c->group_due_ns = client_next_wake_ns(c);
 		}
 		/* Clients a callback started an op on (another client's
 		 * callback, or after its own passes): one more round. */

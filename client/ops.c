@@ -236,8 +236,12 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 		kept_note_locked(c, op);
 		return;
 	}
-	int drc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
-	HASP_ASSERT(drc == 0);
+	/* A RELEASE's outcome is its status (req.rc): the hot path of a lock
+	 * cycle skips a third decode of the same reply. */
+	if (op->res.op != HASP_OP_RELEASE) {
+		int drc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
+		HASP_ASSERT(drc == 0);
+	}
 	switch (op->res.op) {
 	case HASP_OP_RENEW:
 		if (status == HASP_STATUS_GRANTED) {
@@ -546,12 +550,28 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 
 /* ---- preparing ops ---- */
 
-/* Everything but the request's buffers, which client_req_init fills. */
+/* Everything but the buffers that are read only up to a size or a NUL
+ * written with them: the request's datagrams (client_req_init fills
+ * them), a KV_GET value's bytes (value_size) and a range walk's two
+ * strings (client_op_prepare_range). They are 3.8 of the op's 5 KB, and
+ * zeroing them cost a busy loop an L1's worth of stores per request. */
 static void op_clear(struct client_op *op)
 {
 	memset(op, 0, offsetof(struct client_op, req));
-	memset(&op->res, 0, sizeof(*op) - offsetof(struct client_op, res));
+	memset(&op->res, 0, offsetof(struct hasp_result, value.value));
+	memset(&op->opts, 0, offsetof(struct client_op, range_prefix) - offsetof(struct client_op, opts));
+	op->range_prefix[0] = '\0';
+	op->range_after[0] = '\0';
 }
+_Static_assert(offsetof(struct hasp_result, value.value) + HASP_CLIENT_VALUE_MAX ==
+		       sizeof(struct hasp_result),
+	       "op_clear: a value's bytes end struct hasp_result");
+_Static_assert(offsetof(struct client_op, opts) > offsetof(struct client_op, res) &&
+		       offsetof(struct client_op, range_after) ==
+			       offsetof(struct client_op, range_prefix) + HASP_CLIENT_NAME_BUF &&
+		       sizeof(struct client_op) - offsetof(struct client_op, range_after) <
+			       HASP_CLIENT_NAME_BUF + _Alignof(struct client_op),
+	       "op_clear: res, then opts .. range_prefix, then the two range strings last");
 
 int client_op_prepare(struct hasp_client *c, struct client_op *op, struct hasp_wire_msg *msg)
 {
@@ -602,6 +622,7 @@ void client_op_prepare_connect(struct hasp_client *c, struct client_op *op)
 	op->kind = OP_CONNECT;
 	op->res.op = HASP_OP_SESSION_OPEN;
 	memset(&op->req, 0, offsetof(struct client_req, bytes));
+	op->req.reply_size = 0;
 	op->req.deadline_ns = client_deadline(c);
 }
 
@@ -760,19 +781,14 @@ int client_op_run(struct hasp_client *c, struct client_op *op)
 
 struct client_op *client_op_new(void)
 {
-	struct client_op *op = hasp_alloc(sizeof(*op));
-
-	if (op == NULL)
-		return NULL;
-	/* Zeroed but for the request's two datagram buffers (2.9 of its 5 KB),
-	 * which are read only up to the size written with them, as
-	 * client_req_init leaves them: zeroing them evicted 46 cache lines
-	 * per request from the loop's L1 (docs/PERFORMANCE.md, "hasp-bench
-	 * on libhasp's async core"). */
-	memset(op, 0, offsetof(struct client_op, req.bytes));
-	op->req.reply_size = 0;
-	memset(&op->res, 0, sizeof(*op) - offsetof(struct client_op, res));
-	return op;
+	/* Not zeroed here: every op is started through one of the prepare
+	 * calls above, each of which clears it (op_clear, and client_req_init
+	 * or prepare_connect for the request), and a failed prepare frees it
+	 * unread (client_op_start). Zeroing it twice, and its two datagram
+	 * buffers at all (read only up to the size written with them),
+	 * evicted the loop's working set (docs/PERFORMANCE.md, "hasp-bench on
+	 * libhasp's async core"). */
+	return hasp_alloc(sizeof(struct client_op));
 }
 
 /* The eventfd and the epoll set of hasp_client_fd(), made on first use so
@@ -853,22 +869,34 @@ int hasp_client_fd(struct hasp_client *c)
 	return rc;
 }
 
-uint64_t client_next_wake_ns(struct hasp_client *c)
+/* The loop keeps the session and the watched locks only with no helper
+ * thread and when it has a loop (an fd, the simulator, or a group). */
+static bool loop_keeps_locked(const struct hasp_client *c)
+{
+	return !c->ka_running && (c->epoll_fd >= 0 || c->io != NULL || c->group != NULL);
+}
+
+static uint64_t next_wake_locked(struct hasp_client *c)
 {
 	uint64_t wake = UINT64_MAX;
 
-	pthread_mutex_lock(&c->mu);
 	for (const struct client_op *op = c->ops; op != NULL; op = op->next) {
 		if (op->async && op->wake_ns < wake)
 			wake = op->wake_ns;
 	}
-	if (!c->ka_running && (c->epoll_fd >= 0 || c->io != NULL || c->group != NULL)) {
-		/* The loop keeps the session and the watched locks. */
+	if (loop_keeps_locked(c)) {
 		uint64_t ka = client_keepalive_next_locked(c);
 		uint64_t wd = client_watchdog_next_locked(c);
 		wake = ka < wake ? ka : wake;
 		wake = wd < wake ? wd : wake;
 	}
+	return wake;
+}
+
+uint64_t client_next_wake_ns(struct hasp_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	uint64_t wake = next_wake_locked(c);
 	pthread_mutex_unlock(&c->mu);
 	return wake;
 }
@@ -940,20 +968,28 @@ int hasp_client_process(struct hasp_client *c, uint32_t *completed)
 	return 0;
 }
 
-void client_process(struct hasp_client *c, uint32_t *completed)
+uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 {
 	uint32_t n = 0;
 
+	/* One lock for the whole call unless something is due besides the
+	 * ops: the keepalive and watchdog work (which start ops, so they run
+	 * unlocked) only when their next instant has come, which is exactly
+	 * when they would act (client_keepalive_next_locked and
+	 * client_watchdog_next_locked say when). Each lock taken per call
+	 * was a cost per request of a busy loop (docs/PERFORMANCE.md). */
 	pthread_mutex_lock(&c->mu);
-	bool keepalive = !c->ka_running;
-	pthread_mutex_unlock(&c->mu);
-	if (keepalive) {
+	if (!c->ka_running) {
 		/* No helper thread: the loop keeps the session, the leases
 		 * and the watched locks (as async ops, sent below). */
-		client_keepalive_async(c);
-		client_watchdog(c, true);
+		uint64_t now = client_now(c);
+		if (client_keepalive_next_locked(c) <= now || client_watchdog_next_locked(c) <= now) {
+			pthread_mutex_unlock(&c->mu);
+			client_keepalive_async(c);
+			client_watchdog(c, true);
+			pthread_mutex_lock(&c->mu);
+		}
 	}
-	pthread_mutex_lock(&c->mu);
 	c->processing = true;
 	if (c->wake_pending) { /* no read(2) when nothing was written */
 		uint64_t count;
@@ -1008,12 +1044,17 @@ void client_process(struct hasp_client *c, uint32_t *completed)
 		c->wake_missed = false;
 		client_wake_loop_locked(c);
 	}
+	uint64_t wake = next_wake_locked(c);
+	bool resend = c->watches_stale;
 	pthread_mutex_unlock(&c->mu);
 	/* Watches that a new session or leader needs again: registered by
-	 * ops of this loop, not by blocking calls that would stall it. */
-	client_watches_resend_async(c);
+	 * ops of this loop, not by blocking calls that would stall it (the
+	 * ops it starts wake the loop, so `wake` needs no update). */
+	if (resend)
+		client_watches_resend_async(c);
 	if (completed != NULL)
 		*completed = n;
+	return wake;
 }
 
 /* Marks the ops in progress that `name` (a WAIT acquire of it) or else

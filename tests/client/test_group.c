@@ -27,7 +27,7 @@
 
 #define CLIENTS 4
 #define CYCLES 25
-#define SESSIONS_MAX 16
+#define SESSIONS_MAX 128
 #define PORTS_MAX 8
 #define LOOP_TURNS_MAX 100000
 #define SESSION_BASE 100
@@ -45,7 +45,21 @@ struct gscript {
 	 * answer. */
 	uint64_t misroute_session;
 	bool misrouted;
+	/* Session ids that share their slot in the group's session index at
+	 * every table size up to 2^12 slots: they differ only from bit 44 up,
+	 * and a multiplicative hash carries no bit of a product upwards into
+	 * bits 32-43, the slot. Every lookup then probes. */
+	bool colliding_ids;
 };
+
+#define COLLIDE_SHIFT 44
+
+/* What an answer encodes of its session: SESSION_BASE + the session's
+ * number, whichever way its id was made. */
+static uint64_t session_tag(uint64_t session)
+{
+	return session >> COLLIDE_SHIFT != 0 ? SESSION_BASE + (session >> COLLIDE_SHIFT) - 1 : session;
+}
 
 static void note_port(struct gscript *s, const struct sockaddr_in *from)
 {
@@ -59,12 +73,15 @@ static void note_port(struct gscript *s, const struct sockaddr_in *from)
 /* A session per nonce (a retried open gets the same one), ids from 100. */
 static uint64_t session_for_nonce(struct gscript *s, uint64_t nonce)
 {
-	for (uint32_t i = 0; i < s->sessions; i++)
-		if (s->nonces[i] == nonce)
-			return SESSION_BASE + i;
-	assert_true(s->sessions < SESSIONS_MAX);
-	s->nonces[s->sessions] = nonce;
-	return SESSION_BASE + s->sessions++;
+	uint32_t i = 0;
+
+	while (i < s->sessions && s->nonces[i] != nonce)
+		i++;
+	if (i == s->sessions) {
+		assert_true(s->sessions < SESSIONS_MAX);
+		s->nonces[s->sessions++] = nonce;
+	}
+	return s->colliding_ids ? SESSION_BASE + ((uint64_t)(i + 1) << COLLIDE_SHIFT) : SESSION_BASE + i;
 }
 
 static void script_group(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -94,8 +111,15 @@ static void script_group(struct responder *r, int node, const struct hasp_wire_m
 	}
 	uint64_t other = s->misroute_session;
 	responder_unlock(r);
+	uint64_t tag = session_tag(session);
 	if (drop)
 		return; /* lost: the group's timer retransmits it */
+	if (req->hdr.opcode == HASP_OP_KV_GET && req->body.kv_get.name.size == 7 &&
+	    memcmp(req->body.kv_get.name.data, "exp/key", 7) == 0) {
+		/* The session is gone: the client's next call opens another. */
+		reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
+		return;
+	}
 	if (req->hdr.opcode == HASP_OP_KV_GET && req->body.kv_get.name.size == 7 &&
 	    memcmp(req->body.kv_get.name.data, "unk/key", 7) == 0) {
 		responder_reply_init(&rep, req, HASP_STATUS_NOT_FOUND);
@@ -114,19 +138,19 @@ static void script_group(struct responder *r, int node, const struct hasp_wire_m
 		rep.body.session_alive.ttl_ms = 10000;
 		break;
 	case HASP_OP_ACQUIRE: /* the token names the session it was granted to */
-		reply_granted(r, node, req, from, req->hdr.seq * 1000 + session);
+		reply_granted(r, node, req, from, req->hdr.seq * 1000 + tag);
 		return;
 	case HASP_OP_KV_PUT:
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
-		rep.body.kv_revision.revision = req->hdr.seq * 1000 + session;
+		rep.body.kv_revision.revision = req->hdr.seq * 1000 + tag;
 		break;
 	case HASP_OP_KV_GET:
 		responder_reply_init(&rep, req, HASP_STATUS_OK);
 		snprintf(value, sizeof(value), misroute ? "wrong" : "s%llu",
-			 (unsigned long long)session);
+			 (unsigned long long)tag);
 		if (misroute)
 			rep.hdr.session_id = other; /* another client's session */
-		rep.body.kv_value.revision = session;
+		rep.body.kv_value.revision = tag;
 		rep.body.kv_value.value.data = (const uint8_t *)value;
 		rep.body.kv_value.value.size = strlen(value);
 		break;
@@ -143,7 +167,7 @@ static void script_group(struct responder *r, int node, const struct hasp_wire_m
 		ev.hdr.seq = 1;
 		ev.body.event.type = HASP_EVENT_KV_PUT;
 		ev.body.event.name = req->body.watch.name;
-		ev.body.event.revision = session;
+		ev.body.event.revision = tag;
 		responder_send(r, node, from, &ev);
 		return;
 	}
@@ -165,9 +189,10 @@ struct worker {
 	bool done;
 };
 
+/* The client's session as the answers encode it. */
 static uint64_t session_of(struct hasp_client *c)
 {
-	uint64_t id = hasp_client_session_id(c);
+	uint64_t id = session_tag(hasp_client_session_id(c));
 
 	assert_true(id >= SESSION_BASE && id < SESSION_BASE + SESSIONS_MAX);
 	return id;
@@ -654,6 +679,86 @@ static void test_group_events_to_their_session(void **state)
 	responder_stop(&r);
 }
 
+/* Many members (the group's tables grow twice) whose session ids all
+ * share one slot of the group's session index, a third of them closed
+ * from the middle, every other one's session replaced: each reply still
+ * reaches the client whose session it names. */
+static void test_group_routes_many_sessions_through_closes_and_reopens(void **state)
+{
+	enum { MANY = 40 };
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[MANY];
+	static struct hasp_result res[MANY];
+	uint64_t first_session[MANY];
+	struct hasp_client_group *g = NULL;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	s.colliding_ids = true;
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < MANY; i++) {
+		w[i].c = open_grouped(&r, g, cluster, sizeof(cluster), 40 + (uint64_t)i);
+		w[i].wanted = 2;
+		snprintf(w[i].name, sizeof(w[i].name), "m/%d", i);
+		step(&w[i], 0);
+	}
+	run_group(g, w, MANY);
+	for (int i = 0; i < MANY; i++)
+		first_session[i] = hasp_client_session_id(w[i].c);
+	/* Closed from the middle of the tables: the members after them move. */
+	for (int i = 1; i < MANY; i += 3) {
+		hasp_client_close(w[i].c);
+		w[i].c = NULL;
+	}
+	/* Every other open client's session expires: its next call opens
+	 * another, which the group must find by its new id. */
+	memset(res, 0, sizeof(res));
+	uint32_t expiring = 0;
+	for (int i = 0; i < MANY; i += 2) {
+		if (w[i].c == NULL)
+			continue;
+		assert_int_equal(hasp_client_kv_get_async(w[i].c, "exp/key", on_one, &res[i], NULL), 0);
+		expiring++;
+	}
+	for (int turn = 0; turn < LOOP_TURNS_MAX; turn++) {
+		uint32_t answered = 0;
+		for (int i = 0; i < MANY; i += 2)
+			answered += w[i].c != NULL && res[i].id != 0;
+		if (answered == expiring)
+			break;
+		group_turn(g);
+	}
+	for (int i = 0; i < MANY; i += 2)
+		if (w[i].c != NULL)
+			assert_int_equal(res[i].rc, -HASP_ESESSION);
+	for (int i = 0; i < MANY; i++) {
+		if (w[i].c == NULL)
+			continue;
+		w[i].wanted += 3;
+		w[i].done = false;
+		step(&w[i], 0);
+	}
+	run_group(g, w, MANY);
+	for (int i = 0; i < MANY; i++) {
+		if (w[i].c == NULL)
+			continue;
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(w[i].wrong_session, 0);
+		assert_int_equal(w[i].cycles, 5);
+		bool replaced = hasp_client_session_id(w[i].c) != first_session[i];
+		assert_true(replaced == (i % 2 == 0));
+	}
+	for (int i = 0; i < MANY; i++)
+		if (w[i].c != NULL)
+			hasp_client_close(w[i].c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -664,6 +769,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_async_from_another_thread_wakes_loop,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_events_to_their_session, responder_teardown),
+		cmocka_unit_test_teardown(test_group_routes_many_sessions_through_closes_and_reopens,
+					  responder_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
