@@ -305,28 +305,12 @@ struct client_io {
 };
 
 struct hasp_client {
-	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
-	int fd;                        /* -1 with io */
-	const struct client_io *io;    /* NULL: the real clock and socket */
-
+	/* First, from the mutex on, what every request of a busy loop reads
+	 * or writes, in a few cache lines, before the big tables: scattered
+	 * over the struct's 76 KB these fields cost each request a dozen
+	 * cache and TLB misses per client, which showed as libhasp's share of
+	 * a 64-client hasp-bench run (docs/PERFORMANCE.md). */
 	pthread_mutex_t mu;
-	pthread_cond_t cv; /* slot done, receiver role free, session state */
-	bool receiving;
-
-	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
-	uint32_t node_count;        /* configured + learned from NOT_LEADER */
-	uint32_t config_node_count; /* the configured ones, read-only */
-	uint32_t target;            /* node believed to lead */
-
-	/* Wire v2 (cfg identity set): the identity key seals opens, the
-	 * session key everything of the open session. */
-	bool auth;
-	uint8_t identity[HASP_IDENTITY_SIZE_MAX];
-	uint8_t identity_size;
-	struct auth_key identity_key;
-	struct auth_key session_key;
-	uint64_t open_nonce; /* of the open in flight or of the open session */
-
 	uint8_t session_state; /* enum session_state */
 	uint64_t session_id;
 	uint32_t session_ttl_ms;
@@ -339,10 +323,6 @@ struct hasp_client {
 	uint32_t answered_by;
 	bool answered_any;
 	struct prng prng;
-
-	struct pending slots[HASP_SESSION_INFLIGHT_MAX];
-	struct pending open_slot;
-	struct client_req open_req; /* SESSION_OPEN, advanced by whoever waits */
 
 	/* The asynchronous loop (ops.c): every op in progress, blocking or
 	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
@@ -360,31 +340,42 @@ struct hasp_client {
 	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
 	bool intr_pending; /* intr_fd written, not yet read by the receiver */
 
+	/* The keepalive helper thread (ka_thread, below) runs / is asked to stop. */
+	bool ka_running;
+	bool ka_stop;
+
+	uint32_t leases_used; /* entries of `leases` with `used`: 0 skips the scans per process call */
+	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
+	uint32_t kept_count;
+	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
+
+	uint32_t ttl_caps_used; /* entries with `used`: 0 skips every scan (per reply) */
+	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
+	uint64_t ttl_cap_all_session;
+
+	/* A client opened into a group (group.c) has no socket of its own
+	 * (fd and intr_fd are -1): it sends and receives through the group.
+	 * group_index is its place in the group's member table; group_due_ns
+	 * (the loop thread's alone) when the group must process it next;
+	 * group_ready (under the group's mutex) that it is on the group's
+	 * ready list. */
+	struct hasp_client_group *group;
+	uint32_t group_index;
+	uint64_t group_due_ns;
+	bool group_ready;
+
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
-	 * the last event received, and the last few for telling a duplicate
-	 * from a gap when events arrive out of order. */
+	 * the last event received; the last few (event_recent_*, with the
+	 * arrays below) tell a duplicate from a gap when events arrive out of
+	 * order. */
 	uint64_t event_last_index;
 	uint32_t event_last_sub;
-	uint64_t event_recent_index[CLIENT_EVENTS_RECENT];
-	uint32_t event_recent_sub[CLIENT_EVENTS_RECENT];
 	uint32_t event_recent_next;
 	bool event_resync_owed; /* a RESYNC could not be queued yet (buffer full) */
 	struct hasp_event *events; /* ring of HASP_CLIENT_EVENTS_MAX */
 	uint32_t event_head;
 	uint32_t event_count;
 	struct waiter *waiters;
-
-	struct lease_entry leases[HASP_CLIENT_LEASES_MAX];
-	uint32_t leases_used; /* entries of `leases` with `used`: 0 skips the scans per process call */
-	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
-	uint32_t kept_count;
-	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
-	struct watch_entry watches[HASP_CLIENT_WATCHES_MAX];
-
-	struct ttl_cap ttl_caps[CLIENT_TTL_CAPS];
-	uint32_t ttl_caps_used; /* entries with `used`: 0 skips every scan (per reply) */
-	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
-	uint64_t ttl_cap_all_session;
 
 	struct hasp_client_stats stats;
 	/* LOCK_GRANTED events of an older grant, come while a later WAIT of
@@ -399,21 +390,38 @@ struct hasp_client {
 	uint32_t watch_resends;
 	bool watch_resend_failed;
 
+	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
+	int fd;                        /* -1 with io */
+	const struct client_io *io;    /* NULL: the real clock and socket */
+	pthread_cond_t cv; /* slot done, receiver role free, session state */
+	bool receiving;
+
+	/* Wire v2 (cfg identity set): the identity key seals opens, the
+	 * session key everything of the open session. */
+	bool auth;
+	uint8_t identity[HASP_IDENTITY_SIZE_MAX];
+	uint8_t identity_size;
+	struct auth_key identity_key;
+	struct auth_key session_key;
+	uint64_t open_nonce; /* of the open in flight or of the open session */
+
+	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
+	uint32_t node_count;        /* configured + learned from NOT_LEADER */
+	uint32_t config_node_count; /* the configured ones, read-only */
+	uint32_t target;            /* node believed to lead */
+
+	/* The tables, after the fields above. */
+	struct pending slots[HASP_SESSION_INFLIGHT_MAX];
+	struct pending open_slot;
+	struct client_req open_req; /* SESSION_OPEN, advanced by whoever waits */
+
+	uint64_t event_recent_index[CLIENT_EVENTS_RECENT];
+	uint32_t event_recent_sub[CLIENT_EVENTS_RECENT];
+	struct lease_entry leases[HASP_CLIENT_LEASES_MAX];
+	struct watch_entry watches[HASP_CLIENT_WATCHES_MAX];
+	struct ttl_cap ttl_caps[CLIENT_TTL_CAPS];
 	pthread_t ka_thread;
 	pthread_cond_t ka_cv;
-	bool ka_running;
-	bool ka_stop;
-
-	/* A client opened into a group (group.c) has no socket of its own
-	 * (fd and intr_fd are -1): it sends and receives through the group.
-	 * group_index is its place in the group's member table; group_due_ns
-	 * (the loop thread's alone) when the group must process it next;
-	 * group_ready (under the group's mutex) that it is on the group's
-	 * ready list. */
-	struct hasp_client_group *group;
-	uint32_t group_index;
-	uint64_t group_due_ns;
-	bool group_ready;
 };
 
 /* One blocking request/reply exchange. The caller fills `req` (opcode and
