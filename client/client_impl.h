@@ -355,13 +355,11 @@ struct hasp_client {
 
 	/* A client opened into a group (group.c) has no socket of its own
 	 * (fd and intr_fd are -1): it sends and receives through the group.
-	 * group_index is its place in the group's member table; group_due_ns
-	 * (the loop thread's alone) when the group must process it next;
-	 * group_ready (under the group's mutex) that it is on the group's
-	 * ready list. */
+	 * group_index is its place in the group's member tables (which hold
+	 * when the group must process it next); group_ready (under the
+	 * group's mutex) that it is on the group's ready list. */
 	struct hasp_client_group *group;
 	uint32_t group_index;
-	uint64_t group_due_ns;
 	bool group_ready;
 
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
