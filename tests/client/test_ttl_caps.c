@@ -9,8 +9,11 @@
  * (the revision of the grant), loses every request with a TTL of 1000 ms
  * (the cluster may have applied it) and ends the session on CHECK.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "hasp/client.h"
@@ -23,6 +26,7 @@
 
 struct increasing_tokens {
 	uint64_t last_token; /* the responder thread's alone */
+	atomic_int lost_seen; /* requests lost so far */
 };
 
 static void script_increasing_tokens(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -36,6 +40,8 @@ static void script_increasing_tokens(struct responder *r, int node, const struct
 	case HASP_OP_ACQUIRE:
 		if (req->body.acquire.ttl_ms != LOST_TTL_MS)
 			reply_granted(r, node, req, from, ++s->last_token);
+		else
+			atomic_fetch_add(&s->lost_seen, 1);
 		return;
 	case HASP_OP_RENEW:
 		if (req->body.renew.ttl_ms != LOST_TTL_MS)
@@ -51,14 +57,15 @@ static void script_increasing_tokens(struct responder *r, int node, const struct
 
 static struct hasp_client *client_on_increasing_tokens(struct responder *r,
 						       struct increasing_tokens *s, char *cluster,
-						       size_t cluster_size)
+						       size_t cluster_size, uint32_t deadline_ms)
 {
 	struct hasp_client_config cfg;
 
 	s->last_token = 0;
+	atomic_store(&s->lost_seen, 0);
 	assert_int_equal(responder_start(r, 1, script_increasing_tokens, s), 0);
 	test_config(&cfg, NULL);
-	cfg.deadline_ms = 100; /* each lost request gives up after 100 ms */
+	cfg.deadline_ms = deadline_ms; /* when a lost request gives up */
 	return client_on(r, &cfg, cluster, cluster_size);
 }
 
@@ -94,7 +101,7 @@ static void test_lost_reacquire_still_caps_the_lock_after_its_session(void **sta
 	char cluster[128];
 	(void)state;
 
-	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster));
+	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster), 100);
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
 	acquire_lost(c, "job");
 	uint64_t after = clock_monotonic_ns();
@@ -123,7 +130,7 @@ static void test_lost_reacquire_of_an_ended_session_spares_a_new_grant(void **st
 	char cluster[128];
 	(void)state;
 
-	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster));
+	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster), 100);
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &old), 0);
 	acquire_lost(c, "job");
 	uint64_t after = clock_monotonic_ns();
@@ -151,7 +158,7 @@ static void test_full_table_of_an_ended_session_still_caps_its_locks(void **stat
 	char cluster[128];
 	(void)state;
 
-	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster));
+	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster), 100);
 	assert_int_equal(hasp_client_acquire(c, "held", &opts, &held), 0);
 	uint64_t before = clock_monotonic_ns();
 	for (int i = 0; i < 33; i++) {
@@ -177,6 +184,41 @@ static void test_full_table_of_an_ended_session_still_caps_its_locks(void **stat
 	responder_stop(&r);
 }
 
+static void *acquire_lost_main(void *arg)
+{
+	acquire_lost(arg, "job");
+	return NULL;
+}
+
+/* A re-ACQUIRE under way when another thread replaces the session gets no
+ * answer any more and may have been applied, as after a timeout: it caps
+ * the lock as a lost one does. */
+static void test_reacquire_cut_off_by_a_session_change_caps_the_lock(void **state)
+{
+	static struct increasing_tokens s;
+	static struct responder r;
+	struct hasp_acquire_opts opts = { .ttl_ms = LONG_TTL_MS };
+	struct hasp_lock lock;
+	pthread_t thread;
+	char cluster[128];
+	(void)state;
+
+	/* The re-ACQUIRE's own deadline is far: the session change ends it. */
+	struct hasp_client *c = client_on_increasing_tokens(&r, &s, cluster, sizeof(cluster), 60000);
+	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), 0);
+	assert_int_equal(pthread_create(&thread, NULL, acquire_lost_main, c), 0);
+	/* Bounded: the responder sees the re-ACQUIRE within a few ms. */
+	for (int i = 0; i < 30000 && atomic_load(&s.lost_seen) == 0; i++)
+		usleep(1000);
+	assert_int_not_equal(atomic_load(&s.lost_seen), 0);
+	replace_session(c);
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	uint64_t after = clock_monotonic_ns();
+	assert_true(hasp_client_lock_valid_until(c, &lock) <= after + LOST_TTL_MS * MS);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +227,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_lost_reacquire_of_an_ended_session_spares_a_new_grant,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_full_table_of_an_ended_session_still_caps_its_locks,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_reacquire_cut_off_by_a_session_change_caps_the_lock,
 					  responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
