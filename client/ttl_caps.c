@@ -19,19 +19,54 @@
  * holds), or when the lock is released with an answer. This assumes, as
  * the rest of libhasp does, that the network does not deliver a datagram
  * after the client gave it up and a later request on the same lock was
- * answered. A full table folds into one cap on every lock of the session,
- * never drops one.
+ * answered. A full table first makes room from the caps of ended sessions
+ * (below), then folds into one cap on every lock of the session; it never
+ * drops a cap.
  *
  * Sessions: a RENEW cap names its grant by token, and a lock with its own
  * TTL outlives the session that took it (CLIENT.md), so that cap binds in
  * every session and any session's answered RENEW or RELEASE of the token
- * ends it (the same order argument). An ACQUIRE cap and the fold bind
- * only while their session is the client's (apply below): once a new
- * session replaces it they bind nothing, and are dropped then (session ids
- * are never reused), so that ended sessions do not fill the table. Not
- * covered: a lock the old session still holds outlives it, and its
- * hasp_lock is then no longer capped by that session's ACQUIRE cap or
- * fold (a handle carries no session to match).
+ * ends it (the same order argument). An ACQUIRE cap and the fold do not
+ * know the token they are about: while their session is the client's they
+ * bind every lock of the name (of the session, for the fold). Once a new
+ * session replaces it they must keep binding the old session's locks,
+ * which live on, and must not bind the new session's grants (a false lock
+ * loss). Tokens tell the two apart:
+ *
+ *   - fencing tokens are the revision of the grant, strictly increasing
+ *     in apply order, cluster-wide;
+ *   - every hasp_lock of the old session was taken from an answer (or a
+ *     LOCK_GRANTED event) that arrived while it was the client's (those
+ *     of another session are stray), so its grant was applied before the
+ *     replacement;
+ *   - every grant to a later session is applied after that session's
+ *     first request, sent after the replacement.
+ *
+ * So every token answered before the replacement (ttl_tokens_seen_max,
+ * kept by every answered lock request) is below every later session's
+ * grant, and at least every token the application holds from the old
+ * session. At the replacement that maximum becomes the ended bound
+ * (ttl_tokens_ended_max), and the old session's ACQUIRE caps become
+ * "ended": they bind the name's locks with a token up to it; its fold
+ * joins the ended fold, every lock with a token up to it. An answer to
+ * the old session taken in only later (it arrived before the change, and
+ * its request was stepped after) raises the ended bound and these caps to
+ * its token: it too was granted before the replacement. A request given
+ * up after its session was replaced is noted as ended at once.
+ *
+ * Ended caps end as current ones do: an answered request on a grant they
+ * bind (a RENEW or RELEASE of a token up to the bound, from any session),
+ * first sent after the cap was made. They are not dropped by time: a lock
+ * on a lease, or renewed by auto_renew, has no largest validity, and
+ * dropping would raise what is reported for a lock that may be lost.
+ * Instead a full table makes room from them (caps_compact): the ended caps
+ * of one name become one, then every cap binding only tokens up to the
+ * ended bound (ended caps, RENEW caps of old tokens) goes into the ended
+ * fold. Each step binds what it bound before, no later, so no reported
+ * validity goes up; it may cap an old session's other locks too (a false
+ * loss, after more than 32 caps). The current session's grants are above
+ * the ended bound: ended sessions never fill the table for them, and never
+ * fold them (test_caps_of_ended_sessions_leave_room).
  */
 #include <string.h>
 
@@ -64,10 +99,8 @@ static bool cap_same_grant(const struct ttl_cap *t, const struct ttl_cap *n)
 
 	if (n->token != 0)
 		grant = t->token == n->token;
-	else if (n->ended)
-		grant = t->token == 0 && t->ended;
 	else
-		grant = t->token == 0 && !t->ended && t->session_id == n->session_id;
+		grant = t->token == 0 && t->ended == n->ended && t->session_id == n->session_id;
 	return t->used && grant && strcmp(t->name, n->name) == 0;
 }
 
