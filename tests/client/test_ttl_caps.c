@@ -12,9 +12,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include "client/client_impl.h"
 #include "common/clock.h"
 #include "hasp/client.h"
 #include "tests/client/client_test.h"
@@ -219,6 +222,114 @@ static void test_reacquire_cut_off_by_a_session_change_caps_the_lock(void **stat
 	responder_stop(&r);
 }
 
+/* ---- the table itself (white box: the paths no script reaches) ---- */
+
+#define FAR_NS UINT64_MAX
+
+static struct hasp_client *bare_client(uint64_t session_id)
+{
+	struct hasp_client *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	c->session_id = session_id; /* drift margin 0: a cap is send + TTL */
+	return c;
+}
+
+/* A request of `session_id` on `name` (token 0: an ACQUIRE), first sent at
+ * `send_ns` with a TTL of 1000 ms, given up at `now_ns` unanswered. */
+static void note_lost(struct hasp_client *c, uint64_t session_id, const char *name,
+		      uint64_t token, uint64_t send_ns, uint64_t now_ns)
+{
+	static struct client_req r;
+
+	memset(&r, 0, offsetof(struct client_req, size));
+	r.sent = true;
+	r.session_id = session_id;
+	r.first_send_ns = send_ns;
+	r.ttl_change_ms = LOST_TTL_MS;
+	r.ttl_token = token;
+	snprintf(r.ttl_name, sizeof(r.ttl_name), "%s", name);
+	client_ttl_cap_note_locked(c, &r, now_ns);
+}
+
+static void session_replaced(struct hasp_client *c, uint64_t session_id)
+{
+	c->session_id = session_id;
+	client_ttl_caps_session_replaced_locked(c);
+}
+
+/* An answer of the old session taken in after the change (it arrived
+ * before): its grant came before the change, so the old cap binds it too;
+ * the new session's grant of the name stays free, and an answered renew
+ * of an old token, sent after the cap was made, ends the cap. */
+static void test_late_answer_of_an_ended_session_is_capped_too(void **state)
+{
+	(void)state;
+	struct hasp_client *c = bare_client(1);
+	const uint64_t cap_ns = 100 + LOST_TTL_MS * MS;
+
+	client_ttl_cap_clear_locked(c, "job", 5, 10, 1); /* granted token 5 */
+	note_lost(c, 1, "job", 0, 100, 200);
+	session_replaced(c, 2);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "job", 5, FAR_NS), cap_ns);
+
+	/* Sent before the cap was made: it does not end it, it is bound. */
+	client_ttl_cap_clear_locked(c, "job", 9, 150, 1);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "job", 9, FAR_NS), cap_ns);
+	client_ttl_cap_clear_locked(c, "job", 12, 300, 2); /* the new session's */
+	assert_int_equal(client_ttl_cap_apply_locked(c, "job", 12, FAR_NS), FAR_NS);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "other", 9, FAR_NS), FAR_NS);
+
+	client_ttl_cap_clear_locked(c, "job", 9, 300, 2); /* renewed after it */
+	assert_int_equal(client_ttl_cap_apply_locked(c, "job", 5, FAR_NS), FAR_NS);
+	assert_int_equal(c->ttl_caps_used, 0);
+	free(c);
+}
+
+/* A request given up after its session was replaced (cancelled late) is
+ * noted as ended at once: it caps the old grants, not the new ones. */
+static void test_request_given_up_after_the_change_caps_only_old_grants(void **state)
+{
+	(void)state;
+	struct hasp_client *c = bare_client(1);
+
+	client_ttl_cap_clear_locked(c, "job", 5, 10, 1);
+	session_replaced(c, 2);
+	client_ttl_cap_clear_locked(c, "job", 8, 20, 2);
+	note_lost(c, 1, "job", 0, 100, 200);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "job", 5, FAR_NS), 100 + LOST_TTL_MS * MS);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "job", 8, FAR_NS), FAR_NS);
+	free(c);
+}
+
+/* A table full of ended caps of distinct names makes room for the current
+ * session: they fold into one cap on every old token, never lowering less
+ * than before, and the current session's grants stay free. */
+static void test_full_table_folds_ended_caps_before_current_ones(void **state)
+{
+	(void)state;
+	struct hasp_client *c = bare_client(1);
+	char name[32];
+
+	client_ttl_cap_clear_locked(c, "lock-0", 5, 10, 1);
+	for (uint32_t i = 0; i < CLIENT_TTL_CAPS; i++) {
+		snprintf(name, sizeof(name), "lock-%u", i);
+		note_lost(c, 1, name, 0, 100 + i, 200 + i);
+	}
+	assert_int_equal(c->ttl_caps_used, CLIENT_TTL_CAPS);
+	session_replaced(c, 2);
+	client_ttl_cap_clear_locked(c, "new", 7, 1000, 2);
+	note_lost(c, 2, "new", 7, 1000, 1100); /* needs a free entry */
+	assert_int_equal(c->ttl_caps_used, 1);
+	assert_int_equal(c->ttl_cap_all_ns, 0);
+	/* lock-0 was capped at 100 + 1 s; now at the earliest of all, the same. */
+	assert_int_equal(client_ttl_cap_apply_locked(c, "lock-0", 5, FAR_NS), 100 + LOST_TTL_MS * MS);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "lock-9", 5, FAR_NS), 100 + LOST_TTL_MS * MS);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "new", 7, FAR_NS), 1000 + LOST_TTL_MS * MS);
+	assert_int_equal(client_ttl_cap_apply_locked(c, "fresh", 8, FAR_NS), FAR_NS);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +341,9 @@ int main(void)
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_reacquire_cut_off_by_a_session_change_caps_the_lock,
 					  responder_teardown),
+		cmocka_unit_test(test_late_answer_of_an_ended_session_is_capped_too),
+		cmocka_unit_test(test_request_given_up_after_the_change_caps_only_old_grants),
+		cmocka_unit_test(test_full_table_folds_ended_caps_before_current_ones),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
