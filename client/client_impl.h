@@ -389,7 +389,8 @@ struct hasp_client {
 	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
 	uint64_t ttl_cap_all_session;
 	/* Caps of ended sessions folded into one: every lock with a token up
-	 * to ttl_cap_ended_all_token_max (0 ns: none). */
+	 * to ttl_cap_ended_all_token_max. */
+	bool ttl_cap_ended_all;
 	uint64_t ttl_cap_ended_all_ns;
 	uint64_t ttl_cap_ended_all_token_max;
 	/* The largest token of an answered lock request, and a bound on the
@@ -526,9 +527,14 @@ uint64_t client_deadline(const struct hasp_client *c);
 uint64_t client_valid_until(const struct hasp_client *c, uint64_t send_ns, uint32_t ttl_ms);
 
 /* ttl_caps.c */
+/* Request `r` ends unanswered: it caps the lock it may have re-armed. */
 void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *r, uint64_t now_ns);
+/* A lock request on (name, token) of `session_id`, first sent at
+ * `sent_ns`, was answered: ends the caps it supersedes and takes note of
+ * the token (the bound of ended sessions' caps). */
 void client_ttl_cap_clear_locked(struct hasp_client *c, const char *name, uint64_t token,
 				 uint64_t sent_ns, uint64_t session_id);
+/* `until_ns` lowered by every cap that binds the lock (name, token). */
 uint64_t client_ttl_cap_apply_locked(const struct hasp_client *c, const char *name, uint64_t token,
 				     uint64_t until_ns);
 /* c->session_id was replaced: the old session's ACQUIRE caps and full-table

@@ -128,8 +128,9 @@ static void cap_free(struct hasp_client *c, struct ttl_cap *t)
 static void fold_ended(struct hasp_client *c, uint64_t until_ns, uint64_t token_max)
 {
 	HASP_ASSERT(token_max <= c->ttl_tokens_ended_max);
-	if (c->ttl_cap_ended_all_ns == 0 || until_ns < c->ttl_cap_ended_all_ns)
+	if (!c->ttl_cap_ended_all || until_ns < c->ttl_cap_ended_all_ns)
 		c->ttl_cap_ended_all_ns = until_ns;
+	c->ttl_cap_ended_all = true;
 	if (token_max > c->ttl_cap_ended_all_token_max)
 		c->ttl_cap_ended_all_token_max = token_max;
 }
@@ -229,7 +230,7 @@ static void caps_raise_ended(struct hasp_client *c, const char *name, uint64_t t
 		if (t->used && t->ended && token > t->token_max && strcmp(t->name, name) == 0)
 			t->token_max = token;
 	}
-	if (c->ttl_cap_ended_all_ns != 0 && token > c->ttl_cap_ended_all_token_max)
+	if (c->ttl_cap_ended_all && token > c->ttl_cap_ended_all_token_max)
 		c->ttl_cap_ended_all_token_max = token;
 }
 
@@ -270,7 +271,7 @@ uint64_t client_ttl_cap_apply_locked(const struct hasp_client *c, const char *na
 	if (c->ttl_cap_all_ns != 0 && c->ttl_cap_all_session == c->session_id &&
 	    c->ttl_cap_all_ns < until_ns)
 		until_ns = c->ttl_cap_all_ns;
-	if (c->ttl_cap_ended_all_ns != 0 && token <= c->ttl_cap_ended_all_token_max &&
+	if (c->ttl_cap_ended_all && token <= c->ttl_cap_ended_all_token_max &&
 	    c->ttl_cap_ended_all_ns < until_ns)
 		until_ns = c->ttl_cap_ended_all_ns;
 	return until_ns;
