@@ -103,10 +103,14 @@ enum req_state {
  * its first send + TTL - drift (ttl_caps.c). */
 struct ttl_cap {
 	bool used;
+	/* An ACQUIRE cap whose session is no longer the client's: it binds
+	 * the name's grants with a token up to token_max (ttl_caps.c). */
+	bool ended;
 	uint64_t session_id;
-	uint64_t token;    /* 0: any grant of the name by the session (ACQUIRE) */
-	uint64_t until_ns; /* the cap */
-	uint64_t made_ns;  /* when the request was given up */
+	uint64_t token;     /* 0: any grant of the name by the session (ACQUIRE) */
+	uint64_t token_max; /* ended: the largest token it binds */
+	uint64_t until_ns;  /* the cap */
+	uint64_t made_ns;   /* when the request was given up */
 	char name[HASP_CLIENT_NAME_BUF];
 };
 #define CLIENT_TTL_CAPS 32u
@@ -352,6 +356,16 @@ struct hasp_client {
 	uint32_t ttl_caps_used; /* entries with `used`: 0 skips every scan (per reply) */
 	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
 	uint64_t ttl_cap_all_session;
+	/* Caps of ended sessions folded into one: every lock with a token up
+	 * to ttl_cap_ended_all_token_max. */
+	bool ttl_cap_ended_all;
+	uint64_t ttl_cap_ended_all_ns;
+	uint64_t ttl_cap_ended_all_token_max;
+	/* The largest token of an answered lock request, and a bound on the
+	 * tokens of grants to ended sessions that every grant to the current
+	 * session exceeds (ttl_caps.c, "Sessions"). */
+	uint64_t ttl_tokens_seen_max;
+	uint64_t ttl_tokens_ended_max;
 
 	/* A client opened into a group (group.c) has no socket of its own
 	 * (fd and intr_fd are -1): it sends and receives through the group.
@@ -520,12 +534,18 @@ uint64_t client_deadline(const struct hasp_client *c);
 uint64_t client_valid_until(const struct hasp_client *c, uint64_t send_ns, uint32_t ttl_ms);
 
 /* ttl_caps.c */
+/* Request `r` ends unanswered: it caps the lock it may have re-armed. */
 void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *r, uint64_t now_ns);
+/* A lock request on (name, token) of `session_id`, first sent at
+ * `sent_ns`, was answered: ends the caps it supersedes and takes note of
+ * the token (the bound of ended sessions' caps). */
 void client_ttl_cap_clear_locked(struct hasp_client *c, const char *name, uint64_t token,
 				 uint64_t sent_ns, uint64_t session_id);
+/* `until_ns` lowered by every cap that binds the lock (name, token). */
 uint64_t client_ttl_cap_apply_locked(const struct hasp_client *c, const char *name, uint64_t token,
 				     uint64_t until_ns);
-/* c->session_id was replaced: drops the caps that bound only the old one. */
+/* c->session_id was replaced: the old session's ACQUIRE caps and full-table
+ * cap now bind its grants by token bound (they outlive it, as its locks do). */
 void client_ttl_caps_session_replaced_locked(struct hasp_client *c);
 
 /* Copies a C string name into wire bytes after checking it; -HASP_ENAME. */

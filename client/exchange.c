@@ -655,6 +655,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			 * and the outcome is unknown, as after a timeout. */
 			p->state = PENDING_FREE;
 			c->stats.timeouts++;
+			client_ttl_cap_note_locked(c, r, now);
 			req_finish(r, -HASP_ETIMEDOUT);
 			return true;
 		}
