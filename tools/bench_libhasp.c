@@ -278,6 +278,7 @@ static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 {
 	const struct bench_config *cfg = e->cfg;
 	struct pollfd pfd = { .fd = hasp_client_group_fd(e->group), .events = POLLIN };
+	uint32_t completed = 0;
 
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
@@ -289,11 +290,15 @@ static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 		int timeout = hasp_client_group_timeout_ms(e->group);
 		if (timeout < 0 || timeout > POLL_MAX_MS)
 			timeout = POLL_MAX_MS;
-		/* Skipped when work is due now: the process reads the socket
-		 * anyway, and a poll(2) that returns at once is a syscall. */
-		if (timeout > 0)
+		/* Skipped when work is due now, and after a call that completed
+		 * operations: the process reads the socket anyway, and while
+		 * replies stream in (a busy run), the next ones have most likely
+		 * arrived by then; a poll(2) that returns at once is a syscall,
+		 * and one that sleeps a context switch. As the wire engine does,
+		 * the loop sleeps only when a call found nothing to finish. */
+		if (timeout > 0 && completed == 0)
 			(void)poll(&pfd, 1, timeout);
-		(void)!hasp_client_group_process(e->group, NULL);
+		(void)!hasp_client_group_process(e->group, &completed);
 		now = clock_monotonic_ns();
 		if (cfg->progress != NULL && now >= e->progress_ns) {
 			bench_progress_line(cfg->progress, e->res, ++e->progress_tick,
