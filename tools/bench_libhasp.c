@@ -9,14 +9,19 @@
  * wire engine (tools/bench_session.c) does by hand.
  *
  * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE) and
- * kv (KV_PUT/KV_GET mix), closed loop. Each client has one operation in
+ * kv (KV_PUT/KV_GET mix), closed loop or open loop (--rate: Poisson
+ * arrivals handed to idle clients or a bounded backlog, as the wire engine
+ * admits them, tools/bench_engine.c). Each client has one operation in
  * flight, as in the wire engine (tools/bench_session.c), so the figures
- * compare. Latencies run from the operation's start (the async call).
+ * compare. An operation's latency runs from its start (the async call)
+ * in the closed loop and from its intended arrival time in the open one
+ * (coordinated omission, tools/bench_arrival.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/limits.h"
@@ -44,6 +49,16 @@ struct lh_engine {
 	uint32_t busy; /* clients with an operation in flight */
 	uint64_t progress_ns, progress_ops;
 	uint32_t progress_tick;
+	/* Open loop (cfg->rate > 0): the arrival schedule, the arrivals that
+	 * found no idle client (intended times, oldest first), the idle
+	 * clients, and whether arrivals are still admitted. */
+	struct bench_arrival arrival;
+	uint64_t arrivals;
+	uint64_t *backlog;
+	uint32_t backlog_head, backlog_len;
+	uint32_t *idle;
+	uint32_t idle_len;
+	bool admitting;
 	uint8_t value[HASP_VALUE_SIZE_MAX];
 };
 
@@ -59,6 +74,7 @@ struct lh_client {
 };
 
 static void op_start(struct lh_client *s);
+static void op_start_at(struct lh_client *s, uint64_t intended_ns);
 
 static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t ns)
 {
@@ -97,7 +113,17 @@ static void op_done(struct lh_client *s, bool ok)
 	}
 	s->in_flight = false;
 	e->busy--;
-	op_start(s);
+	if (e->cfg->rate <= 0.0) {
+		op_start(s);
+	} else if (e->backlog_len > 0 && e->admitting) {
+		/* The oldest arrival that waited for a client. */
+		uint64_t intended = e->backlog[e->backlog_head];
+		e->backlog_head = (e->backlog_head + 1u) % BENCH_BACKLOG_MAX;
+		e->backlog_len--;
+		op_start_at(s, intended);
+	} else {
+		e->idle[e->idle_len++] = s->index;
+	}
 }
 
 static void on_released(struct hasp_client *c, const struct hasp_result *r, void *arg)
@@ -155,20 +181,30 @@ static void on_kv(struct hasp_client *c, const struct hasp_result *r, void *arg)
 	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT);
 }
 
-/* Starts client s's next operation, unless the run's time or count is up. */
+/* Closed loop: starts client s's next operation now, unless the run's
+ * time or count is up. */
 static void op_start(struct lh_client *s)
 {
 	struct lh_engine *e = s->e;
-	const struct bench_config *cfg = e->cfg;
 	uint64_t now = clock_monotonic_ns();
+
+	if (now >= e->run_end_ns || e->res->ops_started >= e->cfg->count_max)
+		return;
+	op_start_at(s, now);
+}
+
+/* Starts client s's next operation for an arrival intended at
+ * `intended_ns` (now, in the closed loop). */
+static void op_start_at(struct lh_client *s, uint64_t intended_ns)
+{
+	struct lh_engine *e = s->e;
+	const struct bench_config *cfg = e->cfg;
 	int rc;
 
-	if (now >= e->run_end_ns || e->res->ops_started >= cfg->count_max)
-		return;
 	e->res->ops_started++;
-	s->op_start_ns = now;
-	s->req_start_ns = now;
-	s->measured = now >= e->measure_start_ns;
+	s->op_start_ns = intended_ns;
+	s->req_start_ns = clock_monotonic_ns();
+	s->measured = intended_ns >= e->measure_start_ns;
 	s->key = bench_key_pick(cfg, &e->zipf, &e->prng, s->index, e->client_count);
 	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
 	s->in_flight = true; /* sent by the group's next process */
@@ -274,6 +310,48 @@ static void collect(struct lh_engine *e)
 
 /* Waits for what is in flight (busy) or until the run's time and count
  * are up: the group's loop (poll on its fd for its timeout, process). */
+/* Open loop: every arrival whose intended time has come goes to an idle
+ * client, or waits in the backlog (bounded; overflow is counted). */
+static void admit(struct lh_engine *e, uint64_t now)
+{
+	const struct bench_config *cfg = e->cfg;
+
+	if (!e->admitting)
+		return;
+	if (now >= e->run_end_ns) {
+		e->admitting = false;
+		return;
+	}
+	while (bench_arrival_peek(&e->arrival) <= now && e->arrivals < cfg->count_max) {
+		uint64_t intended = bench_arrival_next(&e->arrival);
+		e->arrivals++;
+		if (e->idle_len > 0) {
+			op_start_at(&e->clients[e->idle[--e->idle_len]], intended);
+		} else if (e->backlog_len < BENCH_BACKLOG_MAX) {
+			e->backlog[(e->backlog_head + e->backlog_len) % BENCH_BACKLOG_MAX] = intended;
+			e->backlog_len++;
+			if (e->backlog_len > e->res->backlog_max)
+				e->res->backlog_max = e->backlog_len;
+		} else {
+			e->res->err.arrivals_dropped++;
+		}
+	}
+	if (e->arrivals >= cfg->count_max && e->backlog_len == 0)
+		e->admitting = false;
+}
+
+/* Whether the run still starts operations: closed loop until its time or
+ * count is up, open loop while arrivals are admitted. */
+static bool starting(const struct lh_engine *e, uint64_t now)
+{
+	if (e->cfg->rate > 0.0)
+		return e->admitting;
+	return now < e->run_end_ns && e->res->ops_started < e->cfg->count_max;
+}
+
+/* Waits for what is in flight (busy) or until the run's time and count
+ * are up: the group's loop (poll on its fd for its timeout, or the next
+ * arrival, process). */
 static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 {
 	const struct bench_config *cfg = e->cfg;
@@ -284,20 +362,27 @@ static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 		uint64_t now = clock_monotonic_ns();
 		if (now >= until_ns)
 			return;
-		if (e->busy == 0 &&
-		    (!running || now >= e->run_end_ns || e->res->ops_started >= cfg->count_max))
+		if (running && cfg->rate > 0.0)
+			admit(e, now);
+		if (e->busy == 0 && (!running || !starting(e, now)))
 			return;
-		int timeout = hasp_client_group_timeout_ms(e->group);
-		if (timeout < 0 || timeout > POLL_MAX_MS)
-			timeout = POLL_MAX_MS;
+		int timeout_ms = hasp_client_group_timeout_ms(e->group);
+		uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
+		if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
+			wake = now + (uint64_t)timeout_ms * 1000000u;
+		if (running && e->admitting && bench_arrival_peek(&e->arrival) < wake)
+			wake = bench_arrival_peek(&e->arrival); /* to the nanosecond: ppoll */
 		/* Skipped when work is due now, and after a call that completed
 		 * operations: the process reads the socket anyway, and while
 		 * replies stream in (a busy run), the next ones have most likely
 		 * arrived by then; a poll(2) that returns at once is a syscall,
 		 * and one that sleeps a context switch. As the wire engine does,
 		 * the loop sleeps only when a call found nothing to finish. */
-		if (timeout > 0 && completed == 0)
-			(void)poll(&pfd, 1, timeout);
+		if (wake > now && completed == 0) {
+			struct timespec ts = { .tv_sec = (time_t)((wake - now) / 1000000000u),
+					       .tv_nsec = (long)((wake - now) % 1000000000u) };
+			(void)ppoll(&pfd, 1, &ts, NULL);
+		}
 		(void)!hasp_client_group_process(e->group, &completed);
 		now = clock_monotonic_ns();
 		if (cfg->progress != NULL && now >= e->progress_ns) {
@@ -327,10 +412,20 @@ static int run(struct lh_engine *e)
 	uint64_t start = clock_monotonic_ns();
 	e->measure_start_ns = start + (uint64_t)cfg->warmup_ms * 1000000u;
 	e->run_end_ns = e->measure_start_ns + (uint64_t)cfg->duration_ms * 1000000u;
-	for (uint32_t i = 0; i < e->client_count; i++)
-		if (!e->clients[i].in_flight && hasp_client_session_id(e->clients[i].c) != 0)
+	if (cfg->rate > 0.0) {
+		bench_arrival_init(&e->arrival, cfg->rate, cfg->seed ^ 0xa5a5u, start);
+		e->admitting = true;
+	}
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		if (e->clients[i].in_flight || hasp_client_session_id(e->clients[i].c) == 0)
+			continue; /* no session: not a client of the run */
+		if (cfg->rate > 0.0)
+			e->idle[e->idle_len++] = i;
+		else
 			op_start(&e->clients[i]);
+	}
 	drive(e, e->run_end_ns + (uint64_t)BENCH_DRAIN_MS * 1000000u, true);
+	e->res->err.unfinished += e->backlog_len; /* arrivals that never got a client */
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
 		end = e->last_done_ns; /* as the wire engine measures */
@@ -345,11 +440,17 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 
 	if (cfg->workload != BENCH_WL_CYCLE && cfg->workload != BENCH_WL_KV)
 		return -HASP_ECONFIG;
-	if (cfg->rate > 0.0)
-		return -HASP_ECONFIG;
 	e.clients = calloc(cfg->clients, sizeof(*e.clients));
-	if (e.clients == NULL)
+	if (cfg->rate > 0.0) {
+		e.idle = calloc(cfg->clients, sizeof(*e.idle));
+		e.backlog = calloc(BENCH_BACKLOG_MAX, sizeof(*e.backlog));
+	}
+	if (e.clients == NULL || (cfg->rate > 0.0 && (e.idle == NULL || e.backlog == NULL))) {
+		free(e.clients);
+		free(e.idle);
+		free(e.backlog);
 		return -HASP_ENOMEM;
+	}
 	prng_seed(&e.prng, cfg->seed);
 	for (uint32_t i = 0; i < sizeof(e.value); i++)
 		e.value[i] = (uint8_t)('a' + i % 26);
@@ -367,5 +468,7 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	if (e.zipf_ready)
 		bench_zipf_deinit(&e.zipf);
 	free(e.clients);
+	free(e.idle);
+	free(e.backlog);
 	return rc;
 }

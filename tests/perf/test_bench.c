@@ -605,6 +605,42 @@ static void test_open_loop_latency_includes_a_stall(void **state)
 	bench_result_deinit(&closed_res);
 }
 
+/* The same stall under --engine libhasp's open loop: arrivals during the
+ * stall wait in the backlog for the one client, and their latency from
+ * the intended time shows the stall (the engine admits them as the wire
+ * engine does); arrivals at 500/s over 1.2 s all complete. */
+static void test_libhasp_open_loop_latency_includes_a_stall(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	T.stall_at = 100;
+	T.stall_ms = 300;
+	config(&cfg);
+	cfg.libhasp = true;
+	cfg.clients = 1;
+	cfg.rate = 500;
+	cfg.duration_ms = 1200;
+	cfg.count_max = 100000;
+	cfg.request_timeout_ms = 1000;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run_libhasp(&cfg, &res), 0);
+	responder_stop(&R);
+	const struct bench_hist *o = res.lat[BENCH_LAT_OP];
+	print_message("libhasp open: n=%llu p50=%llu p90=%llu max=%llu backlog_max=%llu unfinished=%llu\n",
+		      (unsigned long long)o->count, (unsigned long long)bench_hist_quantile(o, 0.5),
+		      (unsigned long long)bench_hist_quantile(o, 0.9), (unsigned long long)o->max,
+		      (unsigned long long)res.backlog_max, (unsigned long long)res.err.unfinished);
+	assert_true(o->count > 300);
+	assert_true(res.backlog_max >= 50);
+	assert_true(bench_hist_quantile(o, 0.9) >= 100000000ull); /* >= 100 ms */
+	assert_int_equal(res.err.failed_ops, 0);
+	assert_int_equal(res.err.arrivals_dropped, 0);
+	bench_result_deinit(&res);
+}
+
 static void test_burst_tells_every_waiter(void **state)
 {
 	struct bench_config cfg;
@@ -1216,6 +1252,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_lost_requests_are_resent_with_the_same_bytes,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_open_loop_latency_includes_a_stall, responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_open_loop_latency_includes_a_stall,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_burst_tells_every_waiter, responder_teardown),
 		cmocka_unit_test_teardown(test_burst_tells_every_watcher, responder_teardown),
 		cmocka_unit_test_teardown(test_storm_grants_every_waiter_and_tells_every_watcher,
