@@ -118,10 +118,11 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-/* --threads: the clients and the count split over T engines, each with its
- * own socket and seed. Uncontended cycles also get a prefix per thread,
- * since each engine partitions its keys among its own clients only;
- * shared workloads (contended, kv, keepalive) keep one key space. */
+/* --threads: the clients, the count and the open loop's rate split over T
+ * engines, each with its own socket and seed. Uncontended cycles also get
+ * a prefix per thread, since each engine partitions its keys among its
+ * own clients only; shared workloads (contended, kv, keepalive) keep one
+ * key space. */
 static int run_threads(const struct bench_config *cfg, struct bench_result *res)
 {
 	uint32_t n = cfg->threads;
@@ -137,6 +138,9 @@ static int run_threads(const struct bench_config *cfg, struct bench_result *res)
 		if (t[i].cfg.count_max == 0)
 			t[i].cfg.count_max = 1;
 		t[i].cfg.seed = cfg->seed + i;
+		/* --rate is the run's offered load: each engine takes its
+		 * share (each took all of it: T times the load asked for). */
+		t[i].cfg.rate = cfg->rate / n;
 		if (cfg->workload == BENCH_WL_CYCLE && !cfg->contended)
 			snprintf(t[i].cfg.prefix, sizeof(t[i].cfg.prefix), "%.50st%u", cfg->prefix, i);
 		if (bench_result_init(&t[i].res) != 0 ||

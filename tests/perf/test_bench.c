@@ -1204,6 +1204,26 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	assert_non_null(strstr(out, "\"threads\":2,"));
 	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
 
+	/* --threads with --rate: the rate is the run's, split over the
+	 * engines (each offered all of it before: twice the load). About 200
+	 * arrivals in 1 s (Poisson); 2 x 200 is far outside the bounds. */
+	start(1);
+	snprintf(cmd, sizeof(cmd),
+		 "%s --cluster %s --clients 4 --threads 2 --rate 200 --warmup 0 --count 100000 "
+		 "--duration 1 --json", bench_exe, cluster);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	responder_stop(&R);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	const char *ops = strstr(out, "\"ops\":");
+	assert_non_null(ops);
+	unsigned long long op_count = strtoull(ops + 6, NULL, 10);
+	print_message("--threads 2 --rate 200 for 1 s: %llu ops\n", op_count);
+	assert_true(op_count >= 100 && op_count <= 300);
+
 	/* A storm that lost a lock fails the run (exit 4); one that lost none passes. */
 	start(1);
 	snprintf(cmd, sizeof(cmd),
