@@ -64,9 +64,10 @@ static void usage(FILE *out)
 		"                     clients/T sessions (kernel mode; default 1)\n"
 		"  --seed N           PRNG seed (default 1)\n"
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
-		"  --engine E         wire | libhasp: the own wire engine (every workload;\n"
-		"                     --threads, --dpdk; the default) or libhasp's async core\n"
-		"                     (cycle, contended and kv, closed or open loop, one thread)\n"
+		"  --engine E         wire | libhasp: the own wire engine (every workload,\n"
+		"                     --dpdk; the default) or libhasp's async core (cycle,\n"
+		"                     contended and kv, closed or open loop, --threads: a client\n"
+		"                     group per thread)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
 		"DPDK mode (EAL arguments after --, e.g. -l 1 --no-huge -m 64 --no-pci\n"
@@ -114,7 +115,7 @@ struct thread_run {
 static void *thread_main(void *arg)
 {
 	struct thread_run *t = arg;
-	t->rc = bench_run(&t->cfg, &t->res);
+	t->rc = t->cfg.libhasp ? bench_run_libhasp(&t->cfg, &t->res) : bench_run(&t->cfg, &t->res);
 	return NULL;
 }
 
@@ -369,11 +370,10 @@ int main(int argc, char **argv)
 		bench_result_deinit(&res);
 		return 2;
 	}
-	bool libhasp_fits = !dpdk && cfg.threads == 1 &&
-			    (cfg.workload == BENCH_WL_CYCLE || cfg.workload == BENCH_WL_KV);
+	bool libhasp_fits = !dpdk && (cfg.workload == BENCH_WL_CYCLE || cfg.workload == BENCH_WL_KV);
 	if (engine == 1 && !libhasp_fits) {
 		fprintf(stderr, "hasp-bench: --engine libhasp runs cycle, contended and kv, closed "
-				"or open loop, in kernel mode with one thread\n");
+				"or open loop, in kernel mode\n");
 		bench_result_deinit(&res);
 		return 2;
 	}
@@ -383,8 +383,8 @@ int main(int argc, char **argv)
 	if (!json && !dpdk && cfg.threads == 1 && isatty(STDOUT_FILENO))
 		cfg.progress = stdout;
 	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res)
-		 : engine == 1 ? bench_run_libhasp(&cfg, &res)
 		 : cfg.threads > 1 ? run_threads(&cfg, &res)
+		 : engine == 1 ? bench_run_libhasp(&cfg, &res)
 				   : bench_run(&cfg, &res);
 	if (rc != 0) {
 		fprintf(stderr, "hasp-bench: %s\n", hasp_strerror(rc));

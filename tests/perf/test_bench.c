@@ -1204,6 +1204,25 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	assert_non_null(strstr(out, "\"threads\":2,"));
 	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
 
+	/* --engine libhasp --threads 2: a client group per thread, the
+	 * same split and sums. */
+	start(1);
+	snprintf(cmd, sizeof(cmd),
+		 "%s --cluster %s --engine libhasp --clients 4 --threads 2 --count 101 --duration 5 "
+		 "--json", bench_exe, cluster);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	responder_stop(&R);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(json_valid(out));
+	assert_non_null(strstr(out, "\"cycles\":101,"));
+	assert_non_null(strstr(out, "\"sessions\":4,"));
+	assert_non_null(strstr(out, "\"engine\":\"libhasp\""));
+	assert_int_equal(seen(HASP_OP_SESSION_OPEN), 4);
+
 	/* --threads with --rate: the rate is the run's, split over the
 	 * engines (each offered all of it before: twice the load). About 200
 	 * arrivals in 1 s (Poisson); 2 x 200 is far outside the bounds. */
