@@ -336,6 +336,22 @@ int hasp_client_connect_async(struct hasp_client *c, hasp_client_done_fn *fn, vo
 	return client_op_start(c, op, 0, fn, arg, id);
 }
 
+int hasp_client_session_keepalive_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
+					uint64_t *id)
+{
+	struct hasp_wire_msg m;
+	struct client_op *op;
+
+	if (c == NULL || fn == NULL)
+		return -HASP_EINVAL;
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = HASP_OP_SESSION_KEEPALIVE;
+	op = client_op_new();
+	/* Its answer renews the session's TTL as the loop's own keepalive
+	 * does (ops.c, simple_done_locked). */
+	return client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0, fn, arg, id);
+}
+
 uint64_t hasp_client_session_id(struct hasp_client *c)
 {
 	uint64_t id;

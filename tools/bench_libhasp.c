@@ -8,8 +8,9 @@
  * batch for every client, moves them on and sends in one sendmmsg, as the
  * wire engine (tools/bench_session.c) does by hand.
  *
- * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE) and
- * kv (KV_PUT/KV_GET mix), closed loop or open loop (--rate: Poisson
+ * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE), kv
+ * (KV_PUT/KV_GET mix) and keepalive (SESSION_KEEPALIVE,
+ * hasp_client_session_keepalive_async), closed loop or open loop (--rate: Poisson
  * arrivals handed to idle clients or a bounded backlog, as the wire engine
  * admits them, tools/bench_engine.c). Each client has one operation in
  * flight, as in the wire engine (tools/bench_session.c), so the figures
@@ -181,6 +182,19 @@ static void on_kv(struct hasp_client *c, const struct hasp_result *r, void *arg)
 	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT);
 }
 
+static void on_keepalive(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+
+	(void)c;
+	count_status(e, HASP_OP_SESSION_KEEPALIVE, r->rc);
+	if (r->rc == -HASP_ETIMEDOUT)
+		e->res->err.timeouts++;
+	record(e, s->measured, BENCH_LAT_KEEPALIVE, clock_monotonic_ns() - s->req_start_ns);
+	op_done(s, r->rc == 0);
+}
+
 /* Closed loop: starts client s's next operation now, unless the run's
  * time or count is up. */
 static void op_start(struct lh_client *s)
@@ -209,7 +223,9 @@ static void op_start_at(struct lh_client *s, uint64_t intended_ns)
 	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
 	s->in_flight = true; /* sent by the group's next process */
 	e->busy++;
-	if (cfg->workload == BENCH_WL_KV) {
+	if (cfg->workload == BENCH_WL_KEEPALIVE) {
+		rc = hasp_client_session_keepalive_async(s->c, on_keepalive, s, NULL);
+	} else if (cfg->workload == BENCH_WL_KV) {
 		if (prng_below(&e->prng, 100) < cfg->put_percent)
 			rc = hasp_client_kv_put_async(s->c, s->name, e->value, cfg->value_size, 0,
 						      on_kv, s, NULL);
@@ -438,7 +454,8 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 {
 	struct lh_engine e = { .cfg = cfg, .res = res, .client_count = cfg->clients };
 
-	if (cfg->workload != BENCH_WL_CYCLE && cfg->workload != BENCH_WL_KV)
+	if (cfg->workload != BENCH_WL_CYCLE && cfg->workload != BENCH_WL_KV &&
+	    cfg->workload != BENCH_WL_KEEPALIVE)
 		return -HASP_ECONFIG;
 	e.clients = calloc(cfg->clients, sizeof(*e.clients));
 	if (cfg->rate > 0.0) {

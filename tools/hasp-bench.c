@@ -66,8 +66,8 @@ static void usage(FILE *out)
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
 		"  --engine E         wire | libhasp: the own wire engine (every workload,\n"
 		"                     --dpdk; the default) or libhasp's async core (cycle,\n"
-		"                     contended and kv, closed or open loop, --threads: a client\n"
-		"                     group per thread)\n"
+		"                     contended, kv and keepalive, closed or open loop,\n"
+		"                     --threads: a client group per thread)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
 		"DPDK mode (EAL arguments after --, e.g. -l 1 --no-huge -m 64 --no-pci\n"
@@ -370,10 +370,11 @@ int main(int argc, char **argv)
 		bench_result_deinit(&res);
 		return 2;
 	}
-	bool libhasp_fits = !dpdk && (cfg.workload == BENCH_WL_CYCLE || cfg.workload == BENCH_WL_KV);
+	bool libhasp_fits = !dpdk && (cfg.workload == BENCH_WL_CYCLE || cfg.workload == BENCH_WL_KV ||
+				      cfg.workload == BENCH_WL_KEEPALIVE);
 	if (engine == 1 && !libhasp_fits) {
-		fprintf(stderr, "hasp-bench: --engine libhasp runs cycle, contended and kv, closed "
-				"or open loop, in kernel mode\n");
+		fprintf(stderr, "hasp-bench: --engine libhasp runs cycle, contended, kv and keepalive, "
+				"closed or open loop, in kernel mode\n");
 		bench_result_deinit(&res);
 		return 2;
 	}

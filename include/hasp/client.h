@@ -198,7 +198,7 @@ struct hasp_kv_value {
 	uint64_t revision; /* of the key's last change */
 	uint64_t lease_id;
 	size_t value_size;
-	uint8_t value[HASP_CLIENT_VALUE_MAX];
+	uint8_t value[HASP_CLIENT_VALUE_MAX]; /* value_size bytes; the rest unspecified */
 };
 
 struct hasp_kv_cas {
@@ -454,6 +454,15 @@ int hasp_client_lease_keepalive_async(struct hasp_client *client, uint64_t lease
 int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id,
 				   hasp_client_done_fn *fn, void *arg, uint64_t *id)
 	__attribute__((warn_unused_result));
+/* Sends one SESSION_KEEPALIVE of the session now, whatever the schedule
+ * (the loop, the helper thread or hasp_client_keepalive keep the session
+ * on their own; this is for an application that wants to know now that
+ * its session lives, and for load generators). res->op is
+ * HASP_OP_SESSION_KEEPALIVE; rc 0, or -HASP_ESESSION when the session had
+ * expired (the next call opens another). No session yet: one is opened
+ * first. Since libhasp 1.3. */
+int hasp_client_session_keepalive_async(struct hasp_client *client, hasp_client_done_fn *fn,
+					void *arg, uint64_t *id) __attribute__((warn_unused_result));
 /* Opens the session (hasp_client_connect): res->op is HASP_OP_SESSION_OPEN,
  * rc 0 once it is open (hasp_client_session_id names it). A cancel ends the
  * call, not an open under way. */

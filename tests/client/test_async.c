@@ -31,6 +31,7 @@ struct script {
 	uint64_t grant_at_ns;   /* push LOCK_GRANTED for "job" then (0: never) */
 	bool grant_sent;
 	uint32_t acquires_seen;
+	uint64_t expired_session; /* requests in it answer SESSION_EXPIRED (0: none) */
 };
 
 static void script_async(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -48,6 +49,13 @@ static void script_async(struct responder *r, int node, const struct hasp_wire_m
 		responder_unlock(r);
 		if (due)
 			responder_push_grant(r, 0, "job", 77, 5000);
+		return;
+	}
+	responder_lock(r);
+	bool expired = s->expired_session != 0 && req->hdr.session_id == s->expired_session;
+	responder_unlock(r);
+	if (expired) {
+		reply_status(r, node, req, from, HASP_STATUS_SESSION_EXPIRED);
 		return;
 	}
 	if (responder_answer_session(r, node, req, from))
@@ -475,6 +483,55 @@ static uint32_t requests_distinct(struct responder *r, uint8_t opcode, const cha
 	return count;
 }
 
+/* hasp_client_session_keepalive_async: opens the session first if it has
+ * none, then sends one SESSION_KEEPALIVE, which the loop completes; an
+ * expired session answers -HASP_ESESSION, and the next call opens
+ * another. */
+static void test_session_keepalive_async(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	uint64_t id = 0;
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_session_keepalive_async(c, NULL, NULL, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_session_keepalive_async(NULL, on_done, &out, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_session_keepalive_async(c, on_done, &out, &id), 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.rcs[0], 0);
+	assert_int_equal(out.ops[0], HASP_OP_SESSION_KEEPALIVE);
+	assert_int_equal(out.ids[0], id);
+	uint64_t session = hasp_client_session_id(c);
+	assert_int_not_equal(session, 0);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1), 1);
+
+	/* The cluster forgot the session: the keepalive says so. */
+	responder_lock(&r);
+	s.expired_session = session;
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_session_keepalive_async(c, on_done, &out, NULL), 0);
+	run_loop(c, &out, 2);
+	assert_int_equal(out.rcs[1], -HASP_ESESSION);
+	assert_int_equal(out.ops[1], HASP_OP_SESSION_KEEPALIVE);
+	/* The next one opens another session and is answered in it. */
+	assert_int_equal(hasp_client_session_keepalive_async(c, on_done, &out, NULL), 0);
+	run_loop(c, &out, 3);
+	assert_int_equal(out.rcs[2], 0);
+	assert_int_not_equal(hasp_client_session_id(c), 0);
+	assert_int_not_equal(hasp_client_session_id(c), session);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void test_connect_watch_unwatch_async(void **state)
 {
 	static struct watch_script s;
@@ -881,6 +938,7 @@ int main(void)
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_threads_and_the_loop_share_a_client,
 					  responder_teardown),
+		cmocka_unit_test_teardown(test_session_keepalive_async, responder_teardown),
 		cmocka_unit_test_teardown(test_connect_watch_unwatch_async, responder_teardown),
 		cmocka_unit_test_teardown(test_loop_reopens_a_lost_session_for_its_watches,
 					  responder_teardown),

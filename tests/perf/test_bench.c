@@ -804,6 +804,21 @@ static void test_kv_mix_and_keepalive_storm(void **state)
 	assert_int_equal(res.sessions, 200);
 	assert_int_equal(res.lat[BENCH_LAT_KEEPALIVE]->count, 2000);
 	bench_result_deinit(&res);
+
+	/* The same storm on libhasp's async core
+	 * (hasp_client_session_keepalive_async): 2000 keepalives, no other
+	 * request but the opens and closes. */
+	start(1);
+	cfg.libhasp = true;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run_libhasp(&cfg, &res), 0);
+	responder_stop(&R);
+	assert_int_equal(res.sessions, 200);
+	assert_int_equal(res.ops, 2000);
+	assert_int_equal(res.lat[BENCH_LAT_KEEPALIVE]->count, 2000);
+	assert_int_equal(seen(HASP_OP_SESSION_KEEPALIVE), 2000);
+	assert_int_equal(seen(HASP_OP_ACQUIRE) + seen(HASP_OP_KV_GET) + seen(HASP_OP_KV_PUT), 0);
+	bench_result_deinit(&res);
 }
 
 static void test_every_run_is_bounded_by_duration(void **state)
