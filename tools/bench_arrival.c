@@ -84,3 +84,36 @@ uint32_t bench_zipf_next(const struct bench_zipf *z, struct prng *p)
 	HASP_ASSERT(lo < z->n);
 	return lo;
 }
+
+int bench_backlog_init(struct bench_backlog *b, uint32_t capacity)
+{
+	*b = (struct bench_backlog){ .capacity = capacity };
+	b->slots = hasp_calloc(capacity, sizeof(*b->slots));
+	return b->slots == NULL ? -HASP_ENOMEM : 0;
+}
+
+void bench_backlog_deinit(struct bench_backlog *b)
+{
+	hasp_free(b->slots);
+	*b = (struct bench_backlog){ 0 };
+}
+
+bool bench_backlog_push(struct bench_backlog *b, uint64_t intended, uint64_t *len_max)
+{
+	if (b->len == b->capacity)
+		return false;
+	b->slots[(b->head + b->len) % b->capacity] = intended;
+	b->len++;
+	if (b->len > *len_max)
+		*len_max = b->len;
+	return true;
+}
+
+uint64_t bench_backlog_pop(struct bench_backlog *b)
+{
+	HASP_ASSERT(b->len > 0);
+	uint64_t intended = b->slots[b->head];
+	b->head = (b->head + 1u) % b->capacity;
+	b->len--;
+	return intended;
+}

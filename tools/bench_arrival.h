@@ -11,6 +11,7 @@
 #ifndef HASP_TOOLS_BENCH_ARRIVAL_H
 #define HASP_TOOLS_BENCH_ARRIVAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/prng.h"
@@ -30,6 +31,23 @@ void bench_arrival_init(struct bench_arrival *a, double rate_per_s, uint64_t see
 uint64_t bench_arrival_next(struct bench_arrival *a);
 /* Peeks at the next arrival's intended time without advancing. */
 uint64_t bench_arrival_peek(const struct bench_arrival *a);
+
+/* Open-loop arrivals that found no idle client: their intended times,
+ * oldest first, at most `capacity` (an arrival beyond it is dropped and
+ * counted by the caller). Shared by both of hasp-bench's engines. */
+struct bench_backlog {
+	uint64_t *slots;
+	uint32_t capacity, head, len;
+};
+int bench_backlog_init(struct bench_backlog *b, uint32_t capacity)
+	__attribute__((warn_unused_result));
+void bench_backlog_deinit(struct bench_backlog *b);
+/* Queues `intended` and raises *len_max to the new length; false when the
+ * backlog is full (nothing queued). */
+bool bench_backlog_push(struct bench_backlog *b, uint64_t intended, uint64_t *len_max)
+	__attribute__((warn_unused_result));
+/* The oldest arrival's intended time, taken out; b->len > 0. */
+uint64_t bench_backlog_pop(struct bench_backlog *b);
 
 /* Zipf(s) over [0, n): rank 0 is the hottest key. Precomputes the CDF
  * (n doubles, allocated with hasp_alloc; bench_zipf_deinit frees it).

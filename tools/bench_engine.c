@@ -257,16 +257,11 @@ static void admit(struct bench_engine *e)
 		int64_t index = bench_engine_pop_idle(e);
 		if (index >= 0) {
 			bench_session_start_op(e, (uint32_t)index, intended);
-		} else if (e->backlog_len < BENCH_BACKLOG_MAX) {
-			e->backlog[(e->backlog_head + e->backlog_len) % BENCH_BACKLOG_MAX] = intended;
-			e->backlog_len++;
-			if (e->backlog_len > e->res->backlog_max)
-				e->res->backlog_max = e->backlog_len;
-		} else {
+		} else if (!bench_backlog_push(&e->backlog, intended, &e->res->backlog_max)) {
 			e->res->err.arrivals_dropped++;
 		}
 	}
-	if (e->arrivals >= cfg->count_max && e->backlog_len == 0)
+	if (e->arrivals >= cfg->count_max && e->backlog.len == 0)
 		e->admitting = false;
 }
 
@@ -358,7 +353,7 @@ static void phase_run_step(struct bench_engine *e)
 		    st == C_HOLDING)
 			e->res->err.unfinished++;
 	}
-	e->res->err.unfinished += e->backlog_len; /* arrivals that never got a client */
+	e->res->err.unfinished += e->backlog.len; /* arrivals that never got a client */
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
 		end = e->last_done_ns;
@@ -471,7 +466,7 @@ void bench_engine_destroy(struct bench_engine *e)
 	hasp_free(e->hash_vals);
 	hasp_free(e->send_queue);
 	hasp_free(e->idle);
-	hasp_free(e->backlog);
+	bench_backlog_deinit(&e->backlog);
 	bench_zipf_deinit(&e->zipf);
 	hasp_free(e);
 }
@@ -517,10 +512,10 @@ int bench_engine_create(struct bench_engine **engine, const struct bench_config 
 	e->hash_vals = hasp_calloc(hash_size, sizeof(*e->hash_vals));
 	e->send_queue = hasp_calloc(e->client_count, sizeof(*e->send_queue));
 	e->idle = hasp_calloc(e->client_count, sizeof(*e->idle));
-	e->backlog = cfg->rate > 0.0 ? hasp_calloc(BENCH_BACKLOG_MAX, sizeof(*e->backlog)) : NULL;
 	rc = -HASP_ENOMEM;
 	if (e->clients == NULL || e->hash_keys == NULL || e->hash_vals == NULL ||
-	    e->send_queue == NULL || e->idle == NULL || (cfg->rate > 0.0 && e->backlog == NULL))
+	    e->send_queue == NULL || e->idle == NULL ||
+	    (cfg->rate > 0.0 && bench_backlog_init(&e->backlog, BENCH_BACKLOG_MAX) != 0))
 		goto fail;
 	rc = bench_zipf_init(&e->zipf, cfg->keys, cfg->zipf_s);
 	if (rc != 0)

@@ -98,8 +98,7 @@ struct bench_engine {
 	uint32_t send_head, send_len;
 	uint32_t *idle;
 	uint32_t idle_len;
-	uint64_t *backlog;
-	uint32_t backlog_head, backlog_len;
+	struct bench_backlog backlog; /* open loop (slots NULL in the closed loop) */
 	struct prng prng;
 	struct prng nonce_prng; /* session nonces: never from cfg->seed (bench_engine_create) */
 	struct bench_zipf zipf;

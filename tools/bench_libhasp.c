@@ -55,8 +55,7 @@ struct lh_engine {
 	 * clients, and whether arrivals are still admitted. */
 	struct bench_arrival arrival;
 	uint64_t arrivals;
-	uint64_t *backlog;
-	uint32_t backlog_head, backlog_len;
+	struct bench_backlog backlog;
 	uint32_t *idle;
 	uint32_t idle_len;
 	bool admitting;
@@ -116,12 +115,8 @@ static void op_done(struct lh_client *s, bool ok)
 	e->busy--;
 	if (e->cfg->rate <= 0.0) {
 		op_start(s);
-	} else if (e->backlog_len > 0 && e->admitting) {
-		/* The oldest arrival that waited for a client. */
-		uint64_t intended = e->backlog[e->backlog_head];
-		e->backlog_head = (e->backlog_head + 1u) % BENCH_BACKLOG_MAX;
-		e->backlog_len--;
-		op_start_at(s, intended);
+	} else if (e->backlog.len > 0 && e->admitting) {
+		op_start_at(s, bench_backlog_pop(&e->backlog)); /* the oldest waiting arrival */
 	} else {
 		e->idle[e->idle_len++] = s->index;
 	}
@@ -343,16 +338,11 @@ static void admit(struct lh_engine *e, uint64_t now)
 		e->arrivals++;
 		if (e->idle_len > 0) {
 			op_start_at(&e->clients[e->idle[--e->idle_len]], intended);
-		} else if (e->backlog_len < BENCH_BACKLOG_MAX) {
-			e->backlog[(e->backlog_head + e->backlog_len) % BENCH_BACKLOG_MAX] = intended;
-			e->backlog_len++;
-			if (e->backlog_len > e->res->backlog_max)
-				e->res->backlog_max = e->backlog_len;
-		} else {
+		} else if (!bench_backlog_push(&e->backlog, intended, &e->res->backlog_max)) {
 			e->res->err.arrivals_dropped++;
 		}
 	}
-	if (e->arrivals >= cfg->count_max && e->backlog_len == 0)
+	if (e->arrivals >= cfg->count_max && e->backlog.len == 0)
 		e->admitting = false;
 }
 
@@ -441,7 +431,7 @@ static int run(struct lh_engine *e)
 			op_start(&e->clients[i]);
 	}
 	drive(e, e->run_end_ns + (uint64_t)BENCH_DRAIN_MS * 1000000u, true);
-	e->res->err.unfinished += e->backlog_len; /* arrivals that never got a client */
+	e->res->err.unfinished += e->backlog.len; /* arrivals that never got a client */
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
 		end = e->last_done_ns; /* as the wire engine measures */
@@ -458,14 +448,12 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	    cfg->workload != BENCH_WL_KEEPALIVE)
 		return -HASP_ECONFIG;
 	e.clients = calloc(cfg->clients, sizeof(*e.clients));
-	if (cfg->rate > 0.0) {
+	if (cfg->rate > 0.0)
 		e.idle = calloc(cfg->clients, sizeof(*e.idle));
-		e.backlog = calloc(BENCH_BACKLOG_MAX, sizeof(*e.backlog));
-	}
-	if (e.clients == NULL || (cfg->rate > 0.0 && (e.idle == NULL || e.backlog == NULL))) {
+	if (e.clients == NULL || (cfg->rate > 0.0 && (e.idle == NULL ||
+						     bench_backlog_init(&e.backlog, BENCH_BACKLOG_MAX) != 0))) {
 		free(e.clients);
 		free(e.idle);
-		free(e.backlog);
 		return -HASP_ENOMEM;
 	}
 	prng_seed(&e.prng, cfg->seed);
@@ -486,6 +474,6 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 		bench_zipf_deinit(&e.zipf);
 	free(e.clients);
 	free(e.idle);
-	free(e.backlog);
+	bench_backlog_deinit(&e.backlog);
 	return rc;
 }

@@ -305,11 +305,8 @@ void bench_session_make_idle(struct bench_engine *e, uint32_t index)
 	if (e->cfg->workload == BENCH_WL_BURST || e->cfg->workload == BENCH_WL_STORM)
 		return; /* the round coordinator starts their operations */
 	/* Open loop: a waiting arrival takes this client at once. */
-	if (e->cfg->rate > 0.0 && e->backlog_len > 0 && e->admitting) {
-		uint64_t intended = e->backlog[e->backlog_head];
-		e->backlog_head = (e->backlog_head + 1u) % BENCH_BACKLOG_MAX;
-		e->backlog_len--;
-		bench_session_start_op(e, index, intended);
+	if (e->cfg->rate > 0.0 && e->backlog.len > 0 && e->admitting) {
+		bench_session_start_op(e, index, bench_backlog_pop(&e->backlog));
 		return;
 	}
 	e->idle[e->idle_len++] = index;

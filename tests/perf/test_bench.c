@@ -1180,6 +1180,19 @@ static void test_report_json_is_valid_with_the_facts(void **state)
 	bench_result_deinit(&res);
 }
 
+/* Runs hasp-bench's command line `cmd` against the responder (then
+ * stopped): its standard output into `out`, exit status 0 required. */
+static void run_binary(const char *cmd, char *out, size_t size)
+{
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(out, 1, size - 1, p);
+	out[n] = '\0';
+	int status = pclose(p);
+	responder_stop(&R);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void test_hasp_bench_binary_prints_valid_json(void **state)
 {
 	char cmd[512];
@@ -1189,13 +1202,7 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	start(1);
 	snprintf(cmd, sizeof(cmd), "%s --cluster %s --clients 2 --count 50 --duration 5 --json",
 		 bench_exe, cluster);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = '\0';
-	int status = pclose(p);
-	responder_stop(&R);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	run_binary(cmd, out, sizeof(out));
 	assert_true(json_valid(out));
 	assert_non_null(strstr(out, "\"cycles\":50,"));
 	assert_non_null(strstr(out, "\"tool\":\"hasp-bench\""));
@@ -1206,13 +1213,7 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "%s --cluster %s --clients 4 --threads 2 --count 101 --duration 5 --json", bench_exe,
 		 cluster);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = '\0';
-	status = pclose(p);
-	responder_stop(&R);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	run_binary(cmd, out, sizeof(out));
 	assert_true(json_valid(out));
 	assert_non_null(strstr(out, "\"cycles\":101,"));
 	assert_non_null(strstr(out, "\"sessions\":4,"));
@@ -1225,13 +1226,7 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "%s --cluster %s --engine libhasp --clients 4 --threads 2 --count 101 --duration 5 "
 		 "--json", bench_exe, cluster);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = '\0';
-	status = pclose(p);
-	responder_stop(&R);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	run_binary(cmd, out, sizeof(out));
 	assert_true(json_valid(out));
 	assert_non_null(strstr(out, "\"cycles\":101,"));
 	assert_non_null(strstr(out, "\"sessions\":4,"));
@@ -1245,13 +1240,7 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "%s --cluster %s --clients 4 --threads 2 --rate 200 --warmup 0 --count 100000 "
 		 "--duration 1 --json", bench_exe, cluster);
-	p = popen(cmd, "r");
-	assert_non_null(p);
-	n = fread(out, 1, sizeof(out) - 1, p);
-	out[n] = '\0';
-	status = pclose(p);
-	responder_stop(&R);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	run_binary(cmd, out, sizeof(out));
 	const char *ops = strstr(out, "\"ops\":");
 	assert_non_null(ops);
 	unsigned long long op_count = strtoull(ops + 6, NULL, 10);
@@ -1263,7 +1252,7 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "%s --cluster %s --workload storm --locks 4 --window-ms 20 --count 2 --duration 5 "
 		 "--json >/dev/null", bench_exe, cluster);
-	status = system(cmd);
+	int status = system(cmd);
 	responder_stop(&R);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	start(1);
