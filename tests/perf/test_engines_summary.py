@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""perf/engines' summary without a cluster: the pairs' ratios, their
+geometric mean and 95 % interval, and the verdict it draws (closed loop
+by the rate, higher is better; open loop by the op p99, lower is
+better), on synthetic rows."""
+import importlib.machinery
+import importlib.util
+import math
+import os
+import sys
+import unittest
+
+ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def load_engines():
+    loader = importlib.machinery.SourceFileLoader("perf_engines", os.path.join(ROOT, "perf", "engines"))
+    spec = importlib.util.spec_from_loader("perf_engines", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def rows(pairs, clients=16):
+    """Rows of perf/engines for (wire rate, libhasp rate, wire p99, libhasp p99) pairs."""
+    out = []
+    for rnd, (wr, lr, wp, lp) in enumerate(pairs, 1):
+        for engine, rate, p99 in (("wire", wr, wp), ("libhasp", lr, lp)):
+            out.append({"engine": engine, "clients": clients, "round": rnd, "cycles_per_s": rate,
+                        "p50_us": 1000.0, "p99_us": p99, "client_us_per_cycle": 10.0,
+                        "node_cpu_s_per_1000": 0.1})
+    return out
+
+
+class Summary(unittest.TestCase):
+    def setUp(self):
+        self.m = load_engines()
+
+    def test_equal_ratios_give_a_point_interval_and_a_verdict(self):
+        s = self.m.summarize(rows([(1000, 1100, 10, 10)] * 4), 16)
+        self.assertEqual(s["pairs"], 4)
+        self.assertAlmostEqual(s["geomean"], 1.1)
+        self.assertAlmostEqual(s["ci95"][0], 1.1)
+        self.assertEqual(self.m.verdict(s, False), "libhasp at least as fast")
+        s = self.m.summarize(rows([(1000, 800, 10, 10)] * 4), 16)
+        self.assertEqual(self.m.verdict(s, False), "libhasp slower")
+
+    def test_spread_ratios_hold_one_in_their_interval(self):
+        s = self.m.summarize(rows([(1000, 900, 10, 10), (1000, 1100, 10, 10),
+                                   (1000, 950, 10, 10), (1000, 1050, 10, 10)]), 16)
+        ratios = [0.9, 1.1, 0.95, 1.05]
+        self.assertAlmostEqual(s["geomean"], math.exp(sum(map(math.log, ratios)) / 4))
+        self.assertLess(s["ci95"][0], 1.0)
+        self.assertGreater(s["ci95"][1], 1.0)
+        # t(3) = 3.182: the half-width of the log interval.
+        logs = [math.log(x) for x in ratios]
+        mean = sum(logs) / 4
+        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
+        self.assertAlmostEqual(math.log(s["ci95"][1]) - mean, 3.182 * sd / 2)
+        self.assertEqual(s["libhasp_won"], 2)
+        self.assertEqual(self.m.verdict(s, False), "not distinguishable")
+
+    def test_open_loop_judges_by_the_p99(self):
+        # Same rate (the offered one), libhasp's p99 half the wire engine's.
+        s = self.m.summarize(rows([(3000, 3000, 20, 10)] * 3), 16)
+        self.assertEqual(self.m.verdict(s, True), "libhasp at least as fast")
+        s = self.m.summarize(rows([(3000, 3000, 10, 20)] * 3), 16)
+        self.assertEqual(self.m.verdict(s, True), "libhasp slower")
+
+    def test_an_unpaired_run_is_left_out(self):
+        r = rows([(1000, 1000, 10, 10)] * 2)
+        r.append({"engine": "wire", "clients": 16, "round": 3, "cycles_per_s": 1.0, "p50_us": 1.0,
+                  "p99_us": 1.0, "client_us_per_cycle": 1.0, "node_cpu_s_per_1000": 1.0})
+        s = self.m.summarize(r, 16)
+        self.assertEqual(s["pairs"], 2)
+        self.assertIsNone(self.m.summarize(r, 64))
+
+
+if __name__ == "__main__":
+    unittest.main()
