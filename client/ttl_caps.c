@@ -77,18 +77,19 @@
  * cap its grant in every session; a current ACQUIRE cap every lock of the
  * name while its session is the client's; an ended one the name's grants
  * up to its token bound. */
+static bool cap_covers(const struct ttl_cap *t, uint64_t token, uint64_t session_id)
+{
+	if (t->token != 0)
+		return t->token == token;
+	if (t->ended)
+		return token <= t->token_max;
+	return t->session_id == session_id;
+}
+
 static bool cap_binds(const struct hasp_client *c, const struct ttl_cap *t, const char *name,
 		      uint64_t token)
 {
-	bool grant;
-
-	if (t->token != 0)
-		grant = t->token == token;
-	else if (t->ended)
-		grant = token <= t->token_max;
-	else
-		grant = t->session_id == c->session_id;
-	return t->used && grant && strcmp(t->name, name) == 0;
+	return t->used && cap_covers(t, token, c->session_id) && strcmp(t->name, name) == 0;
 }
 
 /* Whether cap `t` is about the same grant as the new cap `n`, so that the
@@ -248,14 +249,8 @@ void client_ttl_cap_clear_locked(struct hasp_client *c, const char *name, uint64
 		/* An answer with the token also ends the session's ACQUIRE
 		 * cap on the name: the lock the re-ACQUIRE would re-arm; for
 		 * an ended session, an answer on a grant it binds. */
-		bool ends;
-		if (t->token != 0)
-			ends = t->token == token;
-		else if (t->ended)
-			ends = token <= t->token_max;
-		else
-			ends = t->session_id == session_id;
-		if (t->used && ends && t->made_ns < sent_ns && strcmp(t->name, name) == 0)
+		if (t->used && cap_covers(t, token, session_id) && t->made_ns < sent_ns &&
+		    strcmp(t->name, name) == 0)
 			cap_free(c, t);
 	}
 }

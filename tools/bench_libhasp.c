@@ -163,31 +163,22 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 		op_done(s, false);
 }
 
-static void on_kv(struct hasp_client *c, const struct hasp_result *r, void *arg)
+/* A one-request operation ended: KV_PUT, KV_GET (a missing key is an
+ * answer) or SESSION_KEEPALIVE. */
+static void on_single(struct hasp_client *c, const struct hasp_result *r, void *arg)
 {
 	struct lh_client *s = arg;
 	struct lh_engine *e = s->e;
+	enum bench_lat lat = r->op == HASP_OP_KV_PUT	       ? BENCH_LAT_PUT
+			     : r->op == HASP_OP_KV_GET	       ? BENCH_LAT_GET
+							       : BENCH_LAT_KEEPALIVE;
 
 	(void)c;
 	count_status(e, r->op, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
-	record(e, s->measured, r->op == HASP_OP_KV_PUT ? BENCH_LAT_PUT : BENCH_LAT_GET,
-	       clock_monotonic_ns() - s->req_start_ns);
+	record(e, s->measured, lat, clock_monotonic_ns() - s->req_start_ns);
 	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT);
-}
-
-static void on_keepalive(struct hasp_client *c, const struct hasp_result *r, void *arg)
-{
-	struct lh_client *s = arg;
-	struct lh_engine *e = s->e;
-
-	(void)c;
-	count_status(e, HASP_OP_SESSION_KEEPALIVE, r->rc);
-	if (r->rc == -HASP_ETIMEDOUT)
-		e->res->err.timeouts++;
-	record(e, s->measured, BENCH_LAT_KEEPALIVE, clock_monotonic_ns() - s->req_start_ns);
-	op_done(s, r->rc == 0);
 }
 
 /* Closed loop: starts client s's next operation now, unless the run's
@@ -219,13 +210,13 @@ static void op_start_at(struct lh_client *s, uint64_t intended_ns)
 	s->in_flight = true; /* sent by the group's next process */
 	e->busy++;
 	if (cfg->workload == BENCH_WL_KEEPALIVE) {
-		rc = hasp_client_session_keepalive_async(s->c, on_keepalive, s, NULL);
+		rc = hasp_client_session_keepalive_async(s->c, on_single, s, NULL);
 	} else if (cfg->workload == BENCH_WL_KV) {
 		if (prng_below(&e->prng, 100) < cfg->put_percent)
 			rc = hasp_client_kv_put_async(s->c, s->name, e->value, cfg->value_size, 0,
-						      on_kv, s, NULL);
+						      on_single, s, NULL);
 		else
-			rc = hasp_client_kv_get_async(s->c, s->name, on_kv, s, NULL);
+			rc = hasp_client_kv_get_async(s->c, s->name, on_single, s, NULL);
 	} else {
 		struct hasp_acquire_opts opts = { .ttl_ms = cfg->lock_ttl_ms, .wait = cfg->wait };
 		rc = hasp_client_acquire_async(s->c, s->name, &opts, on_acquired, s, NULL);
