@@ -124,15 +124,6 @@ bool bench_engine_watchers_current(struct bench_engine *e, uint32_t first, uint3
 	return current;
 }
 
-/* How long a round may take: 2 s, plus 100 ms per listener, because a
- * FIFO hand-off chain costs one committed command per waiter. */
-static uint64_t burst_round_ns(const struct bench_engine *e)
-{
-	if (e->cfg->watchers)
-		return BURST_ROUND_NS; /* watchers are told in parallel */
-	return BURST_ROUND_NS + (uint64_t)(e->client_count - 1u) * 100000000ull;
-}
-
 static void burst_round(struct bench_engine *e)
 {
 	struct client *holder = &e->clients[0];
@@ -169,13 +160,13 @@ static void burst_round(struct bench_engine *e)
 	case R_QUEUEING:
 		if (!cfg->watchers && count_state(e, C_WAITING) + count_state(e, C_DONE) <
 					      e->client_count - 1u) {
-			if (e->now - e->round_start_ns < burst_round_ns(e))
+			if (e->now - e->round_start_ns < bench_burst_round_ns(cfg))
 				return;
 		}
 		/* The holder's acquire may have found a new leader: watchers
 		 * register there before the release they are to be told of. */
 		if (cfg->watchers && !bench_engine_watchers_current(e, 1, e->client_count) &&
-		    e->now - e->round_start_ns < burst_round_ns(e))
+		    e->now - e->round_start_ns < bench_burst_round_ns(cfg))
 			return;
 		if (holder->opcode != 0)
 			return;
@@ -186,22 +177,19 @@ static void burst_round(struct bench_engine *e)
 		return;
 	case R_RELEASED: {
 		uint32_t listeners = e->client_count - 1u;
-		bool timed_out = e->now - e->round_release_ns >= burst_round_ns(e);
+		bool timed_out = e->now - e->round_release_ns >= bench_burst_round_ns(cfg);
 		bool all_back = cfg->watchers || count_state(e, C_IDLE) == e->client_count;
 		if ((e->round_told < listeners || !all_back) && !timed_out)
 			return;
 		if (holder->state != C_IDLE && !timed_out)
 			return;
-		bool measured = e->round_start_ns >= e->measure_start_ns;
-		e->res->err.notify_missing += listeners - e->round_told;
-		if (measured) {
-			e->res->ops++;
-			bench_session_record(e, true, BENCH_LAT_OP, e->now - e->round_start_ns);
-			if (e->round_told > 0)
-				bench_session_record(e, true, BENCH_LAT_NOTIFY,
-				       e->round_last_told_ns - e->round_release_ns);
+		struct bench_burst_round round = { .start_ns = e->round_start_ns,
+						   .release_ns = e->round_release_ns,
+						   .last_told_ns = e->round_last_told_ns,
+						   .told = e->round_told };
+		bench_burst_round_end(cfg, e->res, &round, e->measure_start_ns, e->now);
+		if (e->round_start_ns >= e->measure_start_ns)
 			e->last_done_ns = e->now;
-		}
 		e->round_phase = R_IDLE;
 		return;
 	}

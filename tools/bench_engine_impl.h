@@ -17,6 +17,7 @@
 #include "common/prng.h"
 #include "tools/bench_arrival.h"
 #include "tools/bench_engine.h"
+#include "tools/bench_rounds.h"
 
 #define NODES_MAX 16u                /* configured + learned node addresses */
 #define SCAN_NS 2000000ull           /* timer scan period: 2 ms */
@@ -24,11 +25,8 @@
 #define OPENS_INFLIGHT_MAX 256u      /* session opens at once during start-up */
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
 #define REACQUIRE_MAX 8u             /* fresh ACQUIREs after a wait found the lock free */
-#define BURST_ROUND_NS 2000000000ull /* a burst round's base time limit */
 #define CLOSE_PHASE_NS 2000000000ull /* SESSION_CLOSE answers waited for: at least this */
 #define CLOSES_INFLIGHT_MAX 256u      /* SESSION_CLOSEs at once (each a committed command) */
-#define STORM_SETUP_NS 30000000000ull  /* storm: holders acquire, waiters queue, at most */
-#define STORM_VERDICT_NS 5000000000ull /* storm: after the window, every lock told (at least) */
 
 enum client_state {
 	C_NEW,      /* no session */
@@ -178,10 +176,6 @@ bool bench_engine_watchers_current(struct bench_engine *e, uint32_t first, uint3
 
 /* Advances the storm round (admission while admitting, then the drain). */
 void bench_storm_step(struct bench_engine *e);
-/* How long after the window the verdict waits for the last lock: 5 s, or
- * the request deadline (--deadline) when longer, since a request is only
- * lost once given up. */
-uint64_t bench_storm_verdict_ns(const struct bench_config *cfg);
 /* When the next holder's release is due (release window), else UINT64_MAX. */
 uint64_t bench_storm_wake(const struct bench_engine *e);
 /* A waiter was granted (reply, event or re-read). */

@@ -102,14 +102,8 @@ static bool storm_start_some(struct bench_engine *e, uint32_t first)
 
 static void storm_release_due(struct bench_engine *e)
 {
-	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
-	uint64_t since = e->now - e->round_release_ns;
-	uint32_t due = since >= window_ns
-			       ? e->storm_locks
-			       : (uint32_t)((unsigned __int128)since * e->storm_locks / window_ns) + 1u;
+	uint32_t due = bench_storm_due(e->cfg, e->storm_locks, e->now - e->round_release_ns);
 
-	if (due > e->storm_locks)
-		due = e->storm_locks;
 	while (e->storm_next < due) {
 		uint32_t i = e->storm_next++;
 		struct client *c = &e->clients[i];
@@ -125,63 +119,43 @@ static void storm_release_due(struct bench_engine *e)
 		e->round_phase = S_RELEASED;
 }
 
-static bool waiter_granted(const struct bench_engine *e, uint32_t i)
+/* What lock i's three clients saw this round. */
+static void storm_lock_view(const struct bench_engine *e, uint32_t i, struct bench_storm_lock *v)
 {
 	const struct client *holder = &e->clients[i];
 	const struct client *waiter = &e->clients[e->storm_locks + i];
-	return waiter->told && holder->told && waiter->token > holder->token;
-}
-
-static bool watcher_told(const struct bench_engine *e, uint32_t i)
-{
-	const struct client *waiter = &e->clients[e->storm_locks + i];
 	const struct client *watcher = &e->clients[2u * e->storm_locks + i];
-	return waiter_granted(e, i) && watcher->event_type == HASP_EVENT_LOCK_GRANTED &&
-	       watcher->token == waiter->token;
+
+	*v = (struct bench_storm_lock){ .holder_released = holder->told,
+					.holder_token = holder->token,
+					.waiter_granted = waiter->told,
+					.waiter_token = waiter->token,
+					.waiter_ns = waiter->told_ns,
+					.watcher_type = watcher->event_type,
+					.watcher_token = watcher->token,
+					.watcher_gap = watcher->gap,
+					.watcher_ns = watcher->told_ns };
 }
 
-/* Every lock complete, or the verdict's time is up: count and measure.
- * Returns false while it is still worth waiting. */
-static bool storm_verdict(struct bench_engine *e)
+/* Every lock complete, or the verdict's time is up: count and measure
+ * (tools/bench_rounds.c). Returns false while it is still worth waiting;
+ * sets *lost when a lock was missing. */
+static bool storm_verdict(struct bench_engine *e, bool *lost)
 {
-	uint32_t L = e->storm_locks;
-	uint32_t granted = 0, told = 0, coalesced = 0;
-	uint64_t grant_last = 0, told_last = 0;
+	struct bench_storm_tally t = { 0 };
 
-	for (uint32_t i = 0; i < L; i++) {
-		if (waiter_granted(e, i)) {
-			granted++;
-			const struct client *w = &e->clients[L + i];
-			if (w->told_ns > grant_last)
-				grant_last = w->told_ns;
-		}
-		if (watcher_told(e, i)) {
-			const struct client *w = &e->clients[2u * L + i];
-			told++;
-			coalesced += w->gap;
-			if (w->told_ns > told_last)
-				told_last = w->told_ns;
-		}
+	for (uint32_t i = 0; i < e->storm_locks; i++) {
+		struct bench_storm_lock v;
+		storm_lock_view(e, i, &v);
+		bench_storm_tally_add(&t, &v);
 	}
-	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
-	bool late = e->now - e->round_release_ns >= window_ns + bench_storm_verdict_ns(e->cfg);
-	if ((granted < L || told < L) && !late)
+	if (!bench_storm_verdict_due(e->cfg, &t, e->round_release_ns, e->now))
 		return false;
-	struct bench_result *res = e->res;
-	res->storm_granted += granted;
-	res->storm_told += told;
-	res->storm_coalesced += coalesced;
-	res->err.storm_waiters_missing += L - granted;
-	res->err.storm_watchers_missing += L - told;
-	if (e->round_start_ns >= e->measure_start_ns) {
-		res->ops++;
-		bench_session_record(e, true, BENCH_LAT_OP, e->now - e->round_start_ns);
-		if (granted > 0)
-			bench_session_record(e, true, BENCH_LAT_GRANT_LAST, grant_last - e->round_release_ns);
-		if (told > 0)
-			bench_session_record(e, true, BENCH_LAT_NOTIFY, told_last - e->round_release_ns);
+	bool measured = e->round_start_ns >= e->measure_start_ns;
+	*lost = bench_storm_verdict(e->res, &t, measured, e->round_start_ns, e->round_release_ns,
+				    e->now);
+	if (measured)
 		e->last_done_ns = e->now;
-	}
 	return true;
 }
 
@@ -246,10 +220,11 @@ void bench_storm_step(struct bench_engine *e)
 		}
 		return;
 	}
-	case S_RELEASED:
-		if (!storm_verdict(e))
+	case S_RELEASED: {
+		bool lost = false;
+		if (!storm_verdict(e, &lost))
 			return;
-		if (e->res->err.storm_waiters_missing + e->res->err.storm_watchers_missing > 0) {
+		if (lost) {
 			/* A storm that lost a lock ends the run: the drain
 			 * closes every session, queued waiters with them. */
 			e->admitting = false;
@@ -258,6 +233,7 @@ void bench_storm_step(struct bench_engine *e)
 		}
 		e->round_phase = S_CLEANUP;
 		return;
+	}
 	case S_CLEANUP:
 		/* Also after the last round: nothing is left held. */
 		if (storm_cleanup(e))
@@ -266,19 +242,11 @@ void bench_storm_step(struct bench_engine *e)
 	}
 }
 
-uint64_t bench_storm_verdict_ns(const struct bench_config *cfg)
-{
-	uint64_t deadline_ns = (uint64_t)cfg->request_deadline_ms * 1000000ull;
-	return deadline_ns > STORM_VERDICT_NS ? deadline_ns : STORM_VERDICT_NS;
-}
-
 uint64_t bench_storm_wake(const struct bench_engine *e)
 {
 	if (e->round_phase != S_RELEASING)
 		return UINT64_MAX;
-	uint64_t window_ns = (uint64_t)e->cfg->window_ms * 1000000ull;
-	return e->round_release_ns +
-	       (uint64_t)((unsigned __int128)window_ns * e->storm_next / e->storm_locks);
+	return bench_storm_due_at(e->cfg, e->storm_locks, e->round_release_ns, e->storm_next);
 }
 
 void bench_storm_granted(struct bench_engine *e, uint32_t index)
