@@ -182,9 +182,10 @@ uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf 
 void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops);
 
 /* The same load on libhasp's asynchronous core (tools/bench_libhasp.c):
- * one struct hasp_client per session, one thread, one epoll set. Kernel
- * sockets, closed loop, workloads cycle (and contended) and kv only;
- * -HASP_ECONFIG for the others. Returns as bench_run. */
+ * one struct hasp_client per session, all in one client group, one
+ * thread. Kernel sockets, every workload (burst and storm:
+ * tools/bench_libhasp_rounds.c), closed or open loop. Returns as
+ * bench_run. */
 int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
 

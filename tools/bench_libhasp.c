@@ -12,9 +12,10 @@
  * (KV_PUT/KV_GET mix) and keepalive (SESSION_KEEPALIVE,
  * hasp_client_session_keepalive_async), closed loop or open loop (--rate: Poisson
  * arrivals handed to idle clients or a bounded backlog, as the wire engine
- * admits them, tools/bench_engine.c). Each client has one operation in
- * flight, as in the wire engine (tools/bench_session.c), so the figures
- * compare. An operation's latency runs from its start (the async call)
+ * admits them, tools/bench_engine.c); burst and storm rounds, whose
+ * coordinator starts every operation (tools/bench_libhasp_rounds.c). Each
+ * client has one operation in flight, as in the wire engine
+ * (tools/bench_session.c), so the figures compare. An operation's latency runs from its start (the async call)
  * in the closed loop and from its intended arrival time in the open one
  * (coordinated omission, tools/bench_arrival.h).
  */
@@ -25,53 +26,8 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "common/limits.h"
-#include "common/prng.h"
-#include "hasp/client.h"
 #include "hasp/errors.h"
-#include "tools/bench_arrival.h"
-#include "tools/bench_engine.h"
-
-#define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
-#define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
-
-struct lh_client;
-
-struct lh_engine {
-	const struct bench_config *cfg;
-	struct bench_result *res;
-	struct lh_client *clients;
-	uint32_t client_count;
-	struct hasp_client_group *group;
-	struct prng prng;
-	struct bench_zipf zipf;
-	bool zipf_ready;
-	uint64_t measure_start_ns, run_end_ns, last_done_ns;
-	uint32_t busy; /* clients with an operation in flight */
-	uint64_t progress_ns, progress_ops;
-	uint32_t progress_tick;
-	/* Open loop (cfg->rate > 0): the arrival schedule, the arrivals that
-	 * found no idle client (intended times, oldest first), the idle
-	 * clients, and whether arrivals are still admitted. */
-	struct bench_arrival arrival;
-	uint64_t arrivals;
-	struct bench_backlog backlog;
-	uint32_t *idle;
-	uint32_t idle_len;
-	bool admitting;
-	uint8_t value[HASP_VALUE_SIZE_MAX];
-};
-
-struct lh_client {
-	struct lh_engine *e;
-	struct hasp_client *c;
-	uint32_t index;
-	uint32_t key;
-	uint64_t op_start_ns, req_start_ns;
-	bool measured;
-	bool in_flight;
-	char name[HASP_CLIENT_NAME_BUF];
-};
+#include "tools/bench_libhasp_impl.h"
 
 static void op_start(struct lh_client *s);
 static void op_start_at(struct lh_client *s, uint64_t intended_ns);
@@ -82,8 +38,7 @@ static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_
 		bench_hist_record(e->res->lat[l], ns);
 }
 
-/* The reply's status, counted as the wire engine counts it. */
-static void count_status(struct lh_engine *e, uint8_t opcode, int rc)
+void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc)
 {
 	uint16_t st;
 
@@ -128,7 +83,7 @@ static void on_released(struct hasp_client *c, const struct hasp_result *r, void
 	struct lh_engine *e = s->e;
 
 	(void)c;
-	count_status(e, HASP_OP_RELEASE, r->rc);
+	lh_count_status(e, HASP_OP_RELEASE, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
 	record(e, s->measured, BENCH_LAT_RELEASE, clock_monotonic_ns() - s->req_start_ns);
@@ -143,7 +98,7 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 	struct lh_engine *e = s->e;
 	uint64_t now = clock_monotonic_ns();
 
-	count_status(e, HASP_OP_ACQUIRE, r->rc);
+	lh_count_status(e, HASP_OP_ACQUIRE, r->rc);
 	if (r->rc == -HASP_EBUSY) {
 		if (s->measured)
 			e->res->busy++;
@@ -174,7 +129,7 @@ static void on_single(struct hasp_client *c, const struct hasp_result *r, void *
 							       : BENCH_LAT_KEEPALIVE;
 
 	(void)c;
-	count_status(e, r->op, r->rc);
+	lh_count_status(e, r->op, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
 	record(e, s->measured, lat, clock_monotonic_ns() - s->req_start_ns);
@@ -237,10 +192,13 @@ static void on_opened(struct hasp_client *c, const struct hasp_result *r, void *
 	(void)c;
 	s->in_flight = false;
 	s->e->busy--;
-	if (r->rc == 0)
-		s->e->res->sessions++;
-	else
+	if (r->rc != 0) {
 		s->e->res->err.sessions_failed++;
+		return;
+	}
+	s->e->res->sessions++;
+	if (lh_round_is_watcher(s->e, s->index) && lh_round_opened(s) != 0)
+		s->e->res->err.sessions_failed++; /* a watcher that cannot watch */
 }
 
 /* Creates the clients and starts opening their sessions at once
@@ -300,6 +258,7 @@ static void collect(struct lh_engine *e)
 		hasp_client_stats_get(s->c, &st);
 		e->res->err.retransmits += st.tx_retransmits;
 		e->res->err.redirects += st.redirects;
+		e->res->err.wait_rereads += st.wait_rechecks; /* LOCK_READs while queued */
 		e->res->err.malformed += st.rx_malformed + st.rx_auth_bad;
 		e->res->err.stray += st.rx_stray + st.rx_late + st.rx_duplicates;
 		e->res->err.session_reopens += st.session_opens > 0 ? st.session_opens - 1 : 0;
@@ -337,10 +296,17 @@ static void admit(struct lh_engine *e, uint64_t now)
 		e->admitting = false;
 }
 
+static bool rounds(const struct bench_config *cfg)
+{
+	return cfg->workload == BENCH_WL_BURST || cfg->workload == BENCH_WL_STORM;
+}
+
 /* Whether the run still starts operations: closed loop until its time or
  * count is up, open loop while arrivals are admitted. */
 static bool starting(const struct lh_engine *e, uint64_t now)
 {
+	if (rounds(e->cfg))
+		return e->admitting || lh_round_busy(e);
 	if (e->cfg->rate > 0.0)
 		return e->admitting;
 	return now < e->run_end_ns && e->res->ops_started < e->cfg->count_max;
@@ -361,14 +327,18 @@ static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 			return;
 		if (running && cfg->rate > 0.0)
 			admit(e, now);
+		if (running && rounds(cfg))
+			lh_round_step(e, now);
 		if (e->busy == 0 && (!running || !starting(e, now)))
 			return;
 		int timeout_ms = hasp_client_group_timeout_ms(e->group);
 		uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
 		if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
 			wake = now + (uint64_t)timeout_ms * 1000000u;
-		if (running && e->admitting && bench_arrival_peek(&e->arrival) < wake)
+		if (running && cfg->rate > 0.0 && e->admitting && bench_arrival_peek(&e->arrival) < wake)
 			wake = bench_arrival_peek(&e->arrival); /* to the nanosecond: ppoll */
+		if (running && rounds(cfg) && lh_round_wake(e) < wake)
+			wake = lh_round_wake(e);
 		/* Skipped when work is due now, and after a call that completed
 		 * operations: the process reads the socket anyway, and while
 		 * replies stream in (a busy run), the next ones have most likely
@@ -413,7 +383,9 @@ static int run(struct lh_engine *e)
 		bench_arrival_init(&e->arrival, cfg->rate, cfg->seed ^ 0xa5a5u, start);
 		e->admitting = true;
 	}
-	for (uint32_t i = 0; i < e->client_count; i++) {
+	if (rounds(cfg))
+		e->admitting = true; /* the coordinator starts every operation */
+	for (uint32_t i = 0; i < e->client_count && !rounds(cfg); i++) {
 		if (e->clients[i].in_flight || hasp_client_session_id(e->clients[i].c) == 0)
 			continue; /* no session: not a client of the run */
 		if (cfg->rate > 0.0)
@@ -421,7 +393,12 @@ static int run(struct lh_engine *e)
 		else
 			op_start(&e->clients[i]);
 	}
-	drive(e, e->run_end_ns + (uint64_t)BENCH_DRAIN_MS * 1000000u, true);
+	uint64_t drain_ns = (uint64_t)BENCH_DRAIN_MS * 1000000u;
+	if (rounds(cfg))
+		drain_ns += lh_round_drain_extra_ns(cfg);
+	drive(e, e->run_end_ns + drain_ns, true);
+	if (rounds(cfg))
+		lh_round_finish(e);
 	e->res->err.unfinished += e->backlog.len; /* arrivals that never got a client */
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
@@ -434,11 +411,18 @@ static int run(struct lh_engine *e)
 int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 {
 	struct lh_engine e = { .cfg = cfg, .res = res, .client_count = cfg->clients };
+	char why[128];
 
-	if (cfg->workload != BENCH_WL_CYCLE && cfg->workload != BENCH_WL_KV &&
-	    cfg->workload != BENCH_WL_KEEPALIVE)
+	if (bench_config_check(cfg, why, sizeof(why)) != 0)
 		return -HASP_ECONFIG;
-	e.clients = calloc(cfg->clients, sizeof(*e.clients));
+	/* As the wire engine counts them (bench_engine_create). */
+	if (cfg->workload == BENCH_WL_BURST)
+		e.client_count = cfg->waiters + 1u;
+	if (cfg->workload == BENCH_WL_STORM) {
+		e.client_count = 3u * cfg->storm_locks;
+		e.storm_locks = cfg->storm_locks;
+	}
+	e.clients = calloc(e.client_count, sizeof(*e.clients));
 	if (cfg->rate > 0.0)
 		e.idle = calloc(cfg->clients, sizeof(*e.idle));
 	if (e.clients == NULL || (cfg->rate > 0.0 && (e.idle == NULL ||

@@ -5,9 +5,10 @@
 # sessions on one socket, docs/CLIENT.md "Client groups"): the cycle
 # (uncontended TRY: never BUSY), contended WAIT and kv workloads complete operations with every session opened and none
 # failed, the JSON names the engine, the default is still the wire engine,
-# and a workload libhasp's engine does not run is refused with exit 2.
-# Then a small release storm (the wire engine's --workload storm) passes its
-# own verdict: every waiter granted, every watcher told, nothing missing.
+# DPDK mode on libhasp is refused with exit 2, and release bursts on
+# libhasp tell every waiter and watcher. Then a small release storm on
+# each engine passes its own verdict: every waiter granted, every watcher
+# told, nothing missing.
 #   itest_bench.sh <build dir> <source dir>
 set -eu
 build=$1 src=$2
@@ -62,11 +63,24 @@ run --workload cycle --clients 4
 expect "default engine" wire "$(field "j['config']['engine']")"
 expect "wire: some cycles" True "$(field "j['results']['cycles'] > 0")"
 set +e
-in_ns "$bench" --workload burst --engine libhasp --count 1 --duration 1 > /dev/null 2>&1
+in_ns "$bench" --workload cycle --engine libhasp --dpdk --ip 10.99.0.9/24 --mac 02:00:00:00:00:09 \
+	--count 1 --duration 1 > /dev/null 2>&1
 rc=$?
 set -e
-expect "burst on --engine libhasp refused" 2 "$rc"
-echo "itest: the default runs the wire engine; libhasp refuses what it does not run"
+expect "--dpdk on --engine libhasp refused" 2 "$rc"
+echo "itest: the default runs the wire engine; libhasp refuses DPDK mode"
+
+# Release bursts on libhasp (tools/bench_libhasp_rounds.c): 8 waiters, each
+# granted in FIFO order and releasing with its token, every round; then 8
+# watchers, each told of every release.
+run --workload burst --waiters 8 --count 5 --engine libhasp
+expect "libhasp burst: rounds" 5 "$(field "j['results']['ops']")"
+expect "libhasp burst: waiters not told" 0 "$(field "j['results']['errors']['notify_missing']")"
+expect "libhasp burst: releases" 45 "$(field "j['results']['statuses_by_op']['RELEASE']['OK']")"
+run --workload burst --waiters 8 --watchers --count 5 --engine libhasp
+expect "libhasp burst watchers: rounds" 5 "$(field "j['results']['ops']")"
+expect "libhasp burst watchers: not told" 0 "$(field "j['results']['errors']['notify_missing']")"
+echo "itest: release bursts on libhasp"
 
 # perf/peers/run's libhasp row (perf/peers/peer_hasp.c, one client per
 # thread): its cycles complete (it had kept libhasp's old return values,
@@ -89,6 +103,17 @@ expect "storm: watchers told" 400 "$(field "j['results']['storm']['told']")"
 expect "storm: waiters missing" 0 "$(field "j['results']['errors']['storm_waiters_missing']")"
 expect "storm: watchers missing" 0 "$(field "j['results']['errors']['storm_watchers_missing']")"
 echo "itest: a release storm of 200 locks"
+# The same storm on libhasp's async core: the same verdict.
+in_ns "$bench" --json --workload storm --locks 200 --window-ms 200 --ttl 60000 \
+	--session-ttl 60000 --count 2 --duration 60 --engine libhasp > "$out" ||
+	fail "libhasp storm exited $? ($(cat "$out"))"
+expect "libhasp storm: sessions" 600 "$(field "j['results']['sessions']")"
+expect "libhasp storm: rounds" 2 "$(field "j['results']['ops']")"
+expect "libhasp storm: waiters granted" 400 "$(field "j['results']['storm']['granted']")"
+expect "libhasp storm: watchers told" 400 "$(field "j['results']['storm']['told']")"
+expect "libhasp storm: waiters missing" 0 "$(field "j['results']['errors']['storm_waiters_missing']")"
+expect "libhasp storm: watchers missing" 0 "$(field "j['results']['errors']['storm_watchers_missing']")"
+echo "itest: a release storm of 200 locks on libhasp"
 
 # Every session hasp-bench opened is closed when it exits: 4,000 sessions
 # (their TTL 60 s, so expiry cannot close them within the test) and the

@@ -109,6 +109,9 @@ static void toy_event(struct responder *r, int node, uint64_t session, uint8_t t
 	ev.hdr.flags = HASP_WIRE_F_REPLY;
 	ev.hdr.session_id = session;
 	ev.hdr.seq = ++T.event_seq[session % TOY_SESSIONS];
+	/* The session's event chain, as a node keeps it (libhasp checks it:
+	 * a break is a RESYNC). */
+	ev.body.event.prev_index = ev.hdr.seq - 1u;
 	ev.body.event.type = type;
 	ev.body.event.name.data = (const uint8_t *)name;
 	ev.body.event.name.size = strlen(name);
@@ -641,73 +644,115 @@ static void test_libhasp_open_loop_latency_includes_a_stall(void **state)
 	bench_result_deinit(&res);
 }
 
-static void test_burst_tells_every_waiter(void **state)
+/* Runs cfg on the engine it names (cfg->libhasp: tools/bench_libhasp.c,
+ * else the wire engine) and stops the responder. */
+static void run_on_engine(const struct bench_config *cfg, struct bench_result *res)
+{
+	assert_int_equal(bench_result_init(res), 0);
+	assert_int_equal(cfg->libhasp ? bench_run_libhasp(cfg, res) : bench_run(cfg, res), 0);
+	responder_stop(&R);
+}
+
+/* Release bursts, on either engine: every waiter is granted and gives the
+ * lock back with the token it was granted (the toy answers a wrong token
+ * NOT_HOLDER), every round. */
+static void burst_tells_every_waiter(bool libhasp)
 {
 	struct bench_config cfg;
 	struct bench_result res;
-	(void)state;
 
 	start(1);
 	config(&cfg);
+	cfg.libhasp = libhasp;
 	cfg.workload = BENCH_WL_BURST;
 	cfg.waiters = 8;
 	cfg.count_max = 20;
-	assert_int_equal(bench_result_init(&res), 0);
-	assert_int_equal(bench_run(&cfg, &res), 0);
-	responder_stop(&R);
+	run_on_engine(&cfg, &res);
+	assert_int_equal(res.sessions, 9);
 	assert_int_equal(res.ops, 20);
 	assert_int_equal(res.lat[BENCH_LAT_NOTIFY]->count, 20);
 	assert_int_equal(res.err.notify_missing, 0);
-	assert_int_equal(res.statuses[HASP_STATUS_QUEUED], 20 * 8);
+	assert_int_equal(res.err.unfinished, 0);
 	assert_int_equal(seen(HASP_OP_RELEASE), 20 * 9);
+	assert_int_equal(res.op_statuses[HASP_OP_RELEASE][HASP_STATUS_OK], 20 * 9);
+	assert_int_equal(res.op_statuses[HASP_OP_ACQUIRE][HASP_STATUS_GRANTED], 20); /* the holder's */
+	if (libhasp) /* no QUEUED through libhasp: the holder reads its queue */
+		assert_true(seen(HASP_OP_LOCK_READ) >= 20);
+	else
+		assert_int_equal(res.statuses[HASP_STATUS_QUEUED], 20 * 8);
+	bench_result_deinit(&res);
+}
+
+static void test_burst_tells_every_waiter(void **state)
+{
+	(void)state;
+	burst_tells_every_waiter(false);
+}
+
+/* The same rounds on libhasp's async core (tools/bench_libhasp_rounds.c). */
+static void test_libhasp_burst_tells_every_waiter(void **state)
+{
+	(void)state;
+	burst_tells_every_waiter(true);
+}
+
+static void burst_tells_every_watcher(bool libhasp)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+
+	start(1);
+	config(&cfg);
+	cfg.libhasp = libhasp;
+	cfg.workload = BENCH_WL_BURST;
+	cfg.watchers = true;
+	cfg.waiters = 10;
+	cfg.count_max = 20;
+	run_on_engine(&cfg, &res);
+	assert_int_equal(res.ops, 20);
+	assert_int_equal(seen(HASP_OP_WATCH), 10);
+	assert_int_equal(res.lat[BENCH_LAT_NOTIFY]->count, 20);
+	assert_int_equal(res.err.notify_missing, 0);
+	assert_int_equal(res.op_statuses[HASP_OP_RELEASE][HASP_STATUS_OK], 20);
 	bench_result_deinit(&res);
 }
 
 static void test_burst_tells_every_watcher(void **state)
 {
-	struct bench_config cfg;
-	struct bench_result res;
 	(void)state;
+	burst_tells_every_watcher(false);
+}
 
-	start(1);
-	config(&cfg);
-	cfg.workload = BENCH_WL_BURST;
-	cfg.watchers = true;
-	cfg.waiters = 10;
-	cfg.count_max = 20;
-	assert_int_equal(bench_result_init(&res), 0);
-	assert_int_equal(bench_run(&cfg, &res), 0);
-	responder_stop(&R);
-	assert_int_equal(res.ops, 20);
-	assert_int_equal(seen(HASP_OP_WATCH), 10);
-	assert_int_equal(res.lat[BENCH_LAT_NOTIFY]->count, 20);
-	assert_int_equal(res.err.notify_missing, 0);
-	bench_result_deinit(&res);
+static void test_libhasp_burst_tells_every_watcher(void **state)
+{
+	(void)state;
+	burst_tells_every_watcher(true);
 }
 
 /* The release storm: 8 locks, each held, waited for and watched; every
- * round every waiter is granted and every watcher's last event is that
- * grant. */
-static void test_storm_grants_every_waiter_and_tells_every_watcher(void **state)
+ * round every waiter is granted with a token above its holder's and every
+ * watcher's last event is that grant (on libhasp: from its completions and
+ * events, judged by the same tools/bench_rounds.c). */
+static void storm_grants_every_waiter_and_tells_every_watcher(bool libhasp)
 {
 	struct bench_config cfg;
 	struct bench_result res;
-	(void)state;
 
 	start(1);
 	config(&cfg);
+	cfg.libhasp = libhasp;
 	cfg.workload = BENCH_WL_STORM;
 	cfg.storm_locks = 8;
 	cfg.window_ms = 40;
 	cfg.count_max = 3;
-	assert_int_equal(bench_result_init(&res), 0);
-	assert_int_equal(bench_run(&cfg, &res), 0);
-	responder_stop(&R);
+	run_on_engine(&cfg, &res);
 	assert_int_equal(res.sessions, 24);
 	assert_int_equal(res.ops, 3);
 	assert_int_equal(seen(HASP_OP_WATCH), 8); /* once, kept across rounds */
-	assert_int_equal(res.statuses[HASP_STATUS_QUEUED], 3 * 8);
+	if (!libhasp)
+		assert_int_equal(res.statuses[HASP_STATUS_QUEUED], 3 * 8);
 	assert_int_equal(seen(HASP_OP_RELEASE), 3 * 16); /* holders, then waiters */
+	assert_int_equal(res.op_statuses[HASP_OP_RELEASE][HASP_STATUS_OK], 3 * 16);
 	assert_int_equal(res.err.unfinished, 0);
 	assert_int_equal(res.storm_granted, 3 * 8);
 	assert_int_equal(res.storm_told, 3 * 8);
@@ -719,31 +764,53 @@ static void test_storm_grants_every_waiter_and_tells_every_watcher(void **state)
 	bench_result_deinit(&res);
 }
 
+static void test_storm_grants_every_waiter_and_tells_every_watcher(void **state)
+{
+	(void)state;
+	storm_grants_every_waiter_and_tells_every_watcher(false);
+}
+
+static void test_libhasp_storm_grants_every_waiter_and_tells_every_watcher(void **state)
+{
+	(void)state;
+	storm_grants_every_waiter_and_tells_every_watcher(true);
+}
+
 /* A watcher whose last event is the release, not the hand-off grant, was
  * not told the end: every lock counts missing and the first such round
  * ends the run. */
-static void test_storm_counts_a_watcher_not_told_as_missing(void **state)
+static void storm_counts_a_watcher_not_told_as_missing(bool libhasp)
 {
 	struct bench_config cfg;
 	struct bench_result res;
-	(void)state;
 
 	start(1);
 	T.hide_handoff = true;
 	config(&cfg);
+	cfg.libhasp = libhasp;
 	cfg.workload = BENCH_WL_STORM;
 	cfg.storm_locks = 4;
 	cfg.window_ms = 20;
 	cfg.count_max = 3;
-	assert_int_equal(bench_result_init(&res), 0);
-	assert_int_equal(bench_run(&cfg, &res), 0);
-	responder_stop(&R);
+	run_on_engine(&cfg, &res);
 	assert_int_equal(res.ops, 1);
 	assert_int_equal(res.storm_granted, 4);
 	assert_int_equal(res.storm_told, 0);
 	assert_int_equal(res.err.storm_waiters_missing, 0);
 	assert_int_equal(res.err.storm_watchers_missing, 4);
 	bench_result_deinit(&res);
+}
+
+static void test_storm_counts_a_watcher_not_told_as_missing(void **state)
+{
+	(void)state;
+	storm_counts_a_watcher_not_told_as_missing(false);
+}
+
+static void test_libhasp_storm_counts_a_watcher_not_told_as_missing(void **state)
+{
+	(void)state;
+	storm_counts_a_watcher_not_told_as_missing(true);
 }
 
 /* Two runs with the same --seed open sessions with different nonces. A
@@ -1300,6 +1367,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_burst_tells_every_waiter, responder_teardown),
 		cmocka_unit_test_teardown(test_burst_tells_every_watcher, responder_teardown),
 		cmocka_unit_test_teardown(test_storm_grants_every_waiter_and_tells_every_watcher,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_burst_tells_every_waiter, responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_burst_tells_every_watcher, responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_storm_grants_every_waiter_and_tells_every_watcher,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_storm_counts_a_watcher_not_told_as_missing,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_storm_counts_a_watcher_not_told_as_missing,
 					  responder_teardown),

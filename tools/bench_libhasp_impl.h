@@ -1,0 +1,118 @@
+/*
+ * The inside of hasp-bench's libhasp engine, shared by tools/bench_libhasp.c
+ * (clients, the group's loop, cycle/kv/keepalive) and
+ * tools/bench_libhasp_rounds.c (burst and storm rounds). Not for other
+ * users: tools/bench_engine.h is the contract. Only libhasp's public API
+ * (include/hasp/client.h) is used, as a service would.
+ */
+#ifndef HASP_TOOLS_BENCH_LIBHASP_IMPL_H
+#define HASP_TOOLS_BENCH_LIBHASP_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/limits.h"
+#include "common/prng.h"
+#include "hasp/client.h"
+#include "tools/bench_arrival.h"
+#include "tools/bench_engine.h"
+
+#define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
+#define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
+
+struct lh_client;
+
+/* A client's part in a burst or storm round (tools/bench_libhasp_rounds.c). */
+enum lh_round_state {
+	LR_IDLE,     /* nothing of the round */
+	LR_ACQUIRE,  /* ACQUIRE in progress (a waiter: until its grant) */
+	LR_HOLDING,  /* granted, kept until the coordinator releases */
+	LR_RELEASE,  /* RELEASE in progress */
+};
+
+struct lh_engine {
+	const struct bench_config *cfg;
+	struct bench_result *res;
+	struct lh_client *clients;
+	uint32_t client_count;
+	struct hasp_client_group *group;
+	struct prng prng;
+	struct bench_zipf zipf;
+	bool zipf_ready;
+	uint64_t measure_start_ns, run_end_ns, last_done_ns;
+	uint32_t busy; /* operations in flight */
+	uint64_t progress_ns, progress_ops;
+	uint32_t progress_tick;
+	/* Open loop (cfg->rate > 0): the arrival schedule, the arrivals that
+	 * found no idle client (intended times, oldest first), the idle
+	 * clients, and whether arrivals are still admitted. */
+	struct bench_arrival arrival;
+	uint64_t arrivals;
+	struct bench_backlog backlog;
+	uint32_t *idle;
+	uint32_t idle_len;
+	bool admitting;
+	uint8_t value[HASP_VALUE_SIZE_MAX];
+	/* burst and storm rounds (tools/bench_libhasp_rounds.c) */
+	uint64_t round;
+	uint8_t round_phase;
+	uint64_t round_start_ns, round_release_ns, round_last_told_ns;
+	uint32_t round_told;
+	uint32_t round_queued;  /* burst: waiters the holder's LOCK_READ saw queued */
+	uint32_t storm_locks;
+	uint32_t storm_next;    /* the next holder or waiter to start or release */
+	uint64_t storm_scan_ns;
+	uint64_t rx_seen;       /* the group's datagrams when events were last drained */
+	bool waits_cancelled;   /* the run's end: queued waits were cancelled */
+};
+
+struct lh_client {
+	struct lh_engine *e;
+	struct hasp_client *c;
+	uint32_t index;
+	uint32_t key;
+	uint64_t op_start_ns, req_start_ns;
+	bool measured;
+	uint8_t in_flight; /* operations in flight (rounds: a read and a release may overlap) */
+	char name[HASP_CLIENT_NAME_BUF];
+	/* rounds */
+	uint8_t round_state;  /* enum lh_round_state */
+	bool watching;        /* a watcher whose WATCH was answered */
+	bool reading;         /* a holder's LOCK_READ is in flight */
+	bool queued;          /* storm: the waiter was seen queued */
+	bool told;            /* waiter granted / watcher told / holder released (storm) */
+	bool gap_pending;     /* a RESYNC came: the next event followed lost ones */
+	bool gap;             /* storm watcher: its last event followed a RESYNC */
+	uint8_t event_type;   /* storm watcher: its last event of the round */
+	uint64_t token;
+	uint64_t told_ns;
+	uint64_t op_id;       /* the WAIT acquire in progress, for a cancel */
+};
+
+/* ---- tools/bench_libhasp.c ---- */
+
+/* The reply's status, counted as the wire engine counts it. */
+void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc);
+
+/* ---- tools/bench_libhasp_rounds.c ---- */
+
+/* Whether client `index` watches instead of acquiring. */
+bool lh_round_is_watcher(const struct lh_engine *e, uint32_t index);
+/* Its session opened: a watcher registers its WATCH (in flight until
+ * answered). 0, or what libhasp refused. */
+int lh_round_opened(struct lh_client *s) __attribute__((warn_unused_result));
+/* Advances the round at now_ns: starts rounds while admitting, then
+ * finishes the one in progress; takes the watchers' events. */
+void lh_round_step(struct lh_engine *e, uint64_t now_ns);
+/* A round is in progress (the run's drain waits for it). */
+bool lh_round_busy(const struct lh_engine *e);
+/* How much longer than BENCH_DRAIN_MS the drain may take (a storm round
+ * begun in time finishes: set-up, window and verdict). */
+uint64_t lh_round_drain_extra_ns(const struct bench_config *cfg);
+/* When the round must run next (the storm's next release), or UINT64_MAX. */
+uint64_t lh_round_wake(const struct lh_engine *e);
+/* At the end: the locks still held are counted unfinished (what is in
+ * flight is counted with the clients). */
+void lh_round_finish(struct lh_engine *e);
+
+#endif

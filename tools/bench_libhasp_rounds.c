@@ -1,0 +1,642 @@
+/*
+ * hasp-bench's burst and storm rounds on libhasp's async core
+ * (--engine libhasp): the same rounds as the wire engine's
+ * (tools/bench_engine.c burst_round, tools/bench_storm.c), judged and
+ * measured by the same code (tools/bench_rounds.c), learnt through
+ * libhasp's public API only:
+ *
+ *   a waiter's grant    its WAIT acquire completes (hasp_client_acquire_async
+ *                       with wait; libhasp takes the LOCK_GRANTED event, or
+ *                       its own LOCK_READ after wait_recheck_ms of silence);
+ *   a watcher's event   hasp_client_next_event on the watcher, drained after
+ *                       every group process that read datagrams; a RESYNC
+ *                       (libhasp: events may have been lost, which includes
+ *                       the node's gap marker) marks the next event as one
+ *                       after a gap, the storm's "coalesced";
+ *   "queued"            libhasp does not report a WAIT acquire's QUEUED
+ *                       answer, so the holder reads the lock
+ *                       (hasp_client_lock_read_async, waiter_count) until
+ *                       the waiters are in its queue, where the wire engine
+ *                       sees the QUEUED replies. Those reads are set-up:
+ *                       they come before the release, which starts the
+ *                       measured notify and grant clocks.
+ *
+ * Burst: client 0 holds the lock k0 (TRY, or WAIT with --wait), clients
+ * 1..W wait for it (or watch it, --watchers); the holder releases once all
+ * are queued (or registered), and the round ends when every waiter was
+ * granted and gave the lock back, or every watcher was told of the release,
+ * or bench_burst_round_ns after the release.
+ *
+ * Storm: clients i < L hold lock i, L + i wait for it, 2L + i watch it;
+ * the phases and the verdict of tools/bench_storm.c.
+ *
+ * Every wait is bounded by its own wait_timeout_ms (the round's longest
+ * time), so nothing outlives the run; a storm that lost a lock cancels
+ * the waits still queued.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "hasp/errors.h"
+#include "tools/bench_libhasp_impl.h"
+#include "tools/bench_rounds.h"
+
+#define LH_INFLIGHT_MAX 256u          /* set-up requests at once, as the wire engine */
+#define LH_STORM_SCAN_NS 1000000ull   /* the O(L) set-up and verdict scans, at most this often */
+
+/* Burst: R_* as tools/bench_engine_impl.h; storm: S_*. */
+enum { R_IDLE, R_HOLDER_ACQUIRE, R_QUEUEING, R_RELEASED };
+enum { S_IDLE, S_HOLDERS, S_WAITERS, S_RELEASING, S_RELEASED, S_CLEANUP };
+
+static bool storm(const struct lh_engine *e)
+{
+	return e->cfg->workload == BENCH_WL_STORM;
+}
+
+bool lh_round_is_watcher(const struct lh_engine *e, uint32_t index)
+{
+	if (storm(e))
+		return index >= 2u * e->storm_locks;
+	return e->cfg->workload == BENCH_WL_BURST && e->cfg->watchers && index > 0;
+}
+
+static void op_begin(struct lh_client *s)
+{
+	s->in_flight++;
+	s->e->busy++;
+}
+
+static void op_end(struct lh_client *s)
+{
+	s->in_flight--;
+	s->e->busy--;
+}
+
+static void on_watched(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+
+	(void)c;
+	op_end(s);
+	lh_count_status(s->e, HASP_OP_WATCH, r->rc);
+	s->watching = r->rc == 0;
+}
+
+int lh_round_opened(struct lh_client *s)
+{
+	struct lh_engine *e = s->e;
+
+	s->key = bench_key_pick(e->cfg, NULL, NULL, s->index, e->client_count);
+	snprintf(s->name, sizeof(s->name), "%s/k%u", e->cfg->prefix, s->key);
+	int rc = hasp_client_watch_async(s->c, s->name, false, on_watched, s, NULL);
+	if (rc == 0)
+		op_begin(s);
+	return rc;
+}
+
+/* ---- acquire, hold, release ---- */
+
+/* The longest a waiter of this workload waits: its round's whole time. */
+static uint32_t wait_bound_ms(const struct bench_config *cfg)
+{
+	uint64_t ns = cfg->workload == BENCH_WL_STORM
+			      ? STORM_SETUP_NS + (uint64_t)cfg->window_ms * 1000000ull +
+					bench_storm_verdict_ns(cfg)
+			      : 2u * bench_burst_round_ns(cfg);
+	return (uint32_t)(ns / 1000000ull);
+}
+
+static void on_released(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+
+	(void)c;
+	op_end(s);
+	lh_count_status(e, HASP_OP_RELEASE, r->rc);
+	if (r->rc == -HASP_ETIMEDOUT)
+		e->res->err.timeouts++;
+	s->round_state = LR_IDLE;
+	/* A storm holder's release in the window was accepted. */
+	if (storm(e) && s->index < e->storm_locks)
+		s->told = r->rc == 0;
+}
+
+static void release(struct lh_client *s)
+{
+	s->round_state = LR_RELEASE;
+	if (hasp_client_release_async(s->c, s->name, s->token, on_released, s, NULL) == 0) {
+		op_begin(s);
+		return;
+	}
+	s->round_state = LR_IDLE; /* refused before sending: counted, not retried */
+	s->e->res->err.failed_ops++;
+}
+
+/* The grant of a listener (burst waiter, storm waiter) or a holder. */
+static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+	uint64_t now = clock_monotonic_ns();
+	bool holder = s->index == 0 || (storm(e) && s->index < e->storm_locks);
+
+	(void)c;
+	op_end(s);
+	/* A listener's grant comes as an event in the wire engine (its
+	 * ACQUIRE was answered QUEUED, which libhasp does not report): only
+	 * the holders' answers are replies to count. */
+	if (holder)
+		lh_count_status(e, HASP_OP_ACQUIRE, r->rc);
+	if (r->rc == -HASP_ETIMEDOUT)
+		e->res->err.timeouts++;
+	if (r->rc != 0) {
+		if (!holder && r->rc == -HASP_ETIMEDOUT)
+			e->res->err.wait_timeouts++;
+		s->round_state = LR_IDLE;
+		return;
+	}
+	s->token = r->lock.token;
+	s->round_state = LR_HOLDING;
+	if (holder)
+		return;
+	if (storm(e)) {
+		/* Granted before any release: the holder lost its lock. */
+		if (!s->told && (e->round_phase == S_RELEASING || e->round_phase == S_RELEASED)) {
+			s->told = true;
+			s->told_ns = now;
+		}
+		return; /* kept until the clean-up */
+	}
+	if (!s->told) {
+		s->told = true;
+		e->round_told++;
+		e->round_last_told_ns = now;
+	}
+	release(s); /* the hand-off chain goes on */
+}
+
+static void acquire(struct lh_client *s, bool wait)
+{
+	struct lh_engine *e = s->e;
+	const struct bench_config *cfg = e->cfg;
+	struct hasp_acquire_opts opts = { .ttl_ms = cfg->lock_ttl_ms, .wait = wait };
+
+	if (wait)
+		opts.wait_timeout_ms = wait_bound_ms(cfg);
+	s->key = bench_key_pick(cfg, NULL, NULL, s->index, e->client_count);
+	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
+	e->res->ops_started++;
+	s->round_state = LR_ACQUIRE;
+	s->queued = false;
+	if (hasp_client_acquire_async(s->c, s->name, &opts, on_acquired, s, &s->op_id) == 0) {
+		op_begin(s);
+		return;
+	}
+	s->round_state = LR_IDLE;
+	e->res->err.failed_ops++;
+}
+
+static bool has_session(const struct lh_client *s)
+{
+	return hasp_client_session_id(s->c) != 0;
+}
+
+/* ---- the holder's view of its queue ---- */
+
+static void on_read(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+	struct lh_engine *e = s->e;
+
+	(void)c;
+	op_end(s);
+	s->reading = false;
+	lh_count_status(e, HASP_OP_LOCK_READ, r->rc);
+	if (r->rc != 0 || r->info.token != s->token)
+		return;
+	if (storm(e))
+		e->clients[e->storm_locks + s->index].queued |= r->info.waiter_count >= 1;
+	else
+		e->round_queued = r->info.waiter_count;
+}
+
+/* Holder s reads its lock (one read at a time). */
+static void read_queue(struct lh_client *s)
+{
+	if (s->reading || s->round_state != LR_HOLDING)
+		return;
+	if (hasp_client_lock_read_async(s->c, s->name, on_read, s, NULL) == 0) {
+		s->reading = true;
+		op_begin(s);
+	}
+}
+
+/* ---- watchers' events ---- */
+
+static void watcher_event(struct lh_engine *e, struct lh_client *s, const struct hasp_event *ev)
+{
+	if (ev->type == HASP_EVENT_RESYNC) {
+		s->gap_pending = true;
+		return;
+	}
+	bool gap = s->gap_pending;
+	s->gap_pending = false;
+	if (!storm(e)) {
+		if (ev->type == HASP_EVENT_LOCK_RELEASED && e->round_phase == R_RELEASED && !s->told &&
+		    ev->revision >= e->clients[0].token) {
+			s->told = true;
+			e->round_told++;
+			e->round_last_told_ns = clock_monotonic_ns();
+		}
+		return;
+	}
+	if (e->round_phase != S_RELEASING && e->round_phase != S_RELEASED)
+		return;
+	/* Older than this round's grant to the holder: a late copy. */
+	if (ev->revision < e->clients[s->index % e->storm_locks].token)
+		return;
+	s->event_type = ev->type;
+	s->token = ev->revision;
+	s->gap = gap;
+	s->told_ns = clock_monotonic_ns();
+}
+
+/* Takes every watcher's buffered events, when the group read anything
+ * since the last time. */
+static void drain_events(struct lh_engine *e)
+{
+	struct hasp_client_group_stats gs;
+	struct hasp_event ev;
+
+	hasp_client_group_stats_get(e->group, &gs);
+	if (gs.rx_datagrams == e->rx_seen)
+		return;
+	e->rx_seen = gs.rx_datagrams;
+	if (!storm(e) && !e->cfg->watchers)
+		return; /* burst waiters watch nothing */
+	uint32_t first = storm(e) ? 2u * e->storm_locks : 1u;
+	for (uint32_t i = first; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		if (s->c == NULL)
+			continue;
+		while (hasp_client_next_event(s->c, &ev, 0) == 0)
+			watcher_event(e, s, &ev);
+	}
+}
+
+/* ---- burst ---- */
+
+static uint32_t count_round_state(const struct lh_engine *e, uint32_t first, uint8_t state)
+{
+	uint32_t n = 0;
+	for (uint32_t i = first; i < e->client_count; i++)
+		n += e->clients[i].round_state == state;
+	return n;
+}
+
+static bool watchers_ready(const struct lh_engine *e)
+{
+	for (uint32_t i = 1; i < e->client_count; i++)
+		if (e->clients[i].in_flight > 0) /* WATCH not answered yet */
+			return false;
+	return true;
+}
+
+static void burst_step(struct lh_engine *e, uint64_t now)
+{
+	const struct bench_config *cfg = e->cfg;
+	struct lh_client *holder = &e->clients[0];
+	uint64_t limit = bench_burst_round_ns(cfg);
+
+	switch (e->round_phase) {
+	case R_IDLE:
+		if (!e->admitting || holder->round_state != LR_IDLE || holder->in_flight > 0 ||
+		    !has_session(holder))
+			return;
+		if (cfg->watchers && !watchers_ready(e))
+			return;
+		e->round++;
+		e->round_start_ns = now;
+		e->round_told = 0;
+		e->round_queued = 0;
+		for (uint32_t i = 1; i < e->client_count; i++)
+			e->clients[i].told = false;
+		acquire(holder, cfg->wait);
+		e->round_phase = R_HOLDER_ACQUIRE;
+		return;
+	case R_HOLDER_ACQUIRE:
+		if (holder->round_state == LR_IDLE) { /* not granted: the round failed */
+			e->round_phase = R_IDLE;
+			return;
+		}
+		if (holder->round_state != LR_HOLDING)
+			return;
+		if (!cfg->watchers)
+			for (uint32_t i = 1; i < e->client_count; i++) {
+				struct lh_client *s = &e->clients[i];
+				if (s->round_state == LR_IDLE && s->in_flight == 0 && has_session(s))
+					acquire(s, true);
+			}
+		e->round_phase = R_QUEUEING;
+		return;
+	case R_QUEUEING:
+		if (!cfg->watchers && e->round_queued < count_round_state(e, 1, LR_ACQUIRE) &&
+		    now - e->round_start_ns < limit) {
+			read_queue(holder);
+			return;
+		}
+		if (holder->reading)
+			return; /* the release follows the read's answer */
+		e->round_release_ns = now;
+		release(holder);
+		e->round_phase = R_RELEASED;
+		return;
+	case R_RELEASED: {
+		bool timed_out = now - e->round_release_ns >= limit;
+		bool all_back = cfg->watchers || count_round_state(e, 0, LR_IDLE) == e->client_count;
+		if ((e->round_told < cfg->waiters || !all_back) && !timed_out)
+			return;
+		if (holder->round_state != LR_IDLE && !timed_out)
+			return;
+		struct bench_burst_round round = { .start_ns = e->round_start_ns,
+						   .release_ns = e->round_release_ns,
+						   .last_told_ns = e->round_last_told_ns,
+						   .told = e->round_told };
+		bench_burst_round_end(cfg, e->res, &round, e->measure_start_ns, now);
+		if (e->round_start_ns >= e->measure_start_ns)
+			e->last_done_ns = now;
+		e->round_phase = R_IDLE;
+		return;
+	}
+	}
+}
+
+/* ---- storm ---- */
+
+static struct lh_client *holder_of(struct lh_engine *e, uint32_t i)
+{
+	return &e->clients[i];
+}
+
+static struct lh_client *waiter_of(struct lh_engine *e, uint32_t i)
+{
+	return &e->clients[e->storm_locks + i];
+}
+
+static struct lh_client *watcher_of(struct lh_engine *e, uint32_t i)
+{
+	return &e->clients[2u * e->storm_locks + i];
+}
+
+static bool storm_setup_late(const struct lh_engine *e, uint64_t now)
+{
+	return now - e->round_start_ns >= STORM_SETUP_NS;
+}
+
+static void storm_round_start(struct lh_engine *e, uint64_t now)
+{
+	uint32_t L = e->storm_locks;
+
+	for (uint32_t i = 0; i < 2u * L; i++)
+		if (e->clients[i].round_state != LR_IDLE || e->clients[i].in_flight > 0)
+			return; /* the last round's releases are still answering */
+	for (uint32_t i = 2u * L; i < 3u * L; i++)
+		if (e->clients[i].in_flight > 0)
+			return; /* a WATCH not answered yet */
+	e->round++;
+	e->round_start_ns = now;
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		s->told = false;
+		s->gap = false;
+		s->gap_pending = false;
+		s->event_type = 0;
+		s->told_ns = 0;
+		s->queued = false;
+	}
+	e->storm_next = 0;
+	e->round_phase = S_HOLDERS;
+}
+
+/* Holders take their locks, up to LH_INFLIGHT_MAX at once; true when all
+ * were started and answered. A session that did not open takes no part:
+ * its lock counts as missing. */
+static bool storm_holders(struct lh_engine *e)
+{
+	uint32_t inflight = count_round_state(e, 0, LR_ACQUIRE); /* only holders acquire now */
+
+	while (e->storm_next < e->storm_locks && inflight < LH_INFLIGHT_MAX) {
+		struct lh_client *s = holder_of(e, e->storm_next++);
+		if (!has_session(s))
+			continue;
+		acquire(s, false);
+		inflight += s->round_state == LR_ACQUIRE;
+	}
+	return e->storm_next == e->storm_locks && inflight == 0;
+}
+
+/* Waiters join their holder's queue, up to LH_INFLIGHT_MAX not yet seen
+ * queued at once; each holder reads its lock until its waiter is there.
+ * True when all were started and seen queued. */
+static bool storm_waiters(struct lh_engine *e)
+{
+	uint32_t unconfirmed = 0;
+
+	for (uint32_t i = 0; i < e->storm_next; i++) {
+		struct lh_client *w = waiter_of(e, i);
+		if (w->round_state != LR_ACQUIRE || w->queued)
+			continue;
+		unconfirmed++;
+		read_queue(holder_of(e, i));
+	}
+	while (e->storm_next < e->storm_locks && unconfirmed < LH_INFLIGHT_MAX) {
+		uint32_t i = e->storm_next++;
+		struct lh_client *w = waiter_of(e, i);
+		/* A waiter queues only behind a holder that holds. */
+		if (!has_session(w) || holder_of(e, i)->round_state != LR_HOLDING)
+			continue;
+		acquire(w, true);
+		if (w->round_state != LR_ACQUIRE)
+			continue;
+		unconfirmed++;
+		read_queue(holder_of(e, i));
+	}
+	return e->storm_next == e->storm_locks && unconfirmed == 0;
+}
+
+static void storm_release_due(struct lh_engine *e, uint64_t now)
+{
+	uint32_t due = bench_storm_due(e->cfg, e->storm_locks, now - e->round_release_ns);
+
+	while (e->storm_next < due) {
+		struct lh_client *h = holder_of(e, e->storm_next++);
+		if (h->round_state == LR_HOLDING)
+			release(h);
+	}
+	if (e->storm_next == e->storm_locks)
+		e->round_phase = S_RELEASED;
+}
+
+static void storm_lock_view(struct lh_engine *e, uint32_t i, struct bench_storm_lock *v)
+{
+	const struct lh_client *h = holder_of(e, i), *w = waiter_of(e, i), *x = watcher_of(e, i);
+
+	*v = (struct bench_storm_lock){ .holder_released = h->told,
+					.holder_token = h->token,
+					.waiter_granted = w->told,
+					.waiter_token = w->token,
+					.waiter_ns = w->told_ns,
+					.watcher_type = x->event_type,
+					.watcher_token = x->token,
+					.watcher_gap = x->gap,
+					.watcher_ns = x->told_ns };
+}
+
+/* The verdict (tools/bench_rounds.c); false while it is worth waiting. */
+static bool storm_verdict(struct lh_engine *e, uint64_t now, bool *lost)
+{
+	struct bench_storm_tally t = { 0 };
+
+	for (uint32_t i = 0; i < e->storm_locks; i++) {
+		struct bench_storm_lock v;
+		storm_lock_view(e, i, &v);
+		bench_storm_tally_add(&t, &v);
+	}
+	if (!bench_storm_verdict_due(e->cfg, &t, e->round_release_ns, now))
+		return false;
+	bool measured = e->round_start_ns >= e->measure_start_ns;
+	*lost = bench_storm_verdict(e->res, &t, measured, e->round_start_ns, e->round_release_ns, now);
+	if (measured)
+		e->last_done_ns = now;
+	return true;
+}
+
+/* The waiters give back what they were granted, LH_INFLIGHT_MAX at once;
+ * true when none is left. */
+static bool storm_cleanup(struct lh_engine *e)
+{
+	uint32_t L = e->storm_locks;
+	uint32_t inflight = count_round_state(e, L, LR_RELEASE);
+	bool done = true;
+
+	for (uint32_t i = 0; i < L; i++) {
+		struct lh_client *w = waiter_of(e, i);
+		if (w->round_state != LR_IDLE)
+			done = false;
+		if (w->round_state != LR_HOLDING || inflight >= LH_INFLIGHT_MAX)
+			continue;
+		release(w);
+		inflight++;
+	}
+	return done;
+}
+
+/* Cancels the waits still queued (a storm that lost a lock, the run's
+ * end), once: each completes with -HASP_ECANCELED (or its grant, which is
+ * then held until the lock's TTL) through the group's loop. */
+static void cancel_waits(struct lh_engine *e)
+{
+	if (e->waits_cancelled)
+		return;
+	e->waits_cancelled = true;
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		if (s->round_state == LR_ACQUIRE && s->in_flight > 0)
+			(void)!hasp_client_cancel(s->c, s->op_id); /* -HASP_ENOENT: it just ended */
+	}
+}
+
+static void storm_step(struct lh_engine *e, uint64_t now)
+{
+	if (e->round_phase == S_RELEASING) {
+		storm_release_due(e, now);
+		return;
+	}
+	if (now < e->storm_scan_ns)
+		return;
+	e->storm_scan_ns = now + LH_STORM_SCAN_NS;
+	switch (e->round_phase) {
+	case S_IDLE:
+		if (e->admitting)
+			storm_round_start(e, now);
+		return;
+	case S_HOLDERS:
+		if (storm_holders(e) || storm_setup_late(e, now)) {
+			e->storm_next = 0;
+			e->round_phase = S_WAITERS;
+		}
+		return;
+	case S_WAITERS:
+		if (storm_waiters(e) || storm_setup_late(e, now)) {
+			e->storm_next = 0;
+			e->round_release_ns = now;
+			e->round_phase = S_RELEASING;
+			storm_release_due(e, now);
+		}
+		return;
+	case S_RELEASED: {
+		bool lost = false;
+		if (!storm_verdict(e, now, &lost))
+			return;
+		if (lost) {
+			/* A storm that lost a lock ends the run; the queued
+			 * waits are cancelled, then every session closed. */
+			e->admitting = false;
+			cancel_waits(e);
+			e->round_phase = S_IDLE;
+			return;
+		}
+		e->round_phase = S_CLEANUP;
+		return;
+	}
+	case S_CLEANUP:
+		/* Also after the last round: nothing is left held. */
+		if (storm_cleanup(e))
+			e->round_phase = S_IDLE;
+		return;
+	}
+}
+
+/* ---- the coordinator ---- */
+
+void lh_round_step(struct lh_engine *e, uint64_t now)
+{
+	drain_events(e);
+	if (e->admitting && (now >= e->run_end_ns || e->round >= e->cfg->count_max))
+		e->admitting = false;
+	if (!e->admitting && e->round_phase == R_IDLE) {
+		cancel_waits(e); /* a timed-out burst round's waiters */
+		return;
+	}
+	if (storm(e))
+		storm_step(e, now);
+	else
+		burst_step(e, now);
+}
+
+bool lh_round_busy(const struct lh_engine *e)
+{
+	return e->round_phase != R_IDLE;
+}
+
+uint64_t lh_round_drain_extra_ns(const struct bench_config *cfg)
+{
+	if (cfg->workload != BENCH_WL_STORM)
+		return 0;
+	return STORM_SETUP_NS + bench_storm_verdict_ns(cfg) + (uint64_t)cfg->window_ms * 1000000ull;
+}
+
+uint64_t lh_round_wake(const struct lh_engine *e)
+{
+	if (!storm(e) || e->round_phase != S_RELEASING)
+		return UINT64_MAX;
+	return bench_storm_due_at(e->cfg, e->storm_locks, e->round_release_ns, e->storm_next);
+}
+
+void lh_round_finish(struct lh_engine *e)
+{
+	for (uint32_t i = 0; i < e->client_count; i++)
+		e->res->err.unfinished += e->clients[i].round_state == LR_HOLDING;
+}
