@@ -260,7 +260,7 @@ static bool busy(const struct bench_engine *e)
 	/* Between storm rounds nothing is pending: a waiter still queued
 	 * after a failed round is counted unfinished at once. */
 	if (e->cfg->workload == BENCH_WL_STORM)
-		return e->round_phase != R_IDLE;
+		return e->storm.phase != S_IDLE;
 	for (uint32_t i = 0; i < e->client_count; i++) {
 		uint8_t s = e->clients[i].state;
 		if (s == C_ACQUIRE || s == C_WAITING || s == C_RELEASE || s == C_OP ||
@@ -329,7 +329,7 @@ static void phase_run_step(struct bench_engine *e)
 	if (busy(e) && e->now < e->drain_end_ns) {
 		if (e->cfg->workload == BENCH_WL_BURST && e->round_phase != R_IDLE)
 			burst_round(e);
-		if (e->cfg->workload == BENCH_WL_STORM && e->round_phase != R_IDLE)
+		if (e->cfg->workload == BENCH_WL_STORM && e->storm.phase != S_IDLE)
 			bench_storm_step(e);
 		return;
 	}
@@ -438,8 +438,8 @@ bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_n
 	if (e->phase == PHASE_RUN && e->admitting && e->cfg->rate <= 0.0 && e->idle_len > 0)
 		wake = e->now;
 	if (e->phase == PHASE_RUN && e->cfg->workload == BENCH_WL_STORM &&
-	    bench_storm_wake(e) < wake)
-		wake = bench_storm_wake(e);
+	    bench_storm_wake(&e->storm) < wake)
+		wake = bench_storm_wake(&e->storm);
 	if (wake < *wake_ns)
 		*wake_ns = wake;
 	return false;
@@ -491,6 +491,8 @@ int bench_engine_create(struct bench_engine **engine, const struct bench_config 
 			  : cfg->workload == BENCH_WL_STORM ? 3u * cfg->storm_locks
 							    : cfg->clients;
 	e->storm_locks = cfg->workload == BENCH_WL_STORM ? cfg->storm_locks : 0;
+	if (cfg->workload == BENCH_WL_STORM)
+		bench_storm_init(e);
 	uint32_t hash_size = 1;
 	while (hash_size < 4u * e->client_count)
 		hash_size <<= 1;

@@ -112,16 +112,13 @@ struct bench_engine {
 	uint64_t round_start_ns, round_release_ns, round_last_told_ns;
 	uint32_t round_told;
 	uint8_t round_phase;
-	/* storm (tools/bench_storm.c): locks, the next holder or waiter to
-	 * start or release, and when the coordinator's scans may run again */
+	/* storm (tools/bench_storm.c): locks, and the round's schedule */
 	uint32_t storm_locks;
-	uint32_t storm_next;
-	uint64_t storm_scan_ns;
+	struct bench_storm_round storm;
 };
 
-/* Burst round phases; R_IDLE (0) is also the storm's idle phase. */
+/* Burst round phases (the storm's: enum bench_storm_phase). */
 enum { R_IDLE, R_HOLDER_ACQUIRE, R_QUEUEING, R_RELEASED };
-enum { S_IDLE, S_HOLDERS, S_WAITERS, S_RELEASING, S_RELEASED, S_CLEANUP };
 
 /* Storm roles: client i < L holds lock i, L + i waits for it, 2L + i watches it. */
 enum storm_role { STORM_HOLDER, STORM_WAITER, STORM_WATCHER };
@@ -174,10 +171,10 @@ bool bench_engine_watchers_current(struct bench_engine *e, uint32_t first, uint3
 
 /* ---- tools/bench_storm.c ---- */
 
+/* Sets up the storm's round schedule (tools/bench_rounds.c). */
+void bench_storm_init(struct bench_engine *e);
 /* Advances the storm round (admission while admitting, then the drain). */
 void bench_storm_step(struct bench_engine *e);
-/* When the next holder's release is due (release window), else UINT64_MAX. */
-uint64_t bench_storm_wake(const struct bench_engine *e);
 /* A waiter was granted (reply, event or re-read). */
 void bench_storm_granted(struct bench_engine *e, uint32_t index);
 /* An event for a watcher. */

@@ -421,6 +421,7 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	if (cfg->workload == BENCH_WL_STORM) {
 		e.client_count = 3u * cfg->storm_locks;
 		e.storm_locks = cfg->storm_locks;
+		lh_storm_init(&e);
 	}
 	e.clients = calloc(e.client_count, sizeof(*e.clients));
 	if (cfg->rate > 0.0)

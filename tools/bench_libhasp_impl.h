@@ -16,6 +16,7 @@
 #include "hasp/client.h"
 #include "tools/bench_arrival.h"
 #include "tools/bench_engine.h"
+#include "tools/bench_rounds.h"
 
 #define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
@@ -60,8 +61,7 @@ struct lh_engine {
 	uint32_t round_told;
 	uint32_t round_queued;  /* burst: waiters the holder's LOCK_READ saw queued */
 	uint32_t storm_locks;
-	uint32_t storm_next;    /* the next holder or waiter to start or release */
-	uint64_t storm_scan_ns;
+	struct bench_storm_round storm; /* storm: the round's schedule (tools/bench_rounds.c) */
 	uint64_t rx_seen;       /* the group's datagrams when events were last drained */
 	bool waits_cancelled;   /* the run's end: queued waits were cancelled */
 };
@@ -96,6 +96,18 @@ void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc);
 
 /* ---- tools/bench_libhasp_rounds.c ---- */
 
+/* A round's client steps: an ACQUIRE (TRY, or WAIT bounded by the round's
+ * longest time), a RELEASE of what it holds, a holder's LOCK_READ of its
+ * queue (one at a time), and the count of clients from `first` on in
+ * `state` (enum lh_round_state). */
+void lh_acquire(struct lh_client *s, bool wait);
+void lh_release(struct lh_client *s);
+void lh_read_queue(struct lh_client *s);
+bool lh_has_session(const struct lh_client *s);
+uint32_t lh_count_round_state(const struct lh_engine *e, uint32_t first, uint8_t state);
+/* Cancels the waits still queued, once (a lost storm, the run's end). */
+void lh_cancel_waits(struct lh_engine *e);
+
 /* Whether client `index` watches instead of acquiring. */
 bool lh_round_is_watcher(const struct lh_engine *e, uint32_t index);
 /* Its session opened: a watcher registers its WATCH (in flight until
@@ -114,5 +126,11 @@ uint64_t lh_round_wake(const struct lh_engine *e);
 /* At the end: the locks still held are counted unfinished (what is in
  * flight is counted with the clients). */
 void lh_round_finish(struct lh_engine *e);
+
+/* ---- tools/bench_libhasp_storm.c ---- */
+
+/* Sets up the storm's round schedule (tools/bench_rounds.c). */
+void lh_storm_init(struct lh_engine *e);
+void lh_storm_step(struct lh_engine *e, uint64_t now);
 
 #endif

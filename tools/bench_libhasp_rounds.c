@@ -42,12 +42,10 @@
 #include "tools/bench_libhasp_impl.h"
 #include "tools/bench_rounds.h"
 
-#define LH_INFLIGHT_MAX 256u          /* set-up requests at once, as the wire engine */
-#define LH_STORM_SCAN_NS 1000000ull   /* the O(L) set-up and verdict scans, at most this often */
 
-/* Burst: R_* as tools/bench_engine_impl.h; storm: S_*. */
+/* Burst round phases, as tools/bench_engine_impl.h (the storm's: enum
+ * bench_storm_phase, tools/bench_rounds.h). */
 enum { R_IDLE, R_HOLDER_ACQUIRE, R_QUEUEING, R_RELEASED };
-enum { S_IDLE, S_HOLDERS, S_WAITERS, S_RELEASING, S_RELEASED, S_CLEANUP };
 
 static bool storm(const struct lh_engine *e)
 {
@@ -123,7 +121,7 @@ static void on_released(struct hasp_client *c, const struct hasp_result *r, void
 		s->told = r->rc == 0;
 }
 
-static void release(struct lh_client *s)
+void lh_release(struct lh_client *s)
 {
 	s->round_state = LR_RELEASE;
 	if (hasp_client_release_async(s->c, s->name, s->token, on_released, s, NULL) == 0) {
@@ -163,7 +161,7 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 		return;
 	if (storm(e)) {
 		/* Granted before any release: the holder lost its lock. */
-		if (!s->told && (e->round_phase == S_RELEASING || e->round_phase == S_RELEASED)) {
+		if (!s->told && bench_storm_listening(&e->storm)) {
 			s->told = true;
 			s->told_ns = now;
 		}
@@ -174,10 +172,10 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 		e->round_told++;
 		e->round_last_told_ns = now;
 	}
-	release(s); /* the hand-off chain goes on */
+	lh_release(s); /* the hand-off chain goes on */
 }
 
-static void acquire(struct lh_client *s, bool wait)
+void lh_acquire(struct lh_client *s, bool wait)
 {
 	struct lh_engine *e = s->e;
 	const struct bench_config *cfg = e->cfg;
@@ -198,7 +196,7 @@ static void acquire(struct lh_client *s, bool wait)
 	e->res->err.failed_ops++;
 }
 
-static bool has_session(const struct lh_client *s)
+bool lh_has_session(const struct lh_client *s)
 {
 	return hasp_client_session_id(s->c) != 0;
 }
@@ -223,7 +221,7 @@ static void on_read(struct hasp_client *c, const struct hasp_result *r, void *ar
 }
 
 /* Holder s reads its lock (one read at a time). */
-static void read_queue(struct lh_client *s)
+void lh_read_queue(struct lh_client *s)
 {
 	if (s->reading || s->round_state != LR_HOLDING)
 		return;
@@ -252,7 +250,7 @@ static void watcher_event(struct lh_engine *e, struct lh_client *s, const struct
 		}
 		return;
 	}
-	if (e->round_phase != S_RELEASING && e->round_phase != S_RELEASED)
+	if (!bench_storm_listening(&e->storm))
 		return;
 	/* Older than this round's grant to the holder: a late copy. */
 	if (ev->revision < e->clients[s->index % e->storm_locks].token)
@@ -288,7 +286,7 @@ static void drain_events(struct lh_engine *e)
 
 /* ---- burst ---- */
 
-static uint32_t count_round_state(const struct lh_engine *e, uint32_t first, uint8_t state)
+uint32_t lh_count_round_state(const struct lh_engine *e, uint32_t first, uint8_t state)
 {
 	uint32_t n = 0;
 	for (uint32_t i = first; i < e->client_count; i++)
@@ -313,7 +311,7 @@ static void burst_step(struct lh_engine *e, uint64_t now)
 	switch (e->round_phase) {
 	case R_IDLE:
 		if (!e->admitting || holder->round_state != LR_IDLE || holder->in_flight > 0 ||
-		    !has_session(holder))
+		    !lh_has_session(holder))
 			return;
 		if (cfg->watchers && !watchers_ready(e))
 			return;
@@ -323,7 +321,7 @@ static void burst_step(struct lh_engine *e, uint64_t now)
 		e->round_queued = 0;
 		for (uint32_t i = 1; i < e->client_count; i++)
 			e->clients[i].told = false;
-		acquire(holder, cfg->wait);
+		lh_acquire(holder, cfg->wait);
 		e->round_phase = R_HOLDER_ACQUIRE;
 		return;
 	case R_HOLDER_ACQUIRE:
@@ -336,26 +334,26 @@ static void burst_step(struct lh_engine *e, uint64_t now)
 		if (!cfg->watchers)
 			for (uint32_t i = 1; i < e->client_count; i++) {
 				struct lh_client *s = &e->clients[i];
-				if (s->round_state == LR_IDLE && s->in_flight == 0 && has_session(s))
-					acquire(s, true);
+				if (s->round_state == LR_IDLE && s->in_flight == 0 && lh_has_session(s))
+					lh_acquire(s, true);
 			}
 		e->round_phase = R_QUEUEING;
 		return;
 	case R_QUEUEING:
-		if (!cfg->watchers && e->round_queued < count_round_state(e, 1, LR_ACQUIRE) &&
+		if (!cfg->watchers && e->round_queued < lh_count_round_state(e, 1, LR_ACQUIRE) &&
 		    now - e->round_start_ns < limit) {
-			read_queue(holder);
+			lh_read_queue(holder);
 			return;
 		}
 		if (holder->reading)
 			return; /* the release follows the read's answer */
 		e->round_release_ns = now;
-		release(holder);
+		lh_release(holder);
 		e->round_phase = R_RELEASED;
 		return;
 	case R_RELEASED: {
 		bool timed_out = now - e->round_release_ns >= limit;
-		bool all_back = cfg->watchers || count_round_state(e, 0, LR_IDLE) == e->client_count;
+		bool all_back = cfg->watchers || lh_count_round_state(e, 0, LR_IDLE) == e->client_count;
 		if ((e->round_told < cfg->waiters || !all_back) && !timed_out)
 			return;
 		if (holder->round_state != LR_IDLE && !timed_out)
@@ -373,170 +371,10 @@ static void burst_step(struct lh_engine *e, uint64_t now)
 	}
 }
 
-/* ---- storm ---- */
-
-static struct lh_client *holder_of(struct lh_engine *e, uint32_t i)
-{
-	return &e->clients[i];
-}
-
-static struct lh_client *waiter_of(struct lh_engine *e, uint32_t i)
-{
-	return &e->clients[e->storm_locks + i];
-}
-
-static struct lh_client *watcher_of(struct lh_engine *e, uint32_t i)
-{
-	return &e->clients[2u * e->storm_locks + i];
-}
-
-static bool storm_setup_late(const struct lh_engine *e, uint64_t now)
-{
-	return now - e->round_start_ns >= STORM_SETUP_NS;
-}
-
-static void storm_round_start(struct lh_engine *e, uint64_t now)
-{
-	uint32_t L = e->storm_locks;
-
-	for (uint32_t i = 0; i < 2u * L; i++)
-		if (e->clients[i].round_state != LR_IDLE || e->clients[i].in_flight > 0)
-			return; /* the last round's releases are still answering */
-	for (uint32_t i = 2u * L; i < 3u * L; i++)
-		if (e->clients[i].in_flight > 0)
-			return; /* a WATCH not answered yet */
-	e->round++;
-	e->round_start_ns = now;
-	for (uint32_t i = 0; i < e->client_count; i++) {
-		struct lh_client *s = &e->clients[i];
-		s->told = false;
-		s->gap = false;
-		s->gap_pending = false;
-		s->event_type = 0;
-		s->told_ns = 0;
-		s->queued = false;
-	}
-	e->storm_next = 0;
-	e->round_phase = S_HOLDERS;
-}
-
-/* Holders take their locks, up to LH_INFLIGHT_MAX at once; true when all
- * were started and answered. A session that did not open takes no part:
- * its lock counts as missing. */
-static bool storm_holders(struct lh_engine *e)
-{
-	uint32_t inflight = count_round_state(e, 0, LR_ACQUIRE); /* only holders acquire now */
-
-	while (e->storm_next < e->storm_locks && inflight < LH_INFLIGHT_MAX) {
-		struct lh_client *s = holder_of(e, e->storm_next++);
-		if (!has_session(s))
-			continue;
-		acquire(s, false);
-		inflight += s->round_state == LR_ACQUIRE;
-	}
-	return e->storm_next == e->storm_locks && inflight == 0;
-}
-
-/* Waiters join their holder's queue, up to LH_INFLIGHT_MAX not yet seen
- * queued at once; each holder reads its lock until its waiter is there.
- * True when all were started and seen queued. */
-static bool storm_waiters(struct lh_engine *e)
-{
-	uint32_t unconfirmed = 0;
-
-	for (uint32_t i = 0; i < e->storm_next; i++) {
-		struct lh_client *w = waiter_of(e, i);
-		if (w->round_state != LR_ACQUIRE || w->queued)
-			continue;
-		unconfirmed++;
-		read_queue(holder_of(e, i));
-	}
-	while (e->storm_next < e->storm_locks && unconfirmed < LH_INFLIGHT_MAX) {
-		uint32_t i = e->storm_next++;
-		struct lh_client *w = waiter_of(e, i);
-		/* A waiter queues only behind a holder that holds. */
-		if (!has_session(w) || holder_of(e, i)->round_state != LR_HOLDING)
-			continue;
-		acquire(w, true);
-		if (w->round_state != LR_ACQUIRE)
-			continue;
-		unconfirmed++;
-		read_queue(holder_of(e, i));
-	}
-	return e->storm_next == e->storm_locks && unconfirmed == 0;
-}
-
-static void storm_release_due(struct lh_engine *e, uint64_t now)
-{
-	uint32_t due = bench_storm_due(e->cfg, e->storm_locks, now - e->round_release_ns);
-
-	while (e->storm_next < due) {
-		struct lh_client *h = holder_of(e, e->storm_next++);
-		if (h->round_state == LR_HOLDING)
-			release(h);
-	}
-	if (e->storm_next == e->storm_locks)
-		e->round_phase = S_RELEASED;
-}
-
-static void storm_lock_view(struct lh_engine *e, uint32_t i, struct bench_storm_lock *v)
-{
-	const struct lh_client *h = holder_of(e, i), *w = waiter_of(e, i), *x = watcher_of(e, i);
-
-	*v = (struct bench_storm_lock){ .holder_released = h->told,
-					.holder_token = h->token,
-					.waiter_granted = w->told,
-					.waiter_token = w->token,
-					.waiter_ns = w->told_ns,
-					.watcher_type = x->event_type,
-					.watcher_token = x->token,
-					.watcher_gap = x->gap,
-					.watcher_ns = x->told_ns };
-}
-
-/* The verdict (tools/bench_rounds.c); false while it is worth waiting. */
-static bool storm_verdict(struct lh_engine *e, uint64_t now, bool *lost)
-{
-	struct bench_storm_tally t = { 0 };
-
-	for (uint32_t i = 0; i < e->storm_locks; i++) {
-		struct bench_storm_lock v;
-		storm_lock_view(e, i, &v);
-		bench_storm_tally_add(&t, &v);
-	}
-	if (!bench_storm_verdict_due(e->cfg, &t, e->round_release_ns, now))
-		return false;
-	bool measured = e->round_start_ns >= e->measure_start_ns;
-	*lost = bench_storm_verdict(e->res, &t, measured, e->round_start_ns, e->round_release_ns, now);
-	if (measured)
-		e->last_done_ns = now;
-	return true;
-}
-
-/* The waiters give back what they were granted, LH_INFLIGHT_MAX at once;
- * true when none is left. */
-static bool storm_cleanup(struct lh_engine *e)
-{
-	uint32_t L = e->storm_locks;
-	uint32_t inflight = count_round_state(e, L, LR_RELEASE);
-	bool done = true;
-
-	for (uint32_t i = 0; i < L; i++) {
-		struct lh_client *w = waiter_of(e, i);
-		if (w->round_state != LR_IDLE)
-			done = false;
-		if (w->round_state != LR_HOLDING || inflight >= LH_INFLIGHT_MAX)
-			continue;
-		release(w);
-		inflight++;
-	}
-	return done;
-}
-
 /* Cancels the waits still queued (a storm that lost a lock, the run's
  * end), once: each completes with -HASP_ECANCELED (or its grant, which is
  * then held until the lock's TTL) through the group's loop. */
-static void cancel_waits(struct lh_engine *e)
+void lh_cancel_waits(struct lh_engine *e)
 {
 	if (e->waits_cancelled)
 		return;
@@ -548,57 +386,6 @@ static void cancel_waits(struct lh_engine *e)
 	}
 }
 
-static void storm_step(struct lh_engine *e, uint64_t now)
-{
-	if (e->round_phase == S_RELEASING) {
-		storm_release_due(e, now);
-		return;
-	}
-	if (now < e->storm_scan_ns)
-		return;
-	e->storm_scan_ns = now + LH_STORM_SCAN_NS;
-	switch (e->round_phase) {
-	case S_IDLE:
-		if (e->admitting)
-			storm_round_start(e, now);
-		return;
-	case S_HOLDERS:
-		if (storm_holders(e) || storm_setup_late(e, now)) {
-			e->storm_next = 0;
-			e->round_phase = S_WAITERS;
-		}
-		return;
-	case S_WAITERS:
-		if (storm_waiters(e) || storm_setup_late(e, now)) {
-			e->storm_next = 0;
-			e->round_release_ns = now;
-			e->round_phase = S_RELEASING;
-			storm_release_due(e, now);
-		}
-		return;
-	case S_RELEASED: {
-		bool lost = false;
-		if (!storm_verdict(e, now, &lost))
-			return;
-		if (lost) {
-			/* A storm that lost a lock ends the run; the queued
-			 * waits are cancelled, then every session closed. */
-			e->admitting = false;
-			cancel_waits(e);
-			e->round_phase = S_IDLE;
-			return;
-		}
-		e->round_phase = S_CLEANUP;
-		return;
-	}
-	case S_CLEANUP:
-		/* Also after the last round: nothing is left held. */
-		if (storm_cleanup(e))
-			e->round_phase = S_IDLE;
-		return;
-	}
-}
-
 /* ---- the coordinator ---- */
 
 void lh_round_step(struct lh_engine *e, uint64_t now)
@@ -606,19 +393,19 @@ void lh_round_step(struct lh_engine *e, uint64_t now)
 	drain_events(e);
 	if (e->admitting && (now >= e->run_end_ns || e->round >= e->cfg->count_max))
 		e->admitting = false;
-	if (!e->admitting && e->round_phase == R_IDLE) {
-		cancel_waits(e); /* a timed-out burst round's waiters */
+	if (!e->admitting && !lh_round_busy(e)) {
+		lh_cancel_waits(e); /* a timed-out burst round's waiters */
 		return;
 	}
 	if (storm(e))
-		storm_step(e, now);
+		lh_storm_step(e, now);
 	else
 		burst_step(e, now);
 }
 
 bool lh_round_busy(const struct lh_engine *e)
 {
-	return e->round_phase != R_IDLE;
+	return storm(e) ? e->storm.phase != S_IDLE : e->round_phase != R_IDLE;
 }
 
 uint64_t lh_round_drain_extra_ns(const struct bench_config *cfg)
@@ -630,9 +417,7 @@ uint64_t lh_round_drain_extra_ns(const struct bench_config *cfg)
 
 uint64_t lh_round_wake(const struct lh_engine *e)
 {
-	if (!storm(e) || e->round_phase != S_RELEASING)
-		return UINT64_MAX;
-	return bench_storm_due_at(e->cfg, e->storm_locks, e->round_release_ns, e->storm_next);
+	return storm(e) ? bench_storm_wake(&e->storm) : UINT64_MAX;
 }
 
 void lh_round_finish(struct lh_engine *e)

@@ -19,6 +19,7 @@
 #define BURST_ROUND_NS 2000000000ull   /* a burst round's base time limit */
 #define STORM_SETUP_NS 30000000000ull  /* storm: holders acquire, waiters queue, at most */
 #define STORM_VERDICT_NS 5000000000ull /* storm: after the window, every lock told (at least) */
+#define STORM_SCAN_NS 1000000ull       /* storm: the O(L) set-up and verdict scans, at most this often */
 
 /* How long a burst round may take: 2 s, plus 100 ms per waiter, because a
  * FIFO hand-off chain costs one committed command per waiter (watchers are
@@ -46,13 +47,6 @@ void bench_burst_round_end(const struct bench_config *cfg, struct bench_result *
  * lost once given up. */
 uint64_t bench_storm_verdict_ns(const struct bench_config *cfg);
 
-/* The storm's holders release evenly over the window: how many of `locks`
- * are due `since_ns` after the window opened (at least 1, the first at
- * once), and when release number `next` is due. */
-uint32_t bench_storm_due(const struct bench_config *cfg, uint32_t locks, uint64_t since_ns);
-uint64_t bench_storm_due_at(const struct bench_config *cfg, uint32_t locks, uint64_t release_ns,
-			    uint32_t next);
-
 /* One lock of a storm round: what its holder, waiter and watcher saw. */
 struct bench_storm_lock {
 	bool holder_released;  /* the holder's RELEASE was answered OK */
@@ -66,29 +60,57 @@ struct bench_storm_lock {
 	uint64_t watcher_ns;
 };
 
-/* The round's tally, lock by lock (bench_storm_tally_add). */
-struct bench_storm_tally {
-	uint32_t locks, granted, told, coalesced;
-	uint64_t grant_last_ns, told_last_ns;
+/* The phases of a storm round (tools/bench_storm.c has the story):
+ *   S_HOLDERS   every holder ACQUIREs (TRY) its lock and keeps it;
+ *   S_WAITERS   every waiter ACQUIREs (WAIT) the same lock: queued;
+ *   S_RELEASING the holders RELEASE, spread evenly over cfg->window_ms;
+ *   S_RELEASED  until every lock is complete, or the verdict's time: judged;
+ *   S_CLEANUP   the waiters release what they were granted. */
+enum bench_storm_phase { S_IDLE, S_HOLDERS, S_WAITERS, S_RELEASING, S_RELEASED, S_CLEANUP };
+
+/* What an engine does at each step of a storm round; `engine` is its own. */
+struct bench_storm_ops {
+	/* Every client ready for a new round (no request of the last one
+	 * still answering, watchers registered): reset them, true. */
+	bool (*start)(void *engine);
+	/* Start holders (or waiters) from the round's `next` on, at most
+	 * OPENS_INFLIGHT_MAX at once; true when all were started and hold
+	 * (are queued, their watchers registered with the current leader). */
+	bool (*holders)(void *engine);
+	bool (*waiters)(void *engine);
+	/* The holder of lock `lock` releases it, if it holds it. */
+	void (*release)(void *engine, uint32_t lock);
+	/* What lock `lock`'s three clients saw this round. */
+	void (*view)(void *engine, uint32_t lock, struct bench_storm_lock *v);
+	/* The waiters give back what they hold; true when none holds or asks. */
+	bool (*cleanup)(void *engine);
+	/* A round lost a lock: the run ends (the engine stops admitting). */
+	void (*lost)(void *engine);
 };
 
-/* The verdict of one lock: its waiter was granted with a token greater
- * than its holder's, and its watcher's last event is that grant (a
- * release hands off to the head waiter in the same command, so the grant
- * is the lock's last state: see tools/bench_storm.c). */
-void bench_storm_tally_add(struct bench_storm_tally *t, const struct bench_storm_lock *lock);
+/* A storm round's schedule, the same for every engine. */
+struct bench_storm_round {
+	const struct bench_config *cfg;
+	struct bench_result *res;
+	const struct bench_storm_ops *ops;
+	void *engine;
+	uint32_t locks;
+	uint8_t phase;     /* enum bench_storm_phase */
+	uint32_t next;     /* the next holder or waiter to start or release */
+	uint64_t start_ns, release_ns;
+	uint64_t scan_ns;  /* the engine's O(L) scans run again from this */
+};
 
-/* Whether the verdict is due at now_ns: every lock complete, or the
- * verdict's time after the window is up. */
-bool bench_storm_verdict_due(const struct bench_config *cfg, const struct bench_storm_tally *t,
-			     uint64_t release_ns, uint64_t now_ns);
-
-/* Counts the round into res and, when it started in the measured window,
- * one operation (round start to now), the last grant and the last watcher
- * told (from the window's start). Returns true when a lock was missing:
- * the run ends (hasp-bench exits 4). */
-bool bench_storm_verdict(struct bench_result *res, const struct bench_storm_tally *t,
-			 bool measured, uint64_t round_start_ns, uint64_t release_ns,
+/* Advances the round at now_ns: a new round starts only while
+ * `admitting`; one in progress always goes on. Returns true when it
+ * judged a round that started at or after measure_start_ns (the engine's
+ * last completion). */
+bool bench_storm_advance(struct bench_storm_round *r, bool admitting, uint64_t measure_start_ns,
 			 uint64_t now_ns);
+/* When the next holder's release is due (the window), else UINT64_MAX. */
+uint64_t bench_storm_wake(const struct bench_storm_round *r);
+/* The round is releasing or judging: a waiter's grant and a watcher's
+ * event count now. */
+bool bench_storm_listening(const struct bench_storm_round *r);
 
 #endif

@@ -38,36 +38,29 @@
 #include "common/assert.h"
 #include "hasp/wire.h"
 
-#define STORM_SCAN_NS 1000000ull /* the O(L) set-up and verdict scans, at most this often */
-
 static uint32_t storm_inflight(const struct bench_engine *e, uint32_t first, uint8_t state)
 {
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < e->storm_next; i++)
+	for (uint32_t i = 0; i < e->storm.next; i++)
 		n += e->clients[first + i].state == state;
 	return n;
 }
 
-static bool storm_setup_late(const struct bench_engine *e)
+static bool storm_round_start(void *engine)
 {
-	return e->now - e->round_start_ns >= STORM_SETUP_NS;
-}
-
-static void storm_round_start(struct bench_engine *e)
-{
+	struct bench_engine *e = engine;
 	uint32_t L = e->storm_locks;
 
 	for (uint32_t i = 0; i < 2u * L; i++) {
 		uint8_t s = e->clients[i].state;
 		if (s == C_ACQUIRE || s == C_WAITING || s == C_HOLDING || s == C_RELEASE)
-			return; /* the last round's releases are still answering */
+			return false; /* the last round's releases are still answering */
 	}
 	/* A session that did not open within start-up (C_NEW, C_OPENING)
 	 * takes no part: its lock counts as missing. */
 	if (!bench_engine_watchers_current(e, 2u * L, 3u * L))
-		return;
+		return false;
 	e->round++;
-	e->round_start_ns = e->now;
 	for (uint32_t i = 0; i < e->client_count; i++) {
 		struct client *c = &e->clients[i];
 		c->told = false;
@@ -75,8 +68,7 @@ static void storm_round_start(struct bench_engine *e)
 		c->event_type = 0;
 		c->told_ns = 0;
 	}
-	e->storm_next = 0;
-	e->round_phase = S_HOLDERS;
+	return true;
 }
 
 /* Starts holders (first 0) or waiters (first L) up to the in-flight bound;
@@ -85,8 +77,8 @@ static bool storm_start_some(struct bench_engine *e, uint32_t first)
 {
 	uint32_t inflight = storm_inflight(e, first, C_ACQUIRE);
 
-	while (e->storm_next < e->storm_locks && inflight < OPENS_INFLIGHT_MAX) {
-		uint32_t i = e->storm_next++;
+	while (e->storm.next < e->storm_locks && inflight < OPENS_INFLIGHT_MAX) {
+		uint32_t i = e->storm.next++;
 		struct client *c = &e->clients[first + i];
 		if (c->state != C_IDLE)
 			continue; /* never opened: its lock counts as missing */
@@ -97,31 +89,42 @@ static bool storm_start_some(struct bench_engine *e, uint32_t first)
 		bench_session_start_op(e, first + i, e->now);
 		inflight++;
 	}
-	return e->storm_next == e->storm_locks && inflight == 0;
+	return e->storm.next == e->storm_locks && inflight == 0;
 }
 
-static void storm_release_due(struct bench_engine *e)
+static bool storm_holders(void *engine)
 {
-	uint32_t due = bench_storm_due(e->cfg, e->storm_locks, e->now - e->round_release_ns);
+	return storm_start_some(engine, 0);
+}
 
-	while (e->storm_next < due) {
-		uint32_t i = e->storm_next++;
-		struct client *c = &e->clients[i];
-		if (c->state != C_HOLDING)
-			continue;
-		c->state = C_RELEASE;
-		/* With a background keepalive in flight the RELEASE follows
-		 * its answer (start_pending_request). */
-		if (c->opcode == 0)
-			bench_session_request(e, i, HASP_OP_RELEASE);
-	}
-	if (e->storm_next == e->storm_locks)
-		e->round_phase = S_RELEASED;
+/* Watchers register with the leader before the release they are to be
+ * told of (the holders' requests may have found a new one). */
+static bool storm_waiters(void *engine)
+{
+	struct bench_engine *e = engine;
+	uint32_t L = e->storm_locks;
+	bool queued = storm_start_some(e, L);
+	return bench_engine_watchers_current(e, 2u * L, 3u * L) && queued;
+}
+
+static void storm_release(void *engine, uint32_t i)
+{
+	struct bench_engine *e = engine;
+	struct client *c = &e->clients[i];
+
+	if (c->state != C_HOLDING)
+		return;
+	c->state = C_RELEASE;
+	/* With a background keepalive in flight the RELEASE follows its
+	 * answer (start_pending_request). */
+	if (c->opcode == 0)
+		bench_session_request(e, i, HASP_OP_RELEASE);
 }
 
 /* What lock i's three clients saw this round. */
-static void storm_lock_view(const struct bench_engine *e, uint32_t i, struct bench_storm_lock *v)
+static void storm_lock_view(void *engine, uint32_t i, struct bench_storm_lock *v)
 {
+	const struct bench_engine *e = engine;
 	const struct client *holder = &e->clients[i];
 	const struct client *waiter = &e->clients[e->storm_locks + i];
 	const struct client *watcher = &e->clients[2u * e->storm_locks + i];
@@ -137,31 +140,10 @@ static void storm_lock_view(const struct bench_engine *e, uint32_t i, struct ben
 					.watcher_ns = watcher->told_ns };
 }
 
-/* Every lock complete, or the verdict's time is up: count and measure
- * (tools/bench_rounds.c). Returns false while it is still worth waiting;
- * sets *lost when a lock was missing. */
-static bool storm_verdict(struct bench_engine *e, bool *lost)
-{
-	struct bench_storm_tally t = { 0 };
-
-	for (uint32_t i = 0; i < e->storm_locks; i++) {
-		struct bench_storm_lock v;
-		storm_lock_view(e, i, &v);
-		bench_storm_tally_add(&t, &v);
-	}
-	if (!bench_storm_verdict_due(e->cfg, &t, e->round_release_ns, e->now))
-		return false;
-	bool measured = e->round_start_ns >= e->measure_start_ns;
-	*lost = bench_storm_verdict(e->res, &t, measured, e->round_start_ns, e->round_release_ns,
-				    e->now);
-	if (measured)
-		e->last_done_ns = e->now;
-	return true;
-}
-
 /* The waiters give back what they were granted; true when none is left. */
-static bool storm_cleanup(struct bench_engine *e)
+static bool storm_cleanup(void *engine)
 {
+	struct bench_engine *e = engine;
 	uint32_t L = e->storm_locks;
 	uint32_t inflight = 0;
 	bool done = true;
@@ -185,68 +167,32 @@ static bool storm_cleanup(struct bench_engine *e)
 	return done;
 }
 
-void bench_storm_step(struct bench_engine *e)
+static void storm_lost(void *engine)
 {
-	if (e->round_phase == S_RELEASING) {
-		storm_release_due(e);
-		return;
-	}
-	if (e->now < e->storm_scan_ns)
-		return;
-	e->storm_scan_ns = e->now + STORM_SCAN_NS;
-	switch (e->round_phase) {
-	case S_IDLE:
-		if (e->admitting)
-			storm_round_start(e);
-		return;
-	case S_HOLDERS:
-		if (storm_start_some(e, 0) || storm_setup_late(e)) {
-			e->storm_next = 0;
-			e->round_phase = S_WAITERS;
-		}
-		return;
-	case S_WAITERS: {
-		uint32_t L = e->storm_locks;
-		bool queued = storm_start_some(e, L);
-		/* Watchers register with the leader before the release they
-		 * are to be told of (the holders' requests may have found a
-		 * new one). */
-		bool current = bench_engine_watchers_current(e, 2u * L, 3u * L);
-		if ((queued && current) || storm_setup_late(e)) {
-			e->storm_next = 0;
-			e->round_release_ns = e->now;
-			e->round_phase = S_RELEASING;
-			storm_release_due(e);
-		}
-		return;
-	}
-	case S_RELEASED: {
-		bool lost = false;
-		if (!storm_verdict(e, &lost))
-			return;
-		if (lost) {
-			/* A storm that lost a lock ends the run: the drain
-			 * closes every session, queued waiters with them. */
-			e->admitting = false;
-			e->round_phase = S_IDLE;
-			return;
-		}
-		e->round_phase = S_CLEANUP;
-		return;
-	}
-	case S_CLEANUP:
-		/* Also after the last round: nothing is left held. */
-		if (storm_cleanup(e))
-			e->round_phase = S_IDLE;
-		return;
-	}
+	struct bench_engine *e = engine;
+	e->admitting = false;
 }
 
-uint64_t bench_storm_wake(const struct bench_engine *e)
+static const struct bench_storm_ops storm_ops = {
+	.start = storm_round_start,
+	.holders = storm_holders,
+	.waiters = storm_waiters,
+	.release = storm_release,
+	.view = storm_lock_view,
+	.cleanup = storm_cleanup,
+	.lost = storm_lost,
+};
+
+void bench_storm_init(struct bench_engine *e)
 {
-	if (e->round_phase != S_RELEASING)
-		return UINT64_MAX;
-	return bench_storm_due_at(e->cfg, e->storm_locks, e->round_release_ns, e->storm_next);
+	e->storm = (struct bench_storm_round){ .cfg = e->cfg, .res = e->res, .ops = &storm_ops,
+					       .engine = e, .locks = e->storm_locks };
+}
+
+void bench_storm_step(struct bench_engine *e)
+{
+	if (bench_storm_advance(&e->storm, e->admitting, e->measure_start_ns, e->now))
+		e->last_done_ns = e->now;
 }
 
 void bench_storm_granted(struct bench_engine *e, uint32_t index)
@@ -255,7 +201,7 @@ void bench_storm_granted(struct bench_engine *e, uint32_t index)
 
 	if (storm_role(e, index) != STORM_WAITER || c->told)
 		return;
-	if (e->round_phase != S_RELEASING && e->round_phase != S_RELEASED)
+	if (!bench_storm_listening(&e->storm))
 		return; /* granted before any release: the holder lost its lock */
 	c->told = true;
 	c->told_ns = e->now;
@@ -266,7 +212,7 @@ void bench_storm_watch_event(struct bench_engine *e, uint32_t index,
 {
 	struct client *c = &e->clients[index];
 
-	if (e->round_phase != S_RELEASING && e->round_phase != S_RELEASED)
+	if (!bench_storm_listening(&e->storm))
 		return;
 	/* Older than this round's grant to the holder: a late copy. */
 	if (ev->revision < storm_holder_of(e, index)->token)

@@ -1,0 +1,177 @@
+/*
+ * hasp-bench's release storm on libhasp's async core (--engine libhasp
+ * --workload storm): clients i < L hold lock i, L + i wait for it, 2L + i
+ * watch it. The round's schedule and verdict are the wire engine's
+ * (tools/bench_rounds.c, the story in tools/bench_storm.c); these are the
+ * steps it asks of this engine, through libhasp's public API
+ * (tools/bench_libhasp_rounds.c has what differs from the wire engine).
+ */
+#include "tools/bench_libhasp_impl.h"
+#include "tools/bench_rounds.h"
+
+#define LH_INFLIGHT_MAX 256u /* set-up requests at once, as the wire engine (OPENS_INFLIGHT_MAX) */
+
+static struct lh_client *holder_of(struct lh_engine *e, uint32_t i)
+{
+	return &e->clients[i];
+}
+
+static struct lh_client *waiter_of(struct lh_engine *e, uint32_t i)
+{
+	return &e->clients[e->storm_locks + i];
+}
+
+static struct lh_client *watcher_of(struct lh_engine *e, uint32_t i)
+{
+	return &e->clients[2u * e->storm_locks + i];
+}
+
+static bool storm_round_start(void *engine)
+{
+	struct lh_engine *e = engine;
+	uint32_t L = e->storm_locks;
+
+	for (uint32_t i = 0; i < 2u * L; i++)
+		if (e->clients[i].round_state != LR_IDLE || e->clients[i].in_flight > 0)
+			return false; /* the last round's releases are still answering */
+	for (uint32_t i = 2u * L; i < 3u * L; i++)
+		if (e->clients[i].in_flight > 0)
+			return false; /* a WATCH not answered yet */
+	e->round++;
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		s->told = false;
+		s->gap = false;
+		s->gap_pending = false;
+		s->event_type = 0;
+		s->told_ns = 0;
+		s->queued = false;
+	}
+	return true;
+}
+
+/* Holders take their locks, up to LH_INFLIGHT_MAX at once; true when all
+ * were started and answered. A session that did not open takes no part:
+ * its lock counts as missing. */
+static bool storm_holders(void *engine)
+{
+	struct lh_engine *e = engine;
+	uint32_t inflight = lh_count_round_state(e, 0, LR_ACQUIRE); /* only holders acquire now */
+
+	while (e->storm.next < e->storm_locks && inflight < LH_INFLIGHT_MAX) {
+		struct lh_client *s = holder_of(e, e->storm.next++);
+		if (!lh_has_session(s))
+			continue;
+		lh_acquire(s, false);
+		inflight += s->round_state == LR_ACQUIRE;
+	}
+	return e->storm.next == e->storm_locks && inflight == 0;
+}
+
+/* Waiters join their holder's queue, up to LH_INFLIGHT_MAX not yet seen
+ * queued at once; each holder reads its lock until its waiter is there.
+ * True when all were started and seen queued. (libhasp registers its
+ * watches again after a leader change itself.) */
+static bool storm_waiters(void *engine)
+{
+	struct lh_engine *e = engine;
+	uint32_t unconfirmed = 0;
+
+	for (uint32_t i = 0; i < e->storm.next; i++) {
+		struct lh_client *w = waiter_of(e, i);
+		if (w->round_state != LR_ACQUIRE || w->queued)
+			continue;
+		unconfirmed++;
+		lh_read_queue(holder_of(e, i));
+	}
+	while (e->storm.next < e->storm_locks && unconfirmed < LH_INFLIGHT_MAX) {
+		uint32_t i = e->storm.next++;
+		struct lh_client *w = waiter_of(e, i);
+		/* A waiter queues only behind a holder that holds. */
+		if (!lh_has_session(w) || holder_of(e, i)->round_state != LR_HOLDING)
+			continue;
+		lh_acquire(w, true);
+		if (w->round_state != LR_ACQUIRE)
+			continue;
+		unconfirmed++;
+		lh_read_queue(holder_of(e, i));
+	}
+	return e->storm.next == e->storm_locks && unconfirmed == 0;
+}
+
+static void storm_release(void *engine, uint32_t i)
+{
+	struct lh_client *h = holder_of(engine, i);
+
+	if (h->round_state == LR_HOLDING)
+		lh_release(h);
+}
+
+static void storm_lock_view(void *engine, uint32_t i, struct bench_storm_lock *v)
+{
+	struct lh_engine *e = engine;
+	const struct lh_client *h = holder_of(e, i), *w = waiter_of(e, i), *x = watcher_of(e, i);
+
+	*v = (struct bench_storm_lock){ .holder_released = h->told,
+					.holder_token = h->token,
+					.waiter_granted = w->told,
+					.waiter_token = w->token,
+					.waiter_ns = w->told_ns,
+					.watcher_type = x->event_type,
+					.watcher_token = x->token,
+					.watcher_gap = x->gap,
+					.watcher_ns = x->told_ns };
+}
+
+/* The waiters give back what they were granted, LH_INFLIGHT_MAX at once;
+ * true when none is left. */
+static bool storm_cleanup(void *engine)
+{
+	struct lh_engine *e = engine;
+	uint32_t L = e->storm_locks;
+	uint32_t inflight = lh_count_round_state(e, L, LR_RELEASE);
+	bool done = true;
+
+	for (uint32_t i = 0; i < L; i++) {
+		struct lh_client *w = waiter_of(e, i);
+		if (w->round_state != LR_IDLE)
+			done = false;
+		if (w->round_state != LR_HOLDING || inflight >= LH_INFLIGHT_MAX)
+			continue;
+		lh_release(w);
+		inflight++;
+	}
+	return done;
+}
+
+/* A round lost a lock: the run ends, the queued waits are cancelled, then
+ * every session closed. */
+static void storm_lost(void *engine)
+{
+	struct lh_engine *e = engine;
+
+	e->admitting = false;
+	lh_cancel_waits(e);
+}
+
+static const struct bench_storm_ops storm_ops = {
+	.start = storm_round_start,
+	.holders = storm_holders,
+	.waiters = storm_waiters,
+	.release = storm_release,
+	.view = storm_lock_view,
+	.cleanup = storm_cleanup,
+	.lost = storm_lost,
+};
+
+void lh_storm_init(struct lh_engine *e)
+{
+	e->storm = (struct bench_storm_round){ .cfg = e->cfg, .res = e->res, .ops = &storm_ops,
+					       .engine = e, .locks = e->storm_locks };
+}
+
+void lh_storm_step(struct lh_engine *e, uint64_t now)
+{
+	if (bench_storm_advance(&e->storm, e->admitting, e->measure_start_ns, now))
+		e->last_done_ns = now;
+}
