@@ -31,6 +31,7 @@
 
 static void op_start(struct lh_client *s);
 static void op_start_at(struct lh_client *s, uint64_t intended_ns);
+static void connect_more(struct lh_engine *e);
 
 static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t ns)
 {
@@ -192,6 +193,8 @@ static void on_opened(struct hasp_client *c, const struct hasp_result *r, void *
 	(void)c;
 	s->in_flight = false;
 	s->e->busy--;
+	s->e->opening--;
+	connect_more(s->e);
 	if (r->rc != 0) {
 		s->e->res->err.sessions_failed++;
 		return;
@@ -201,8 +204,26 @@ static void on_opened(struct hasp_client *c, const struct hasp_result *r, void *
 		s->e->res->err.sessions_failed++; /* a watcher that cannot watch */
 }
 
-/* Creates the clients and starts opening their sessions at once
- * (hasp_client_connect_async: the loop opens them all in parallel). */
+/* Opens sessions in parallel (hasp_client_connect_async), at most
+ * OPENS_INFLIGHT_MAX at once, as the wire engine does: all of them at
+ * once overflowed the leader's queues, and every client then probed
+ * every node (3,000 sessions: about 17 retransmissions each, against
+ * none on the wire engine, and a leader change on a loaded cluster). */
+static void connect_more(struct lh_engine *e)
+{
+	while (e->open_next < e->client_count && e->opening < OPENS_INFLIGHT_MAX) {
+		struct lh_client *s = &e->clients[e->open_next++];
+		if (hasp_client_connect_async(s->c, on_opened, s, NULL) != 0) {
+			e->res->err.sessions_failed++;
+			continue;
+		}
+		s->in_flight = true;
+		e->busy++;
+		e->opening++;
+	}
+}
+
+/* Creates the clients and starts opening their sessions (connect_more). */
 static int open_clients(struct lh_engine *e)
 {
 	const struct bench_config *cfg = e->cfg;
@@ -214,6 +235,7 @@ static int open_clients(struct lh_engine *e)
 		hc.cluster = cfg->cluster;
 		hc.session_ttl_ms = cfg->session_ttl_ms;
 		hc.request_timeout_ms = cfg->request_timeout_ms;
+		hc.deadline_ms = cfg->request_deadline_ms; /* --deadline: give a request up */
 		hc.wait_recheck_ms = cfg->wait_recheck_ms;
 		/* Probe rounds (every node at once, after a silence of
 		 * request_timeout_ms) at the wire engine's retransmission pace,
@@ -231,12 +253,8 @@ static int open_clients(struct lh_engine *e)
 		int rc = hasp_client_open_in_group(&s->c, &hc, e->group);
 		if (rc != 0)
 			return rc;
-		rc = hasp_client_connect_async(s->c, on_opened, s, NULL);
-		if (rc != 0)
-			return rc;
-		s->in_flight = true;
-		e->busy++;
 	}
+	connect_more(e);
 	return 0;
 }
 

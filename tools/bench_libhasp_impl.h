@@ -20,6 +20,7 @@
 
 #define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
+#define OPENS_INFLIGHT_MAX 256u      /* session opens at once, as the wire engine's */
 
 struct lh_client;
 
@@ -42,6 +43,7 @@ struct lh_engine {
 	bool zipf_ready;
 	uint64_t measure_start_ns, run_end_ns, last_done_ns;
 	uint32_t busy; /* operations in flight */
+	uint32_t open_next, opening; /* start-up: the next client to open, opens in flight */
 	uint64_t progress_ns, progress_ops;
 	uint32_t progress_tick;
 	/* Open loop (cfg->rate > 0): the arrival schedule, the arrivals that

@@ -9,8 +9,6 @@
 #include "tools/bench_libhasp_impl.h"
 #include "tools/bench_rounds.h"
 
-#define LH_INFLIGHT_MAX 256u /* set-up requests at once, as the wire engine (OPENS_INFLIGHT_MAX) */
-
 static struct lh_client *holder_of(struct lh_engine *e, uint32_t i)
 {
 	return &e->clients[i];
@@ -50,7 +48,7 @@ static bool storm_round_start(void *engine)
 	return true;
 }
 
-/* Holders take their locks, up to LH_INFLIGHT_MAX at once; true when all
+/* Holders take their locks, up to OPENS_INFLIGHT_MAX at once; true when all
  * were started and answered. A session that did not open takes no part:
  * its lock counts as missing. */
 static bool storm_holders(void *engine)
@@ -58,7 +56,7 @@ static bool storm_holders(void *engine)
 	struct lh_engine *e = engine;
 	uint32_t inflight = lh_count_round_state(e, 0, LR_ACQUIRE); /* only holders acquire now */
 
-	while (e->storm.next < e->storm_locks && inflight < LH_INFLIGHT_MAX) {
+	while (e->storm.next < e->storm_locks && inflight < OPENS_INFLIGHT_MAX) {
 		struct lh_client *s = holder_of(e, e->storm.next++);
 		if (!lh_has_session(s))
 			continue;
@@ -68,7 +66,7 @@ static bool storm_holders(void *engine)
 	return e->storm.next == e->storm_locks && inflight == 0;
 }
 
-/* Waiters join their holder's queue, up to LH_INFLIGHT_MAX not yet seen
+/* Waiters join their holder's queue, up to OPENS_INFLIGHT_MAX not yet seen
  * queued at once; each holder reads its lock until its waiter is there.
  * True when all were started and seen queued. (libhasp registers its
  * watches again after a leader change itself.) */
@@ -84,7 +82,7 @@ static bool storm_waiters(void *engine)
 		unconfirmed++;
 		lh_read_queue(holder_of(e, i));
 	}
-	while (e->storm.next < e->storm_locks && unconfirmed < LH_INFLIGHT_MAX) {
+	while (e->storm.next < e->storm_locks && unconfirmed < OPENS_INFLIGHT_MAX) {
 		uint32_t i = e->storm.next++;
 		struct lh_client *w = waiter_of(e, i);
 		/* A waiter queues only behind a holder that holds. */
@@ -123,7 +121,7 @@ static void storm_lock_view(void *engine, uint32_t i, struct bench_storm_lock *v
 					.watcher_ns = x->told_ns };
 }
 
-/* The waiters give back what they were granted, LH_INFLIGHT_MAX at once;
+/* The waiters give back what they were granted, OPENS_INFLIGHT_MAX at once;
  * true when none is left. */
 static bool storm_cleanup(void *engine)
 {
@@ -136,7 +134,7 @@ static bool storm_cleanup(void *engine)
 		struct lh_client *w = waiter_of(e, i);
 		if (w->round_state != LR_IDLE)
 			done = false;
-		if (w->round_state != LR_HOLDING || inflight >= LH_INFLIGHT_MAX)
+		if (w->round_state != LR_HOLDING || inflight >= OPENS_INFLIGHT_MAX)
 			continue;
 		lh_release(w);
 		inflight++;

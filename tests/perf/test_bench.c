@@ -59,6 +59,9 @@ struct toy {
 	bool silent_acquire; /* never answers ACQUIRE */
 	bool hide_handoff;   /* watchers are not told of a hand-off grant (a lost event) */
 	uint64_t first_nonce; /* of the first SESSION_OPEN seen */
+	bool silent_open;     /* never answers SESSION_OPEN */
+	uint64_t open_nonces[512]; /* the distinct SESSION_OPEN nonces seen */
+	uint32_t open_nonce_count;
 	/* SESSION_CLOSE: unanswered for close_silent_ns after the first one
 	 * (UINT64_MAX: never answered); the sessions whose close was answered */
 	uint64_t close_silent_ns;
@@ -149,6 +152,17 @@ static void toy_script(struct responder *r, int node, const struct hasp_wire_msg
 	T.by_op[req->hdr.opcode % 64]++;
 	if (req->hdr.opcode == HASP_OP_SESSION_OPEN && T.first_nonce == 0)
 		T.first_nonce = req->body.session_open.client_nonce;
+	if (req->hdr.opcode == HASP_OP_SESSION_OPEN) {
+		bool known = false;
+		for (uint32_t i = 0; i < T.open_nonce_count; i++)
+			known |= T.open_nonces[i] == req->body.session_open.client_nonce;
+		if (!known && T.open_nonce_count < 512)
+			T.open_nonces[T.open_nonce_count++] = req->body.session_open.client_nonce;
+		if (T.silent_open) {
+			pthread_mutex_unlock(&T.mu);
+			return;
+		}
+	}
 	if (req->hdr.opcode == HASP_OP_SESSION_CLOSE) {
 		uint64_t now = clock_monotonic_ns();
 		if (T.first_close_ns == 0)
@@ -813,6 +827,32 @@ static void test_libhasp_storm_counts_a_watcher_not_told_as_missing(void **state
 	storm_counts_a_watcher_not_told_as_missing(true);
 }
 
+/* --engine libhasp opens at most 256 sessions at once, as the wire engine
+ * does: with every open unanswered (and --deadline beyond the start-up's
+ * 10 s), 300 clients send 256 distinct opens, not 300. All at once had
+ * overflowed a leader's queues (3,000 sessions: about 17 retransmissions
+ * each, and a leader change on a loaded cluster). */
+static void test_libhasp_opens_at_most_256_sessions_at_once(void **state)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	(void)state;
+
+	start(1);
+	T.silent_open = true;
+	config(&cfg);
+	cfg.libhasp = true;
+	cfg.clients = 300;
+	cfg.keys = 300;
+	cfg.count_max = 1;
+	cfg.request_deadline_ms = 60000;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_run_libhasp(&cfg, &res), -HASP_ETIMEDOUT); /* no session opened */
+	responder_stop(&R);
+	assert_int_equal(T.open_nonce_count, 256);
+	bench_result_deinit(&res);
+}
+
 /* Two runs with the same --seed open sessions with different nonces. A
  * node answers an open whose (identity, nonce) names a live session with
  * that session (a retransmitted open must not make a second one), so two
@@ -1367,6 +1407,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_burst_tells_every_waiter, responder_teardown),
 		cmocka_unit_test_teardown(test_burst_tells_every_watcher, responder_teardown),
 		cmocka_unit_test_teardown(test_storm_grants_every_waiter_and_tells_every_watcher,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_opens_at_most_256_sessions_at_once,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_libhasp_burst_tells_every_waiter, responder_teardown),
 		cmocka_unit_test_teardown(test_libhasp_burst_tells_every_watcher, responder_teardown),
