@@ -90,30 +90,25 @@ in_ns "$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --clients 2 --keys 64 
 expect "peer-hasp: some cycles" True "$(field "j['results']['cycles'] > 0")"
 expect "peer-hasp: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
 echo "itest: perf/peers' libhasp client"
-# A small release storm (tools/bench_storm.c): 200 locks, each held, waited
-# for and watched (600 sessions), the holders' releases spread over 200 ms,
-# two rounds. Asserted: the workload's own verdict (exit 0, every waiter
-# granted, every watcher's last event that grant), never its timing.
-in_ns "$bench" --json --workload storm --locks 200 --window-ms 200 --ttl 60000 \
-	--session-ttl 60000 --count 2 --duration 60 > "$out" || fail "storm exited $? ($(cat "$out"))"
-expect "storm: sessions" 600 "$(field "j['results']['sessions']")"
-expect "storm: rounds" 2 "$(field "j['results']['ops']")"
-expect "storm: waiters granted" 400 "$(field "j['results']['storm']['granted']")"
-expect "storm: watchers told" 400 "$(field "j['results']['storm']['told']")"
-expect "storm: waiters missing" 0 "$(field "j['results']['errors']['storm_waiters_missing']")"
-expect "storm: watchers missing" 0 "$(field "j['results']['errors']['storm_watchers_missing']")"
-echo "itest: a release storm of 200 locks"
-# The same storm on libhasp's async core: the same verdict.
-in_ns "$bench" --json --workload storm --locks 200 --window-ms 200 --ttl 60000 \
-	--session-ttl 60000 --count 2 --duration 60 --engine libhasp > "$out" ||
-	fail "libhasp storm exited $? ($(cat "$out"))"
-expect "libhasp storm: sessions" 600 "$(field "j['results']['sessions']")"
-expect "libhasp storm: rounds" 2 "$(field "j['results']['ops']")"
-expect "libhasp storm: waiters granted" 400 "$(field "j['results']['storm']['granted']")"
-expect "libhasp storm: watchers told" 400 "$(field "j['results']['storm']['told']")"
-expect "libhasp storm: waiters missing" 0 "$(field "j['results']['errors']['storm_waiters_missing']")"
-expect "libhasp storm: watchers missing" 0 "$(field "j['results']['errors']['storm_watchers_missing']")"
-echo "itest: a release storm of 200 locks on libhasp"
+# A small release storm (tools/bench_storm.c) on each engine: 200 locks,
+# each held, waited for and watched (600 sessions), the holders' releases
+# spread over 200 ms, two rounds. Asserted: the workload's own verdict
+# (exit 0, every waiter granted, every watcher's last event that grant),
+# never its timing.
+for engine in wire libhasp; do
+	in_ns "$bench" --json --workload storm --locks 200 --window-ms 200 --ttl 60000 \
+		--session-ttl 60000 --count 2 --duration 60 --engine $engine > "$out" ||
+		fail "$engine storm exited $? ($(cat "$out"))"
+	expect "$engine storm: sessions" 600 "$(field "j['results']['sessions']")"
+	expect "$engine storm: rounds" 2 "$(field "j['results']['ops']")"
+	expect "$engine storm: waiters granted" 400 "$(field "j['results']['storm']['granted']")"
+	expect "$engine storm: watchers told" 400 "$(field "j['results']['storm']['told']")"
+	expect "$engine storm: waiters missing" 0 \
+		"$(field "j['results']['errors']['storm_waiters_missing']")"
+	expect "$engine storm: watchers missing" 0 \
+		"$(field "j['results']['errors']['storm_watchers_missing']")"
+	echo "itest: a release storm of 200 locks on the $engine engine"
+done
 
 # Every session hasp-bench opened is closed when it exits: 4,000 sessions
 # (their TTL 60 s, so expiry cannot close them within the test) and the
