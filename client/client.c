@@ -5,7 +5,7 @@
  * Opening a client sends nothing: the session opens on the first request,
  * so that a bad configuration (-HASP_ECONFIG at open) is told apart from an
  * unreachable cluster (-HASP_ETIMEDOUT on the first call). Everything the
- * client needs is allocated here, once: the struct with its 32 reply slots
+ * client needs is allocated here, once: the struct with its 32 request slots
  * and the event ring.
  */
 #include "hasp/client.h"

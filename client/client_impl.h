@@ -33,18 +33,24 @@ enum pending_state {
 	PENDING_ABANDONED, /* owner gave up at its deadline; a late reply frees it */
 };
 
+struct client_req;
+
 /* One request slot of the exactly-once window: sequence number s lives in
  * slots[s % HASP_SESSION_INFLIGHT_MAX], so s can only be sent once s - 32
- * was answered (PROTOCOL.md "Exactly once"). */
+ * was answered (PROTOCOL.md "Exactly once"). A reply goes straight into
+ * its request's own buffer (`req`, set while WAITING or DONE): a slot has
+ * no reply buffer of its own, so the window is 32 small records, not 32
+ * datagrams a busy client drags through its cache (docs/PERFORMANCE.md,
+ * "session 10"). An ABANDONED slot has no request any more (it may be
+ * gone, or reused for its op's next request): its late reply is dropped. */
 struct pending {
 	uint64_t session_id; /* the session seq belongs to */
 	uint64_t seq;
+	struct client_req *req; /* WAITING, DONE: the request the reply is copied into */
 	uint8_t opcode;
-	uint8_t state;         /* enum pending_state */
-	uint32_t from_index;   /* node the reply came from */
-	uint8_t status;        /* the reply's status (DONE): read without decoding it again */
-	size_t reply_size;
-	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
+	uint8_t state;       /* enum pending_state */
+	uint8_t status;      /* the reply's status (DONE): read without decoding it again */
+	uint32_t from_index; /* node the reply came from */
 };
 
 /* Event identities remembered for duplicate detection. */
@@ -137,7 +143,9 @@ struct client_req {
 	size_t size;
 	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
 	size_t reply_size;
-	uint8_t reply[HASP_DATAGRAM_SIZE_MAX]; /* the final reply, DONE with rc >= 0 */
+	/* The reply its slot's dispatch copied in: a redirect while SENT
+	 * (read by the step), the final reply once DONE with rc >= 0. */
+	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
 };
 _Static_assert(offsetof(struct client_req, reply) + HASP_DATAGRAM_SIZE_MAX + sizeof(size_t) >
 		       sizeof(struct client_req),

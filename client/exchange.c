@@ -7,7 +7,8 @@
  * takes the next sequence number and its slot, sends, and then waits. One
  * waiting thread at a time (`receiving`) drops the mutex, polls the socket,
  * and dispatches each datagram under the mutex: a reply is copied into the
- * slot whose (session, seq, opcode) it matches and the owner is woken; an
+ * request waiting in the slot whose (session, seq, opcode) it matches, and
+ * the owner is woken; an
  * EVENT goes to a WAIT-mode acquirer or to the event ring; anything else is
  * counted and dropped. So several threads can each have a request in flight
  * (at most HASP_SESSION_INFLIGHT_MAX), a keepalive thread never waits behind
@@ -273,9 +274,12 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 		return;
 	}
 	HASP_ASSERT(p->state == PENDING_WAITING || p->state == PENDING_DONE);
-	HASP_ASSERT(size <= sizeof(p->reply));
-	memcpy(p->reply, data, size);
-	p->reply_size = size;
+	/* Into the request's own buffer: it is the only copy of the reply
+	 * (struct pending). Its owner reads it under mu, or after DONE. */
+	HASP_ASSERT(p->req != NULL && p->req->p == p);
+	HASP_ASSERT(size <= sizeof(p->req->reply));
+	memcpy(p->req->reply, data, size);
+	p->req->reply_size = size;
 	p->from_index = from;
 	p->status = m->hdr.status;
 	p->state = PENDING_DONE;
@@ -654,6 +658,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			 * the window wrapped): no answer can come any more,
 			 * and the outcome is unknown, as after a timeout. */
 			p->state = PENDING_FREE;
+			p->req = NULL;
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
 			req_finish(r, -HASP_ETIMEDOUT);
@@ -666,7 +671,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 
 			if (status == HASP_STATUS_NOT_LEADER) {
 				struct hasp_wire_msg m;
-				int rc = hasp_wire_decode_reply(p->reply, p->reply_size, &m);
+				int rc = hasp_wire_decode_reply(r->reply, r->reply_size, &m);
 
 				HASP_ASSERT(rc == 0); /* dispatch decoded it already */
 				c->stats.redirects++;
@@ -729,9 +734,8 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 				c->answered_any = true;
 			}
 			c->target = p->from_index;
-			memcpy(r->reply, p->reply, p->reply_size);
-			r->reply_size = p->reply_size;
-			p->state = PENDING_FREE;
+			p->state = PENDING_FREE; /* the reply is in r->reply already */
+			p->req = NULL;
 			req_finish(r, status);
 			if (!open) {
 				if (status == HASP_STATUS_SESSION_EXPIRED) {
@@ -753,6 +757,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 		/* Send at least once: a number taken is a request made. */
 		if (now >= r->deadline_ns && r->sent) {
 			p->state = PENDING_ABANDONED;
+			p->req = NULL; /* a late reply frees the slot, unread */
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
 			req_finish(r, -HASP_ETIMEDOUT);
@@ -848,6 +853,7 @@ static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_n
 	c->open_slot.seq = req.hdr.seq;
 	c->open_slot.opcode = HASP_OP_SESSION_OPEN;
 	c->open_slot.state = PENDING_WAITING;
+	c->open_slot.req = r;
 }
 
 /* The open was answered OK: the session is ours. */
@@ -1015,6 +1021,7 @@ static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 	p->seq = c->next_seq++;
 	p->opcode = r->opcode;
 	p->state = PENDING_WAITING;
+	p->req = r;
 	r->p = p;
 	r->session_id = c->session_id;
 	put_u64le(r->bytes + WIRE_OFF_SESSION, c->session_id);
@@ -1065,6 +1072,7 @@ void client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 {
 	if (r->state == REQ_SENT) {
 		r->p->state = PENDING_ABANDONED;
+		r->p->req = NULL; /* r may be reused or freed: a late reply is dropped */
 		c->stats.timeouts++;
 		client_ttl_cap_note_locked(c, r, client_now(c));
 	}
