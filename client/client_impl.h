@@ -134,22 +134,25 @@ struct client_req {
 	uint64_t first_send_ns; /* first transmission (validity counts from it) */
 	uint64_t session_id;    /* the session it was numbered in */
 	/* A TTL the request sets on a held lock (RENEW with a TTL, ACQUIRE
-	 * with its own): unanswered, it caps the lock's validity. */
+	 * with its own): unanswered, it caps the lock's validity. The
+	 * lock's name is read back from `bytes` then (ttl_caps.c), not
+	 * copied here for every request that might need it. */
 	uint32_t ttl_change_ms;
 	uint64_t ttl_token; /* RENEW's token; 0 for ACQUIRE */
-	char ttl_name[HASP_CLIENT_NAME_BUF];
-	/* Last, in this order: client_req_init and client_op_new zero
-	 * everything before `bytes` and leave the buffers as they are. */
+	/* Last, in this order: client_req_init zeroes everything before
+	 * `size` and leaves the buffers as they are (read only up to the
+	 * size written with them), so a request writes the few cache lines
+	 * of its header and datagram, not 3 KB. */
 	size_t size;
 	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
+	/* The reply its slot's dispatch copied in, and its size (both
+	 * unset before the first reply): a redirect while SENT (read by the
+	 * step), the final reply once DONE with rc >= 0. */
 	size_t reply_size;
-	/* The reply its slot's dispatch copied in: a redirect while SENT
-	 * (read by the step), the final reply once DONE with rc >= 0. */
 	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
 };
-_Static_assert(offsetof(struct client_req, reply) + HASP_DATAGRAM_SIZE_MAX + sizeof(size_t) >
-		       sizeof(struct client_req),
-	       "client_op_new: the reply buffer is client_req's last member");
+_Static_assert(offsetof(struct client_req, bytes) == offsetof(struct client_req, size) + sizeof(size_t),
+	       "client_req_init: the header, then the datagram right after it");
 
 enum op_kind {
 	OP_SIMPLE = 0,
@@ -173,38 +176,42 @@ enum op_phase {
  * the caller's stack; hasp_client_*_async allocate one and the
  * application's loop (hasp_client_process) runs it. */
 struct client_op {
+	/* Every op: zeroed by op_clear, with the kind's block below. */
 	struct client_op *next; /* c->ops while in progress */
 	uint64_t id;
 	uint8_t kind;  /* enum op_kind */
 	uint8_t phase; /* enum op_phase */
 	bool async;
-	bool cancel;     /* asked to stop (hasp_client_cancel, _cancel_wait) */
-	int give_up_rc;  /* what a given-up WAIT ends with */
+	bool cancel;       /* asked to stop (hasp_client_cancel, _cancel_wait) */
+	bool w_linked;     /* OP_ACQUIRE: w is on c->waiters */
+	/* WATCH, UNWATCH: the name is res.lock.name */
+	bool watch_prefix;
+	bool watch_resend; /* the loop registering a watch again: a failure
+			    * keeps the watch (stale), it does not drop it */
+	int give_up_rc;    /* what a given-up WAIT ends with */
 	hasp_client_done_fn *fn;
 	void *arg;
 	uint64_t wake_ns; /* async: when process() must look again */
-	struct client_req req;
-	struct hasp_result res;
-	/* OP_ACQUIRE */
+	/* OP_ACQUIRE only (zeroed for it alone; nothing reads it otherwise) */
 	struct hasp_acquire_opts opts;
 	struct waiter w;
-	bool w_linked;
 	int attempts;
 	uint64_t wait_deadline_ns;
 	uint64_t next_check_ns;
 	uint64_t granted_after_ns;
 	uint64_t acquire_session_id;
 	uint64_t acquire_send_ns;
-	/* WATCH, UNWATCH: the name is res.lock.name */
-	bool watch_prefix;
-	bool watch_resend; /* the loop registering a watch again: a failure
-			    * keeps the watch (stale), it does not drop it */
-	/* OP_RANGE: one deadline for the whole walk */
+	/* OP_RANGE only: one deadline for the whole walk */
 	hasp_client_range_fn *range_fn;
 	void *range_arg;
 	uint32_t range_limit;
 	uint32_t range_delivered;
 	uint64_t range_deadline_ns;
+	/* The request (its header right after the blocks above, so that a
+	 * request's zeroing and its datagram share cache lines), the outcome,
+	 * and OP_RANGE's strings, set by client_op_prepare_range alone. */
+	struct client_req req;
+	struct hasp_result res;
 	char range_prefix[HASP_CLIENT_NAME_BUF];
 	char range_after[HASP_CLIENT_NAME_BUF];
 };

@@ -834,7 +834,7 @@ static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_n
 		req.body.session_open.identity =
 			(struct hasp_wire_bytes){ c->identity, c->identity_size };
 	}
-	memset(r, 0, offsetof(struct client_req, bytes));
+	memset(r, 0, offsetof(struct client_req, size));
 	size = hasp_wire_encode(&req, r->bytes, sizeof(r->bytes));
 	HASP_ASSERT(size > 0); /* the TTL and identity were checked at open */
 	if (c->auth)
@@ -950,26 +950,17 @@ static bool any_waiting_locked(const struct hasp_client *c)
 	return false;
 }
 
-/* What a request would re-arm on a lock this session holds (ttl_caps.c). */
+/* What a request would re-arm on a lock this session holds (ttl_caps.c;
+ * the name stays in the datagram until a cap needs it). */
 static void req_note_ttl_change(struct client_req *r, const struct hasp_wire_msg *msg)
 {
-	const struct hasp_wire_bytes *name;
-
 	if (msg->hdr.opcode == HASP_OP_RENEW && msg->body.renew.ttl_ms != 0) {
-		name = &msg->body.renew.name;
 		r->ttl_change_ms = msg->body.renew.ttl_ms;
 		r->ttl_token = msg->body.renew.token;
 	} else if (msg->hdr.opcode == HASP_OP_ACQUIRE && msg->body.acquire.lease_id == 0) {
-		name = &msg->body.acquire.name;
 		r->ttl_change_ms = msg->body.acquire.ttl_ms;
 		r->ttl_token = 0;
-	} else {
-		return;
 	}
-	/* Encoded already, so the name fits the wire's limit. */
-	HASP_ASSERT(name->size < sizeof(r->ttl_name));
-	memcpy(r->ttl_name, name->data, name->size);
-	r->ttl_name[name->size] = '\0';
 }
 
 int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wire_msg *msg,
@@ -977,8 +968,7 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 {
 	int size;
 
-	memset(r, 0, offsetof(struct client_req, bytes));
-	r->reply_size = 0;
+	memset(r, 0, offsetof(struct client_req, size));
 	/* Encode once before taking a sequence number: a request the codec
 	 * refuses must not leave a gap in the session's numbering. The header's
 	 * session and seq are patched in when the number is taken. */

@@ -550,28 +550,35 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 
 /* ---- preparing ops ---- */
 
-/* Everything but the buffers that are read only up to a size or a NUL
- * written with them: the request's datagrams (client_req_init fills
- * them), a KV_GET value's bytes (value_size) and a range walk's two
- * strings (client_op_prepare_range). They are 3.8 of the op's 5 KB, and
- * zeroing them cost a busy loop an L1's worth of stores per request. */
+/* Only what an op of its kind reads: the fields of every op and the
+ * outcome's fixed part (op_clear), the kind's own block (op_clear_acquire,
+ * op_clear_range), and the request's header (client_req_init). Not the
+ * buffers read only up to a size or a NUL written with them: the request's
+ * datagrams, a KV_GET value's bytes, a range walk's two strings. Each
+ * cache line written here is one a busy loop misses on again when the
+ * reply comes (docs/PERFORMANCE.md, "session 10"). */
 static void op_clear(struct client_op *op)
 {
-	memset(op, 0, offsetof(struct client_op, req));
+	memset(op, 0, offsetof(struct client_op, opts));
 	memset(&op->res, 0, offsetof(struct hasp_result, value.value));
-	memset(&op->opts, 0, offsetof(struct client_op, range_prefix) - offsetof(struct client_op, opts));
-	op->range_prefix[0] = '\0';
-	op->range_after[0] = '\0';
 }
 _Static_assert(offsetof(struct hasp_result, value.value) + HASP_CLIENT_VALUE_MAX ==
 		       sizeof(struct hasp_result),
 	       "op_clear: a value's bytes end struct hasp_result");
-_Static_assert(offsetof(struct client_op, opts) > offsetof(struct client_op, res) &&
-		       offsetof(struct client_op, range_after) ==
-			       offsetof(struct client_op, range_prefix) + HASP_CLIENT_NAME_BUF &&
-		       sizeof(struct client_op) - offsetof(struct client_op, range_after) <
-			       HASP_CLIENT_NAME_BUF + _Alignof(struct client_op),
-	       "op_clear: res, then opts .. range_prefix, then the two range strings last");
+_Static_assert(offsetof(struct client_op, opts) < offsetof(struct client_op, range_fn) &&
+		       offsetof(struct client_op, range_fn) < offsetof(struct client_op, req) &&
+		       offsetof(struct client_op, req) < offsetof(struct client_op, res),
+	       "op_clear: every op's fields, the acquire block, the range block, the request");
+
+static void op_clear_acquire(struct client_op *op)
+{
+	memset(&op->opts, 0, offsetof(struct client_op, range_fn) - offsetof(struct client_op, opts));
+}
+
+static void op_clear_range(struct client_op *op)
+{
+	memset(&op->range_fn, 0, offsetof(struct client_op, req) - offsetof(struct client_op, range_fn));
+}
 
 int client_op_prepare(struct hasp_client *c, struct client_op *op, struct hasp_wire_msg *msg)
 {
@@ -597,10 +604,10 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 	if (opts->lease_id != 0 && opts->ttl_ms != 0)
 		return -HASP_EINVAL;
 	op_clear(op);
+	op_clear_acquire(op);
 	op->kind = OP_ACQUIRE;
 	op->res.op = HASP_OP_ACQUIRE;
 	op->opts = *opts;
-	op->attempts = 0;
 	op->wait_deadline_ns = UINT64_MAX;
 	if (opts->wait && opts->wait_timeout_ms != 0)
 		op->wait_deadline_ns = client_now(c) + (uint64_t)opts->wait_timeout_ms * NS_PER_MS;
@@ -621,8 +628,7 @@ void client_op_prepare_connect(struct hasp_client *c, struct client_op *op)
 	op_clear(op);
 	op->kind = OP_CONNECT;
 	op->res.op = HASP_OP_SESSION_OPEN;
-	memset(&op->req, 0, offsetof(struct client_req, bytes));
-	op->req.reply_size = 0;
+	memset(&op->req, 0, offsetof(struct client_req, size));
 	op->req.deadline_ns = client_deadline(c);
 }
 
@@ -655,6 +661,7 @@ int client_op_prepare_range(struct hasp_client *c, struct client_op *op, const c
 	if (prefix != NULL && prefix[0] != '\0' && (rc = client_name(prefix, &p)) != 0)
 		return rc;
 	op_clear(op);
+	op_clear_range(op);
 	op->kind = OP_RANGE;
 	op->res.op = HASP_OP_KV_RANGE;
 	op->range_fn = fn;
