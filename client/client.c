@@ -199,6 +199,7 @@ static int client_open_common(struct hasp_client **client, const struct hasp_cli
 	c->config_node_count = c->node_count;
 	c->cfg = *cfg;
 	c->cfg.cluster = NULL; /* the caller keeps the string */
+	c->lock_lost_set = cfg->lock_lost_fn != NULL;
 	c->cfg.identity = NULL;
 	c->cfg.key_file = NULL;
 	if ((rc = auth_setup(c, cfg)) != 0)

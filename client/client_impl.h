@@ -325,62 +325,41 @@ struct client_io {
 
 struct hasp_client {
 	/* First, from the mutex on, what every request of a busy loop reads
-	 * or writes, in a few cache lines, before the big tables: scattered
-	 * over the struct's 76 KB these fields cost each request a dozen
-	 * cache and TLB misses per client, which showed as libhasp's share of
-	 * a 64-client hasp-bench run (docs/PERFORMANCE.md). */
+	 * or writes, packed by size into four cache lines, then the
+	 * configuration and counters it reads, then the nodes: a 64-client
+	 * hasp-bench run misses on every line of a client each request
+	 * touches, since 64 clients' lines do not stay in L1
+	 * (docs/PERFORMANCE.md, sessions 9 and 10). Fields by topic, with
+	 * their explanations, follow the hot ones. */
 	pthread_mutex_t mu;
 	uint8_t session_state; /* enum session_state */
-	uint64_t session_id;
-	uint32_t session_ttl_ms;
-	uint64_t session_last_ok_send_ns;
-	uint64_t next_seq;
-	uint64_t open_count; /* SESSION_OPEN carries it as its seq */
-	bool watches_stale;  /* a new session or leader must re-send WATCHes */
+	bool watches_stale;    /* a new session or leader must re-send WATCHes */
 	/* The node of the last final answer (valid once answered_any): another
 	 * node answering means a new leader, which has none of our watches. */
-	uint32_t answered_by;
 	bool answered_any;
-	struct prng prng;
+	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
+	bool wake_pending; /* wake_fd written and not yet read (under mu) */
+	bool wake_missed;  /* a wake-up came while processing: look again */
+	bool intr_pending; /* intr_fd written, not yet read by the receiver */
+	bool ka_running;   /* the keepalive helper thread (ka_thread, below) runs */
+	uint64_t session_id;
+	uint64_t session_last_ok_send_ns;
+	uint64_t next_seq;
+	uint32_t session_ttl_ms;
+	uint32_t answered_by;
 
 	/* The asynchronous loop (ops.c): every op in progress, blocking or
 	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
 	 * that hasp_client_fd() hands out (socket + eventfd). */
 	struct client_op *ops;       /* oldest first */
 	struct client_op **ops_tail; /* &last->next, or &ops when empty */
-	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 	uint64_t next_op_id;
-	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
 	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
-	int wake_fd;
-	bool wake_pending; /* wake_fd written and not yet read (under mu) */
-	bool wake_missed;  /* a wake-up came while processing: look again */
-	int epoll_fd;
-	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
-	bool intr_pending; /* intr_fd written, not yet read by the receiver */
-
-	/* The keepalive helper thread (ka_thread, below) runs / is asked to stop. */
-	bool ka_running;
-	bool ka_stop;
+	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 
 	uint32_t leases_used; /* entries of `leases` with `used`: 0 skips the scans per process call */
-	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
 	uint32_t kept_count;
-	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
-
 	uint32_t ttl_caps_used; /* entries with `used`: 0 skips every scan (per reply) */
-	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
-	uint64_t ttl_cap_all_session;
-	/* Caps of ended sessions folded into one: every lock with a token up
-	 * to ttl_cap_ended_all_token_max. */
-	bool ttl_cap_ended_all;
-	uint64_t ttl_cap_ended_all_ns;
-	uint64_t ttl_cap_ended_all_token_max;
-	/* The largest token of an answered lock request, and a bound on the
-	 * tokens of grants to ended sessions that every grant to the current
-	 * session exceeds (ttl_caps.c, "Sessions"). */
-	uint64_t ttl_tokens_seen_max;
-	uint64_t ttl_tokens_ended_max;
 
 	/* A client opened into a group (group.c) has no socket of its own
 	 * (fd and intr_fd are -1): it sends and receives through the group.
@@ -389,7 +368,48 @@ struct hasp_client {
 	 * group's mutex) that it is on the group's ready list. */
 	struct hasp_client_group *group;
 	uint32_t group_index;
+	uint32_t event_count; /* events in the ring (below) */
+	struct waiter *waiters;
+	const struct client_io *io; /* NULL: the real clock and socket */
+	/* The largest token of an answered lock request, and a bound on the
+	 * tokens of grants to ended sessions that every grant to the current
+	 * session exceeds (ttl_caps.c, "Sessions"). */
+	uint64_t ttl_tokens_seen_max;
+	int fd; /* -1 with io */
+	int wake_fd;
+	int epoll_fd;
+	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
+	uint32_t node_count; /* configured + learned from NOT_LEADER */
+	uint32_t target;     /* node believed to lead */
+	bool receiving;
+	/* Wire v2 (cfg identity set): the identity key seals opens, the
+	 * session key everything of the open session. */
+	bool auth;
+	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
 	bool group_ready;
+	bool lock_lost_set; /* cfg.lock_lost_fn != NULL (read per grant) */
+	uint32_t cv_waiters; /* threads in pthread_cond_timedwait on cv */
+	struct auth_key session_key;
+
+	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
+	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
+	struct hasp_client_stats stats;
+	uint32_t config_node_count; /* the configured ones, read-only */
+
+	/* The rest: what requests do not touch on the usual path. */
+	uint64_t open_count; /* SESSION_OPEN carries it as its seq */
+	struct prng prng;
+	bool ka_stop; /* the keepalive helper thread is asked to stop */
+	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
+
+	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
+	uint64_t ttl_cap_all_session;
+	/* Caps of ended sessions folded into one: every lock with a token up
+	 * to ttl_cap_ended_all_token_max. */
+	bool ttl_cap_ended_all;
+	uint64_t ttl_cap_ended_all_ns;
+	uint64_t ttl_cap_ended_all_token_max;
+	uint64_t ttl_tokens_ended_max; /* with ttl_tokens_seen_max, above */
 
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
 	 * the last event received; the last few (event_recent_*, with the
@@ -398,13 +418,11 @@ struct hasp_client {
 	uint64_t event_last_index;
 	uint32_t event_last_sub;
 	uint32_t event_recent_next;
+	uint32_t event_recent_count; /* entries of event_recent_* in use (from 0 up) */
 	bool event_resync_owed; /* a RESYNC could not be queued yet (buffer full) */
 	struct hasp_event *events; /* ring of HASP_CLIENT_EVENTS_MAX */
 	uint32_t event_head;
-	uint32_t event_count;
-	struct waiter *waiters;
 
-	struct hasp_client_stats stats;
 	/* LOCK_GRANTED events of an older grant, come while a later WAIT of
 	 * the lock waited, and not believed (struct waiter). Not in the
 	 * public stats: that struct is fixed in the 1.1 ABI. */
@@ -417,25 +435,12 @@ struct hasp_client {
 	uint32_t watch_resends;
 	bool watch_resend_failed;
 
-	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
-	int fd;                        /* -1 with io */
-	const struct client_io *io;    /* NULL: the real clock and socket */
 	pthread_cond_t cv; /* slot done, receiver role free, session state */
-	bool receiving;
 
-	/* Wire v2 (cfg identity set): the identity key seals opens, the
-	 * session key everything of the open session. */
-	bool auth;
-	uint8_t identity[HASP_IDENTITY_SIZE_MAX];
+	uint8_t identity[HASP_IDENTITY_SIZE_MAX]; /* wire v2, with auth above */
 	uint8_t identity_size;
 	struct auth_key identity_key;
-	struct auth_key session_key;
 	uint64_t open_nonce; /* of the open in flight or of the open session */
-
-	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
-	uint32_t node_count;        /* configured + learned from NOT_LEADER */
-	uint32_t config_node_count; /* the configured ones, read-only */
-	uint32_t target;            /* node believed to lead */
 
 	/* The tables, after the fields above. */
 	struct pending slots[HASP_SESSION_INFLIGHT_MAX];

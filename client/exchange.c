@@ -176,7 +176,7 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 	/* A duplicate: an event we received recently (the network doubled
 	 * it). Its identity is its Raft index and ordinal, the same from any
 	 * node, so this also holds across leader changes. */
-	for (uint32_t i = 0; i < CLIENT_EVENTS_RECENT; i++)
+	for (uint32_t i = 0; i < c->event_recent_count; i++)
 		if (c->event_recent_index[i] == m->hdr.seq && c->event_recent_sub[i] == e->sub) {
 			c->stats.rx_duplicates++;
 			return;
@@ -199,6 +199,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 	c->event_recent_index[c->event_recent_next] = m->hdr.seq;
 	c->event_recent_sub[c->event_recent_next] = e->sub;
 	c->event_recent_next = (c->event_recent_next + 1) % CLIENT_EVENTS_RECENT;
+	if (c->event_recent_count < CLIENT_EVENTS_RECENT)
+		c->event_recent_count++;
 
 	if (e->type == HASP_EVENT_LOCK_GRANTED) {
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next) {
@@ -390,7 +392,8 @@ static void receiver_interrupt_locked(struct hasp_client *c)
 void client_wake_locked(struct hasp_client *c)
 {
 	c->progress++;
-	pthread_cond_broadcast(&c->cv);
+	if (c->cv_waiters > 0) /* the cv's own cache line only when it has a waiter */
+		pthread_cond_broadcast(&c->cv);
 	/* The receiver may be a blocking call waiting for what changed (a
 	 * window slot the loop freed, a session another thread opened), and
 	 * no datagram may come to wake it. */
@@ -453,7 +456,9 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 	}
 	if (c->receiving) {
 		struct timespec ts = ns_to_timespec(until_ns);
+		c->cv_waiters++;
 		int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		c->cv_waiters--;
 		HASP_ASSERT(rc == 0 || rc == ETIMEDOUT);
 		return;
 	}
@@ -472,7 +477,8 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 		c->intr_pending = false;
 	rx_batch_locked(c);
 	c->receiving = false;
-	pthread_cond_broadcast(&c->cv);
+	if (c->cv_waiters > 0)
+		pthread_cond_broadcast(&c->cv);
 	/* What it read may complete the application loop's requests. */
 	client_wake_loop_locked(c);
 }
@@ -868,8 +874,10 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
 	/* A new session's chain starts empty (its events name prev (0, 0)). */
 	c->event_last_index = 0;
 	c->event_last_sub = 0;
-	memset(c->event_recent_index, 0, sizeof(c->event_recent_index));
-	memset(c->event_recent_sub, 0, sizeof(c->event_recent_sub));
+	/* Emptied by its count: zeroing its 12 KB cost every session open
+	 * 192 cache lines written (docs/PERFORMANCE.md, "session 10"). */
+	c->event_recent_count = 0;
+	c->event_recent_next = 0;
 	/* Abandoned slots of the old session can never be answered now.
 	 * Waiting ones belong to requests that will notice the new session
 	 * and free them; slot taking waits for those. */

@@ -97,7 +97,7 @@ static void op_finish_locked(struct hasp_client *c, struct client_op *op, int rc
 					    op->req.session_id);
 	/* A granted lock is watched for loss (and renewed) from now on. */
 	if (op->kind == OP_ACQUIRE && rc == 0 &&
-	    (op->opts.auto_renew || c->cfg.lock_lost_fn != NULL))
+	    (op->opts.auto_renew || c->lock_lost_set))
 		client_kept_add_locked(c, &op->res.lock, op->opts.auto_renew);
 	if (op->w_linked) {
 		waiter_unlink_locked(c, &op->w);
