@@ -390,10 +390,11 @@ struct hasp_client {
 	bool lock_lost_set; /* cfg.lock_lost_fn != NULL (read per grant) */
 	uint32_t cv_waiters; /* threads in pthread_cond_timedwait on cv */
 	struct auth_key session_key;
+	/* Its first counters (tx_requests, rx_replies) share the line above. */
+	struct hasp_client_stats stats;
 
 	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
 	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
-	struct hasp_client_stats stats;
 	uint32_t config_node_count; /* the configured ones, read-only */
 
 	/* The rest: what requests do not touch on the usual path. */
@@ -401,6 +402,7 @@ struct hasp_client {
 	struct prng prng;
 	bool ka_stop; /* the keepalive helper thread is asked to stop */
 	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
+	/* kept_count (above): its entries with `used` */
 
 	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
 	uint64_t ttl_cap_all_session;
