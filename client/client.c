@@ -98,6 +98,20 @@ int client_name(const char *name, struct hasp_wire_bytes *out)
 	return 0;
 }
 
+int client_name_sized(const char *name, struct hasp_wire_bytes *out)
+{
+	size_t size;
+
+	if (name == NULL)
+		return -HASP_EINVAL;
+	size = strnlen(name, HASP_NAME_SIZE_MAX + 1);
+	if (size == 0 || size > HASP_NAME_SIZE_MAX)
+		return -HASP_ENAME;
+	out->data = (const uint8_t *)name;
+	out->size = size;
+	return 0;
+}
+
 static int config_check(const struct hasp_client_config *cfg)
 {
 	if (cfg->request_timeout_ms == 0 || cfg->deadline_ms == 0 || cfg->wait_recheck_ms == 0)

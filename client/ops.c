@@ -597,12 +597,11 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 
 	if (opts == NULL)
 		return -HASP_EINVAL;
-	if ((rc = client_name(name, &n)) != 0)
+	/* The name's bytes, the TTL's range (-HASP_ERANGE) and a TTL with a
+	 * lease (-HASP_EINVAL) are the encoder's checks below, in this order
+	 * (wire_body.c, request_check): nothing is sent or kept before. */
+	if ((rc = client_name_sized(name, &n)) != 0)
 		return rc;
-	if (opts->lease_id == 0 && (opts->ttl_ms < HASP_TTL_MS_MIN || opts->ttl_ms > HASP_TTL_MS_MAX))
-		return -HASP_ERANGE;
-	if (opts->lease_id != 0 && opts->ttl_ms != 0)
-		return -HASP_EINVAL;
 	op_clear(op);
 	op_clear_acquire(op);
 	op->kind = OP_ACQUIRE;
