@@ -985,15 +985,20 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 	 * client_watchdog_next_locked say when). Each lock taken per call
 	 * was a cost per request of a busy loop (docs/PERFORMANCE.md). */
 	pthread_mutex_lock(&c->mu);
+	/* One clock read for the checks and the first pass, another per pass
+	 * after callbacks (which may take their time): a clock a few
+	 * microseconds old only sends and times out that much early or late,
+	 * and a send time taken early shortens validity, never stretches it. */
+	uint64_t now = client_now(c);
 	if (!c->ka_running) {
 		/* No helper thread: the loop keeps the session, the leases
 		 * and the watched locks (as async ops, sent below). */
-		uint64_t now = client_now(c);
 		if (client_keepalive_next_locked(c) <= now || client_watchdog_next_locked(c) <= now) {
 			pthread_mutex_unlock(&c->mu);
 			client_keepalive_async(c);
 			client_watchdog(c, true);
 			pthread_mutex_lock(&c->mu);
+			now = client_now(c);
 		}
 	}
 	c->processing = true;
@@ -1009,7 +1014,9 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 	 * `processing` stays set through the callbacks, so starting it writes
 	 * no wake-up. */
 	for (uint32_t round = 0;; round++) {
-		struct client_op *ordered = process_pass_locked(c, client_now(c));
+		if (round > 0)
+			now = client_now(c);
+		struct client_op *ordered = process_pass_locked(c, now);
 		c->wake_missed = false; /* this pass looked */
 		if (ordered == NULL)
 			break;
