@@ -5,7 +5,8 @@
  *
  * Locking: every field below is guarded by `mu` except `fd` (set at open,
  * used by any thread: a UDP socket is safe to send on concurrently), `cfg`
- * (read-only after open, except deadline_ms: an atomic word) and the node
+ * and `lock_lost_set` (read-only after open, except cfg.deadline_ms: an
+ * atomic word) and the node
  * list's first `config_node_count` entries (read-only after
  * open). `receiving` elects one thread at a time to read the socket; it
  * drops `mu` across poll(2) and dispatches what it reads under `mu`.
