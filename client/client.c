@@ -5,7 +5,7 @@
  * Opening a client sends nothing: the session opens on the first request,
  * so that a bad configuration (-HASP_ECONFIG at open) is told apart from an
  * unreachable cluster (-HASP_ETIMEDOUT on the first call). Everything the
- * client needs is allocated here, once: the struct with its 32 reply slots
+ * client needs is allocated here, once: the struct with its 32 request slots
  * and the event ring.
  */
 #include "hasp/client.h"
@@ -92,6 +92,20 @@ int client_name(const char *name, struct hasp_wire_bytes *out)
 		return -HASP_EINVAL;
 	size = strnlen(name, HASP_NAME_SIZE_MAX + 1);
 	if (!hasp_name_valid(name, size))
+		return -HASP_ENAME;
+	out->data = (const uint8_t *)name;
+	out->size = size;
+	return 0;
+}
+
+int client_name_sized(const char *name, struct hasp_wire_bytes *out)
+{
+	size_t size;
+
+	if (name == NULL)
+		return -HASP_EINVAL;
+	size = strnlen(name, HASP_NAME_SIZE_MAX + 1);
+	if (size == 0 || size > HASP_NAME_SIZE_MAX)
 		return -HASP_ENAME;
 	out->data = (const uint8_t *)name;
 	out->size = size;
@@ -199,6 +213,7 @@ static int client_open_common(struct hasp_client **client, const struct hasp_cli
 	c->config_node_count = c->node_count;
 	c->cfg = *cfg;
 	c->cfg.cluster = NULL; /* the caller keeps the string */
+	c->lock_lost_set = cfg->lock_lost_fn != NULL;
 	c->cfg.identity = NULL;
 	c->cfg.key_file = NULL;
 	if ((rc = auth_setup(c, cfg)) != 0)

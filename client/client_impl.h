@@ -5,7 +5,8 @@
  *
  * Locking: every field below is guarded by `mu` except `fd` (set at open,
  * used by any thread: a UDP socket is safe to send on concurrently), `cfg`
- * (read-only after open, except deadline_ms: an atomic word) and the node
+ * and `lock_lost_set` (read-only after open, except cfg.deadline_ms: an
+ * atomic word) and the node
  * list's first `config_node_count` entries (read-only after
  * open). `receiving` elects one thread at a time to read the socket; it
  * drops `mu` across poll(2) and dispatches what it reads under `mu`.
@@ -33,18 +34,24 @@ enum pending_state {
 	PENDING_ABANDONED, /* owner gave up at its deadline; a late reply frees it */
 };
 
+struct client_req;
+
 /* One request slot of the exactly-once window: sequence number s lives in
  * slots[s % HASP_SESSION_INFLIGHT_MAX], so s can only be sent once s - 32
- * was answered (PROTOCOL.md "Exactly once"). */
+ * was answered (PROTOCOL.md "Exactly once"). A reply goes straight into
+ * its request's own buffer (`req`, set while WAITING or DONE): a slot has
+ * no reply buffer of its own, so the window is 32 small records, not 32
+ * datagrams a busy client drags through its cache (docs/PERFORMANCE.md,
+ * "session 10"). An ABANDONED slot has no request any more (it may be
+ * gone, or reused for its op's next request): its late reply is dropped. */
 struct pending {
 	uint64_t session_id; /* the session seq belongs to */
 	uint64_t seq;
+	struct client_req *req; /* WAITING, DONE: the request the reply is copied into */
 	uint8_t opcode;
-	uint8_t state;         /* enum pending_state */
-	uint32_t from_index;   /* node the reply came from */
-	uint8_t status;        /* the reply's status (DONE): read without decoding it again */
-	size_t reply_size;
-	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
+	uint8_t state;       /* enum pending_state */
+	uint8_t status;      /* the reply's status (DONE): read without decoding it again */
+	uint32_t from_index; /* node the reply came from */
 };
 
 /* Event identities remembered for duplicate detection. */
@@ -128,20 +135,25 @@ struct client_req {
 	uint64_t first_send_ns; /* first transmission (validity counts from it) */
 	uint64_t session_id;    /* the session it was numbered in */
 	/* A TTL the request sets on a held lock (RENEW with a TTL, ACQUIRE
-	 * with its own): unanswered, it caps the lock's validity. */
+	 * with its own): unanswered, it caps the lock's validity. The
+	 * lock's name is read back from `bytes` then (ttl_caps.c), not
+	 * copied here for every request that might need it. */
 	uint32_t ttl_change_ms;
 	uint64_t ttl_token; /* RENEW's token; 0 for ACQUIRE */
-	char ttl_name[HASP_CLIENT_NAME_BUF];
-	/* Last, in this order: client_req_init and client_op_new zero
-	 * everything before `bytes` and leave the buffers as they are. */
+	/* Last, in this order: client_req_init zeroes everything before
+	 * `size` and leaves the buffers as they are (read only up to the
+	 * size written with them), so a request writes the few cache lines
+	 * of its header and datagram, not 3 KB. */
 	size_t size;
 	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
+	/* The reply its slot's dispatch copied in, and its size (both
+	 * unset before the first reply): a redirect while SENT (read by the
+	 * step), the final reply once DONE with rc >= 0. */
 	size_t reply_size;
-	uint8_t reply[HASP_DATAGRAM_SIZE_MAX]; /* the final reply, DONE with rc >= 0 */
+	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
 };
-_Static_assert(offsetof(struct client_req, reply) + HASP_DATAGRAM_SIZE_MAX + sizeof(size_t) >
-		       sizeof(struct client_req),
-	       "client_op_new: the reply buffer is client_req's last member");
+_Static_assert(offsetof(struct client_req, bytes) == offsetof(struct client_req, size) + sizeof(size_t),
+	       "client_req_init: the header, then the datagram right after it");
 
 enum op_kind {
 	OP_SIMPLE = 0,
@@ -165,38 +177,42 @@ enum op_phase {
  * the caller's stack; hasp_client_*_async allocate one and the
  * application's loop (hasp_client_process) runs it. */
 struct client_op {
+	/* Every op: zeroed by op_clear, with the kind's block below. */
 	struct client_op *next; /* c->ops while in progress */
 	uint64_t id;
 	uint8_t kind;  /* enum op_kind */
 	uint8_t phase; /* enum op_phase */
 	bool async;
-	bool cancel;     /* asked to stop (hasp_client_cancel, _cancel_wait) */
-	int give_up_rc;  /* what a given-up WAIT ends with */
+	bool cancel;       /* asked to stop (hasp_client_cancel, _cancel_wait) */
+	bool w_linked;     /* OP_ACQUIRE: w is on c->waiters */
+	/* WATCH, UNWATCH: the name is res.lock.name */
+	bool watch_prefix;
+	bool watch_resend; /* the loop registering a watch again: a failure
+			    * keeps the watch (stale), it does not drop it */
+	int give_up_rc;    /* what a given-up WAIT ends with */
 	hasp_client_done_fn *fn;
 	void *arg;
 	uint64_t wake_ns; /* async: when process() must look again */
-	struct client_req req;
-	struct hasp_result res;
-	/* OP_ACQUIRE */
+	/* OP_ACQUIRE only (zeroed for it alone; nothing reads it otherwise) */
 	struct hasp_acquire_opts opts;
 	struct waiter w;
-	bool w_linked;
 	int attempts;
 	uint64_t wait_deadline_ns;
 	uint64_t next_check_ns;
 	uint64_t granted_after_ns;
 	uint64_t acquire_session_id;
 	uint64_t acquire_send_ns;
-	/* WATCH, UNWATCH: the name is res.lock.name */
-	bool watch_prefix;
-	bool watch_resend; /* the loop registering a watch again: a failure
-			    * keeps the watch (stale), it does not drop it */
-	/* OP_RANGE: one deadline for the whole walk */
+	/* OP_RANGE only: one deadline for the whole walk */
 	hasp_client_range_fn *range_fn;
 	void *range_arg;
 	uint32_t range_limit;
 	uint32_t range_delivered;
 	uint64_t range_deadline_ns;
+	/* The request (its header right after the blocks above, so that a
+	 * request's zeroing and its datagram share cache lines), the outcome,
+	 * and OP_RANGE's strings, set by client_op_prepare_range alone. */
+	struct client_req req;
+	struct hasp_result res;
 	char range_prefix[HASP_CLIENT_NAME_BUF];
 	char range_after[HASP_CLIENT_NAME_BUF];
 };
@@ -310,62 +326,41 @@ struct client_io {
 
 struct hasp_client {
 	/* First, from the mutex on, what every request of a busy loop reads
-	 * or writes, in a few cache lines, before the big tables: scattered
-	 * over the struct's 76 KB these fields cost each request a dozen
-	 * cache and TLB misses per client, which showed as libhasp's share of
-	 * a 64-client hasp-bench run (docs/PERFORMANCE.md). */
+	 * or writes, packed by size into four cache lines, then the
+	 * configuration and counters it reads, then the nodes: a 64-client
+	 * hasp-bench run misses on every line of a client each request
+	 * touches, since 64 clients' lines do not stay in L1
+	 * (docs/PERFORMANCE.md, sessions 9 and 10). Fields by topic, with
+	 * their explanations, follow the hot ones. */
 	pthread_mutex_t mu;
 	uint8_t session_state; /* enum session_state */
-	uint64_t session_id;
-	uint32_t session_ttl_ms;
-	uint64_t session_last_ok_send_ns;
-	uint64_t next_seq;
-	uint64_t open_count; /* SESSION_OPEN carries it as its seq */
-	bool watches_stale;  /* a new session or leader must re-send WATCHes */
+	bool watches_stale;    /* a new session or leader must re-send WATCHes */
 	/* The node of the last final answer (valid once answered_any): another
 	 * node answering means a new leader, which has none of our watches. */
-	uint32_t answered_by;
 	bool answered_any;
-	struct prng prng;
+	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
+	bool wake_pending; /* wake_fd written and not yet read (under mu) */
+	bool wake_missed;  /* a wake-up came while processing: look again */
+	bool intr_pending; /* intr_fd written, not yet read by the receiver */
+	bool ka_running;   /* the keepalive helper thread (ka_thread, below) runs */
+	uint64_t session_id;
+	uint64_t session_last_ok_send_ns;
+	uint64_t next_seq;
+	uint32_t session_ttl_ms;
+	uint32_t answered_by;
 
 	/* The asynchronous loop (ops.c): every op in progress, blocking or
 	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
 	 * that hasp_client_fd() hands out (socket + eventfd). */
 	struct client_op *ops;       /* oldest first */
 	struct client_op **ops_tail; /* &last->next, or &ops when empty */
-	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 	uint64_t next_op_id;
-	bool processing; /* a thread is in hasp_client_process (holding mu, or in its callbacks) */
 	uint64_t progress; /* requests finished and sessions opened: a slot may be free */
-	int wake_fd;
-	bool wake_pending; /* wake_fd written and not yet read (under mu) */
-	bool wake_missed;  /* a wake-up came while processing: look again */
-	int epoll_fd;
-	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
-	bool intr_pending; /* intr_fd written, not yet read by the receiver */
-
-	/* The keepalive helper thread (ka_thread, below) runs / is asked to stop. */
-	bool ka_running;
-	bool ka_stop;
+	uint32_t async_count; /* async ops in progress or completed, not yet delivered */
 
 	uint32_t leases_used; /* entries of `leases` with `used`: 0 skips the scans per process call */
-	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
 	uint32_t kept_count;
-	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
-
 	uint32_t ttl_caps_used; /* entries with `used`: 0 skips every scan (per reply) */
-	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
-	uint64_t ttl_cap_all_session;
-	/* Caps of ended sessions folded into one: every lock with a token up
-	 * to ttl_cap_ended_all_token_max. */
-	bool ttl_cap_ended_all;
-	uint64_t ttl_cap_ended_all_ns;
-	uint64_t ttl_cap_ended_all_token_max;
-	/* The largest token of an answered lock request, and a bound on the
-	 * tokens of grants to ended sessions that every grant to the current
-	 * session exceeds (ttl_caps.c, "Sessions"). */
-	uint64_t ttl_tokens_seen_max;
-	uint64_t ttl_tokens_ended_max;
 
 	/* A client opened into a group (group.c) has no socket of its own
 	 * (fd and intr_fd are -1): it sends and receives through the group.
@@ -374,7 +369,50 @@ struct hasp_client {
 	 * group's mutex) that it is on the group's ready list. */
 	struct hasp_client_group *group;
 	uint32_t group_index;
+	uint32_t event_count; /* events in the ring (below) */
+	struct waiter *waiters;
+	const struct client_io *io; /* NULL: the real clock and socket */
+	/* The largest token of an answered lock request, and a bound on the
+	 * tokens of grants to ended sessions that every grant to the current
+	 * session exceeds (ttl_caps.c, "Sessions"). */
+	uint64_t ttl_tokens_seen_max;
+	int fd; /* -1 with io */
+	int wake_fd;
+	int epoll_fd;
+	int intr_fd; /* eventfd: interrupts the thread in poll(2) (a cancel, a slot freed) */
+	uint32_t node_count; /* configured + learned from NOT_LEADER */
+	uint32_t target;     /* node believed to lead */
+	bool receiving;
+	/* Wire v2 (cfg identity set): the identity key seals opens, the
+	 * session key everything of the open session. */
+	bool auth;
+	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
 	bool group_ready;
+	bool lock_lost_set; /* cfg.lock_lost_fn != NULL (read per grant) */
+	uint32_t cv_waiters; /* threads in pthread_cond_timedwait on cv */
+	struct auth_key session_key;
+	/* Its first counters (tx_requests, rx_replies) share the line above. */
+	struct hasp_client_stats stats;
+
+	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
+	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
+	uint32_t config_node_count; /* the configured ones, read-only */
+
+	/* The rest: what requests do not touch on the usual path. */
+	uint64_t open_count; /* SESSION_OPEN carries it as its seq */
+	struct prng prng;
+	bool ka_stop; /* the keepalive helper thread is asked to stop */
+	struct kept_lock *kept; /* HASP_CLIENT_KEPT_MAX, when lock_lost_fn or auto_renew used */
+	/* kept_count (above): its entries with `used` */
+
+	uint64_t ttl_cap_all_ns; /* the table overflowed: every lock of the session */
+	uint64_t ttl_cap_all_session;
+	/* Caps of ended sessions folded into one: every lock with a token up
+	 * to ttl_cap_ended_all_token_max. */
+	bool ttl_cap_ended_all;
+	uint64_t ttl_cap_ended_all_ns;
+	uint64_t ttl_cap_ended_all_token_max;
+	uint64_t ttl_tokens_ended_max; /* with ttl_tokens_seen_max, above */
 
 	/* The event chain (docs/PROTOCOL.md "Event identity"): the identity of
 	 * the last event received; the last few (event_recent_*, with the
@@ -383,13 +421,11 @@ struct hasp_client {
 	uint64_t event_last_index;
 	uint32_t event_last_sub;
 	uint32_t event_recent_next;
+	uint32_t event_recent_count; /* entries of event_recent_* in use (from 0 up) */
 	bool event_resync_owed; /* a RESYNC could not be queued yet (buffer full) */
 	struct hasp_event *events; /* ring of HASP_CLIENT_EVENTS_MAX */
 	uint32_t event_head;
-	uint32_t event_count;
-	struct waiter *waiters;
 
-	struct hasp_client_stats stats;
 	/* LOCK_GRANTED events of an older grant, come while a later WAIT of
 	 * the lock waited, and not believed (struct waiter). Not in the
 	 * public stats: that struct is fixed in the 1.1 ABI. */
@@ -402,25 +438,12 @@ struct hasp_client {
 	uint32_t watch_resends;
 	bool watch_resend_failed;
 
-	struct hasp_client_config cfg; /* cfg.cluster is NULL: parsed into nodes */
-	int fd;                        /* -1 with io */
-	const struct client_io *io;    /* NULL: the real clock and socket */
 	pthread_cond_t cv; /* slot done, receiver role free, session state */
-	bool receiving;
 
-	/* Wire v2 (cfg identity set): the identity key seals opens, the
-	 * session key everything of the open session. */
-	bool auth;
-	uint8_t identity[HASP_IDENTITY_SIZE_MAX];
+	uint8_t identity[HASP_IDENTITY_SIZE_MAX]; /* wire v2, with auth above */
 	uint8_t identity_size;
 	struct auth_key identity_key;
-	struct auth_key session_key;
 	uint64_t open_nonce; /* of the open in flight or of the open session */
-
-	struct sockaddr_in nodes[HASP_CLIENT_NODES_MAX];
-	uint32_t node_count;        /* configured + learned from NOT_LEADER */
-	uint32_t config_node_count; /* the configured ones, read-only */
-	uint32_t target;            /* node believed to lead */
 
 	/* The tables, after the fields above. */
 	struct pending slots[HASP_SESSION_INFLIGHT_MAX];
@@ -550,6 +573,13 @@ void client_ttl_caps_session_replaced_locked(struct hasp_client *c);
 
 /* Copies a C string name into wire bytes after checking it; -HASP_ENAME. */
 int client_name(const char *name, struct hasp_wire_bytes *out) __attribute__((warn_unused_result));
+/* The same with only NULL (-HASP_EINVAL) and the size (-HASP_ENAME)
+ * checked: for a request whose encoding follows with nothing observable
+ * in between, since hasp_wire_encode checks the name's bytes first, before
+ * any other field, and refuses them with the same -HASP_ENAME (one check
+ * per request instead of two, docs/PERFORMANCE.md "session 10"). */
+int client_name_sized(const char *name, struct hasp_wire_bytes *out)
+	__attribute__((warn_unused_result));
 
 /* Lease table (locked). */
 struct lease_entry *client_lease_find_locked(struct hasp_client *c, uint64_t lease_id);

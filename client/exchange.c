@@ -7,7 +7,8 @@
  * takes the next sequence number and its slot, sends, and then waits. One
  * waiting thread at a time (`receiving`) drops the mutex, polls the socket,
  * and dispatches each datagram under the mutex: a reply is copied into the
- * slot whose (session, seq, opcode) it matches and the owner is woken; an
+ * request waiting in the slot whose (session, seq, opcode) it matches, and
+ * the owner is woken; an
  * EVENT goes to a WAIT-mode acquirer or to the event ring; anything else is
  * counted and dropped. So several threads can each have a request in flight
  * (at most HASP_SESSION_INFLIGHT_MAX), a keepalive thread never waits behind
@@ -175,7 +176,7 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 	/* A duplicate: an event we received recently (the network doubled
 	 * it). Its identity is its Raft index and ordinal, the same from any
 	 * node, so this also holds across leader changes. */
-	for (uint32_t i = 0; i < CLIENT_EVENTS_RECENT; i++)
+	for (uint32_t i = 0; i < c->event_recent_count; i++)
 		if (c->event_recent_index[i] == m->hdr.seq && c->event_recent_sub[i] == e->sub) {
 			c->stats.rx_duplicates++;
 			return;
@@ -198,6 +199,8 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 	c->event_recent_index[c->event_recent_next] = m->hdr.seq;
 	c->event_recent_sub[c->event_recent_next] = e->sub;
 	c->event_recent_next = (c->event_recent_next + 1) % CLIENT_EVENTS_RECENT;
+	if (c->event_recent_count < CLIENT_EVENTS_RECENT)
+		c->event_recent_count++;
 
 	if (e->type == HASP_EVENT_LOCK_GRANTED) {
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next) {
@@ -273,9 +276,12 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 		return;
 	}
 	HASP_ASSERT(p->state == PENDING_WAITING || p->state == PENDING_DONE);
-	HASP_ASSERT(size <= sizeof(p->reply));
-	memcpy(p->reply, data, size);
-	p->reply_size = size;
+	/* Into the request's own buffer: it is the only copy of the reply
+	 * (struct pending). Its owner reads it under mu, or after DONE. */
+	HASP_ASSERT(p->req != NULL);
+	HASP_ASSERT(size <= sizeof(p->req->reply));
+	memcpy(p->req->reply, data, size);
+	p->req->reply_size = size;
 	p->from_index = from;
 	p->status = m->hdr.status;
 	p->state = PENDING_DONE;
@@ -386,7 +392,8 @@ static void receiver_interrupt_locked(struct hasp_client *c)
 void client_wake_locked(struct hasp_client *c)
 {
 	c->progress++;
-	pthread_cond_broadcast(&c->cv);
+	if (c->cv_waiters > 0) /* the cv's own cache line only when it has a waiter */
+		pthread_cond_broadcast(&c->cv);
 	/* The receiver may be a blocking call waiting for what changed (a
 	 * window slot the loop freed, a session another thread opened), and
 	 * no datagram may come to wake it. */
@@ -449,7 +456,9 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 	}
 	if (c->receiving) {
 		struct timespec ts = ns_to_timespec(until_ns);
+		c->cv_waiters++;
 		int rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		c->cv_waiters--;
 		HASP_ASSERT(rc == 0 || rc == ETIMEDOUT);
 		return;
 	}
@@ -468,7 +477,8 @@ void client_wait_io_locked(struct hasp_client *c, uint64_t until_ns)
 		c->intr_pending = false;
 	rx_batch_locked(c);
 	c->receiving = false;
-	pthread_cond_broadcast(&c->cv);
+	if (c->cv_waiters > 0)
+		pthread_cond_broadcast(&c->cv);
 	/* What it read may complete the application loop's requests. */
 	client_wake_loop_locked(c);
 }
@@ -654,6 +664,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			 * the window wrapped): no answer can come any more,
 			 * and the outcome is unknown, as after a timeout. */
 			p->state = PENDING_FREE;
+			p->req = NULL;
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
 			req_finish(r, -HASP_ETIMEDOUT);
@@ -666,7 +677,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 
 			if (status == HASP_STATUS_NOT_LEADER) {
 				struct hasp_wire_msg m;
-				int rc = hasp_wire_decode_reply(p->reply, p->reply_size, &m);
+				int rc = hasp_wire_decode_reply(r->reply, r->reply_size, &m);
 
 				HASP_ASSERT(rc == 0); /* dispatch decoded it already */
 				c->stats.redirects++;
@@ -729,9 +740,8 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 				c->answered_any = true;
 			}
 			c->target = p->from_index;
-			memcpy(r->reply, p->reply, p->reply_size);
-			r->reply_size = p->reply_size;
-			p->state = PENDING_FREE;
+			p->state = PENDING_FREE; /* the reply is in r->reply already */
+			p->req = NULL;
 			req_finish(r, status);
 			if (!open) {
 				if (status == HASP_STATUS_SESSION_EXPIRED) {
@@ -753,6 +763,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 		/* Send at least once: a number taken is a request made. */
 		if (now >= r->deadline_ns && r->sent) {
 			p->state = PENDING_ABANDONED;
+			p->req = NULL; /* a late reply frees the slot, unread */
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
 			req_finish(r, -HASP_ETIMEDOUT);
@@ -829,7 +840,7 @@ static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_n
 		req.body.session_open.identity =
 			(struct hasp_wire_bytes){ c->identity, c->identity_size };
 	}
-	memset(r, 0, offsetof(struct client_req, bytes));
+	memset(r, 0, offsetof(struct client_req, size));
 	size = hasp_wire_encode(&req, r->bytes, sizeof(r->bytes));
 	HASP_ASSERT(size > 0); /* the TTL and identity were checked at open */
 	if (c->auth)
@@ -848,6 +859,7 @@ static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_n
 	c->open_slot.seq = req.hdr.seq;
 	c->open_slot.opcode = HASP_OP_SESSION_OPEN;
 	c->open_slot.state = PENDING_WAITING;
+	c->open_slot.req = r;
 }
 
 /* The open was answered OK: the session is ours. */
@@ -862,8 +874,10 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
 	/* A new session's chain starts empty (its events name prev (0, 0)). */
 	c->event_last_index = 0;
 	c->event_last_sub = 0;
-	memset(c->event_recent_index, 0, sizeof(c->event_recent_index));
-	memset(c->event_recent_sub, 0, sizeof(c->event_recent_sub));
+	/* Emptied by its count: zeroing its 12 KB cost every session open
+	 * 192 cache lines written (docs/PERFORMANCE.md, "session 10"). */
+	c->event_recent_count = 0;
+	c->event_recent_next = 0;
 	/* Abandoned slots of the old session can never be answered now.
 	 * Waiting ones belong to requests that will notice the new session
 	 * and free them; slot taking waits for those. */
@@ -944,26 +958,17 @@ static bool any_waiting_locked(const struct hasp_client *c)
 	return false;
 }
 
-/* What a request would re-arm on a lock this session holds (ttl_caps.c). */
+/* What a request would re-arm on a lock this session holds (ttl_caps.c;
+ * the name stays in the datagram until a cap needs it). */
 static void req_note_ttl_change(struct client_req *r, const struct hasp_wire_msg *msg)
 {
-	const struct hasp_wire_bytes *name;
-
 	if (msg->hdr.opcode == HASP_OP_RENEW && msg->body.renew.ttl_ms != 0) {
-		name = &msg->body.renew.name;
 		r->ttl_change_ms = msg->body.renew.ttl_ms;
 		r->ttl_token = msg->body.renew.token;
 	} else if (msg->hdr.opcode == HASP_OP_ACQUIRE && msg->body.acquire.lease_id == 0) {
-		name = &msg->body.acquire.name;
 		r->ttl_change_ms = msg->body.acquire.ttl_ms;
 		r->ttl_token = 0;
-	} else {
-		return;
 	}
-	/* Encoded already, so the name fits the wire's limit. */
-	HASP_ASSERT(name->size < sizeof(r->ttl_name));
-	memcpy(r->ttl_name, name->data, name->size);
-	r->ttl_name[name->size] = '\0';
 }
 
 int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wire_msg *msg,
@@ -971,8 +976,7 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 {
 	int size;
 
-	memset(r, 0, offsetof(struct client_req, bytes));
-	r->reply_size = 0;
+	memset(r, 0, offsetof(struct client_req, size));
 	/* Encode once before taking a sequence number: a request the codec
 	 * refuses must not leave a gap in the session's numbering. The header's
 	 * session and seq are patched in when the number is taken. */
@@ -1015,6 +1019,7 @@ static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 	p->seq = c->next_seq++;
 	p->opcode = r->opcode;
 	p->state = PENDING_WAITING;
+	p->req = r;
 	r->p = p;
 	r->session_id = c->session_id;
 	put_u64le(r->bytes + WIRE_OFF_SESSION, c->session_id);
@@ -1065,6 +1070,7 @@ void client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 {
 	if (r->state == REQ_SENT) {
 		r->p->state = PENDING_ABANDONED;
+		r->p->req = NULL; /* r may be reused or freed: a late reply is dropped */
 		c->stats.timeouts++;
 		client_ttl_cap_note_locked(c, r, client_now(c));
 	}

@@ -65,28 +65,30 @@ static int prepare_name_token(struct hasp_client *c, struct client_op *op, uint8
 	struct hasp_wire_msg m;
 	int rc;
 
+	struct hasp_wire_bytes n;
+
+	/* The name's bytes and RENEW's TTL range (-HASP_ERANGE, 0 keeps the
+	 * lock's current TTL) are the encoder's checks, name first
+	 * (wire_body.c, request_check). */
+	if ((rc = client_name_sized(name, &n)) != 0)
+		return rc;
 	memset(&m, 0, sizeof(m));
 	m.hdr.opcode = opcode;
 	if (opcode == HASP_OP_RENEW) {
-		if ((rc = client_name(name, &m.body.renew.name)) != 0)
-			return rc;
-		/* 0 keeps the lock's current TTL (the reply says which). */
-		if (ttl_ms != 0 && (ttl_ms < HASP_TTL_MS_MIN || ttl_ms > HASP_TTL_MS_MAX))
-			return -HASP_ERANGE;
+		m.body.renew.name = n;
 		m.body.renew.token = token;
 		m.body.renew.ttl_ms = ttl_ms;
 	} else if (opcode == HASP_OP_LOCK_READ) {
-		if ((rc = client_name(name, &m.body.lock_read.name)) != 0)
-			return rc;
+		m.body.lock_read.name = n;
 	} else {
 		HASP_ASSERT(opcode == HASP_OP_RELEASE || opcode == HASP_OP_CHECK);
-		if ((rc = client_name(name, &m.body.release.name)) != 0)
-			return rc;
+		m.body.release.name = n;
 		m.body.release.token = token;
 	}
 	if ((rc = client_op_prepare(c, op, &m)) != 0)
 		return rc;
-	memcpy(op->res.lock.name, name, strlen(name) + 1); /* checked: fits */
+	memcpy(op->res.lock.name, n.data, n.size); /* checked: fits */
+	op->res.lock.name[n.size] = '\0';
 	op->res.lock.token = token;
 	return 0;
 }

@@ -97,7 +97,7 @@ static void op_finish_locked(struct hasp_client *c, struct client_op *op, int rc
 					    op->req.session_id);
 	/* A granted lock is watched for loss (and renewed) from now on. */
 	if (op->kind == OP_ACQUIRE && rc == 0 &&
-	    (op->opts.auto_renew || c->cfg.lock_lost_fn != NULL))
+	    (op->opts.auto_renew || c->lock_lost_set))
 		client_kept_add_locked(c, &op->res.lock, op->opts.auto_renew);
 	if (op->w_linked) {
 		waiter_unlink_locked(c, &op->w);
@@ -550,28 +550,35 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 
 /* ---- preparing ops ---- */
 
-/* Everything but the buffers that are read only up to a size or a NUL
- * written with them: the request's datagrams (client_req_init fills
- * them), a KV_GET value's bytes (value_size) and a range walk's two
- * strings (client_op_prepare_range). They are 3.8 of the op's 5 KB, and
- * zeroing them cost a busy loop an L1's worth of stores per request. */
+/* Only what an op of its kind reads: the fields of every op and the
+ * outcome's fixed part (op_clear), the kind's own block (op_clear_acquire,
+ * op_clear_range), and the request's header (client_req_init). Not the
+ * buffers read only up to a size or a NUL written with them: the request's
+ * datagrams, a KV_GET value's bytes, a range walk's two strings. Each
+ * cache line written here is one a busy loop misses on again when the
+ * reply comes (docs/PERFORMANCE.md, "session 10"). */
 static void op_clear(struct client_op *op)
 {
-	memset(op, 0, offsetof(struct client_op, req));
+	memset(op, 0, offsetof(struct client_op, opts));
 	memset(&op->res, 0, offsetof(struct hasp_result, value.value));
-	memset(&op->opts, 0, offsetof(struct client_op, range_prefix) - offsetof(struct client_op, opts));
-	op->range_prefix[0] = '\0';
-	op->range_after[0] = '\0';
 }
 _Static_assert(offsetof(struct hasp_result, value.value) + HASP_CLIENT_VALUE_MAX ==
 		       sizeof(struct hasp_result),
 	       "op_clear: a value's bytes end struct hasp_result");
-_Static_assert(offsetof(struct client_op, opts) > offsetof(struct client_op, res) &&
-		       offsetof(struct client_op, range_after) ==
-			       offsetof(struct client_op, range_prefix) + HASP_CLIENT_NAME_BUF &&
-		       sizeof(struct client_op) - offsetof(struct client_op, range_after) <
-			       HASP_CLIENT_NAME_BUF + _Alignof(struct client_op),
-	       "op_clear: res, then opts .. range_prefix, then the two range strings last");
+_Static_assert(offsetof(struct client_op, opts) < offsetof(struct client_op, range_fn) &&
+		       offsetof(struct client_op, range_fn) < offsetof(struct client_op, req) &&
+		       offsetof(struct client_op, req) < offsetof(struct client_op, res),
+	       "op_clear: every op's fields, the acquire block, the range block, the request");
+
+static void op_clear_acquire(struct client_op *op)
+{
+	memset(&op->opts, 0, offsetof(struct client_op, range_fn) - offsetof(struct client_op, opts));
+}
+
+static void op_clear_range(struct client_op *op)
+{
+	memset(&op->range_fn, 0, offsetof(struct client_op, req) - offsetof(struct client_op, range_fn));
+}
 
 int client_op_prepare(struct hasp_client *c, struct client_op *op, struct hasp_wire_msg *msg)
 {
@@ -590,17 +597,16 @@ int client_op_prepare_acquire(struct hasp_client *c, struct client_op *op, const
 
 	if (opts == NULL)
 		return -HASP_EINVAL;
-	if ((rc = client_name(name, &n)) != 0)
+	/* The name's bytes, the TTL's range (-HASP_ERANGE) and a TTL with a
+	 * lease (-HASP_EINVAL) are the encoder's checks below, in this order
+	 * (wire_body.c, request_check): nothing is sent or kept before. */
+	if ((rc = client_name_sized(name, &n)) != 0)
 		return rc;
-	if (opts->lease_id == 0 && (opts->ttl_ms < HASP_TTL_MS_MIN || opts->ttl_ms > HASP_TTL_MS_MAX))
-		return -HASP_ERANGE;
-	if (opts->lease_id != 0 && opts->ttl_ms != 0)
-		return -HASP_EINVAL;
 	op_clear(op);
+	op_clear_acquire(op);
 	op->kind = OP_ACQUIRE;
 	op->res.op = HASP_OP_ACQUIRE;
 	op->opts = *opts;
-	op->attempts = 0;
 	op->wait_deadline_ns = UINT64_MAX;
 	if (opts->wait && opts->wait_timeout_ms != 0)
 		op->wait_deadline_ns = client_now(c) + (uint64_t)opts->wait_timeout_ms * NS_PER_MS;
@@ -621,8 +627,7 @@ void client_op_prepare_connect(struct hasp_client *c, struct client_op *op)
 	op_clear(op);
 	op->kind = OP_CONNECT;
 	op->res.op = HASP_OP_SESSION_OPEN;
-	memset(&op->req, 0, offsetof(struct client_req, bytes));
-	op->req.reply_size = 0;
+	memset(&op->req, 0, offsetof(struct client_req, size));
 	op->req.deadline_ns = client_deadline(c);
 }
 
@@ -655,6 +660,7 @@ int client_op_prepare_range(struct hasp_client *c, struct client_op *op, const c
 	if (prefix != NULL && prefix[0] != '\0' && (rc = client_name(prefix, &p)) != 0)
 		return rc;
 	op_clear(op);
+	op_clear_range(op);
 	op->kind = OP_RANGE;
 	op->res.op = HASP_OP_KV_RANGE;
 	op->range_fn = fn;
@@ -979,15 +985,20 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 	 * client_watchdog_next_locked say when). Each lock taken per call
 	 * was a cost per request of a busy loop (docs/PERFORMANCE.md). */
 	pthread_mutex_lock(&c->mu);
+	/* One clock read for the checks and the first pass, another per pass
+	 * after callbacks (which may take their time): a clock a few
+	 * microseconds old only sends and times out that much early or late,
+	 * and a send time taken early shortens validity, never stretches it. */
+	uint64_t now = client_now(c);
 	if (!c->ka_running) {
 		/* No helper thread: the loop keeps the session, the leases
 		 * and the watched locks (as async ops, sent below). */
-		uint64_t now = client_now(c);
 		if (client_keepalive_next_locked(c) <= now || client_watchdog_next_locked(c) <= now) {
 			pthread_mutex_unlock(&c->mu);
 			client_keepalive_async(c);
 			client_watchdog(c, true);
 			pthread_mutex_lock(&c->mu);
+			now = client_now(c);
 		}
 	}
 	c->processing = true;
@@ -1003,7 +1014,9 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 	 * `processing` stays set through the callbacks, so starting it writes
 	 * no wake-up. */
 	for (uint32_t round = 0;; round++) {
-		struct client_op *ordered = process_pass_locked(c, client_now(c));
+		if (round > 0)
+			now = client_now(c);
+		struct client_op *ordered = process_pass_locked(c, now);
 		c->wake_missed = false; /* this pass looked */
 		if (ordered == NULL)
 			break;

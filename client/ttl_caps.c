@@ -187,7 +187,18 @@ void client_ttl_cap_note_locked(struct hasp_client *c, const struct client_req *
 			     .token_max = ended ? c->ttl_tokens_ended_max : 0,
 			     .until_ns = client_valid_until(c, r->first_send_ns, r->ttl_change_ms),
 			     .made_ns = now_ns };
-	memcpy(n.name, r->ttl_name, sizeof(n.name));
+	struct hasp_wire_msg m;
+	const struct hasp_wire_bytes *name;
+
+	/* The name from the request's own datagram (encoded, so valid; the
+	 * session and seq patched in and a tag added do not change the body). */
+	int drc = hasp_wire_decode_request(r->bytes, r->size, &m);
+	HASP_ASSERT(drc == 0);
+	name = m.hdr.opcode == HASP_OP_RENEW ? &m.body.renew.name : &m.body.acquire.name;
+	HASP_ASSERT(m.hdr.opcode == HASP_OP_RENEW || m.hdr.opcode == HASP_OP_ACQUIRE);
+	HASP_ASSERT(name->size < sizeof(n.name));
+	memcpy(n.name, name->data, name->size);
+	n.name[name->size] = '\0';
 
 	for (uint32_t i = 0; c->ttl_caps_used > 0 && i < CLIENT_TTL_CAPS; i++) {
 		struct ttl_cap *t = &c->ttl_caps[i];

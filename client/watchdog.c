@@ -172,10 +172,10 @@ static uint64_t kept_renew_due(const struct kept_lock *k)
 uint64_t client_watchdog_next_locked(struct hasp_client *c)
 {
 	uint64_t next = UINT64_MAX;
-	uint64_t margin = (uint64_t)c->cfg.lock_lost_margin_ms * NS_PER_MS;
 
-	if (c->kept == NULL)
-		return next;
+	if (c->kept_count == 0)
+		return next; /* nothing watched: one hot field read, not the table */
+	uint64_t margin = (uint64_t)c->cfg.lock_lost_margin_ms * NS_PER_MS;
 	for (uint32_t i = 0; i < HASP_CLIENT_KEPT_MAX; i++) {
 		const struct kept_lock *k = &c->kept[i];
 		int reason;

@@ -2143,6 +2143,14 @@ static void test_at_most_32_requests_in_flight(void **state)
 
 /* ---- local refusals ---- */
 
+static void on_done_ignore(struct hasp_client *client, const struct hasp_result *res, void *arg)
+{
+	(void)client;
+	(void)res;
+	(void)arg;
+	fail_msg("a refused call has no completion");
+}
+
 static void test_bad_arguments_are_refused_before_sending(void **state)
 {
 	static struct responder r;
@@ -2170,6 +2178,27 @@ static void test_bad_arguments_are_refused_before_sending(void **state)
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_ERANGE);
 	opts.lease_id = 3;
 	assert_int_equal(hasp_client_acquire(c, "job", &opts, &lock), -HASP_EINVAL);
+	/* A bad name is told first, whatever else is wrong (the encoder
+	 * checks the bytes of a name the API only measured, name first). */
+	assert_int_equal(hasp_client_acquire(c, "has space", &opts, &lock), -HASP_ENAME);
+	opts.lease_id = 0;
+	assert_int_equal(hasp_client_acquire(c, "tab\there", &opts, &lock), -HASP_ENAME);
+	char long_name[HASP_CLIENT_NAME_BUF + 1];
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	assert_int_equal(hasp_client_acquire(c, long_name, &opts, &lock), -HASP_ENAME);
+	long_name[HASP_CLIENT_NAME_BUF - 1] = '\0'; /* 128 bytes: the longest name */
+	assert_int_equal(hasp_client_acquire(c, long_name, &opts, &lock), -HASP_ERANGE);
+	assert_int_equal(hasp_client_acquire(c, NULL, &opts, &lock), -HASP_EINVAL);
+	assert_int_equal(hasp_client_renew(c, "bad name", 1, 5, NULL), -HASP_ENAME);
+	assert_int_equal(hasp_client_renew(c, "job", 1, 5, NULL), -HASP_ERANGE);
+	assert_int_equal(hasp_client_release(c, "bad\x7fname", 1), -HASP_ENAME);
+	assert_int_equal(hasp_client_check(c, "", 1), -HASP_ENAME);
+	assert_int_equal(hasp_client_release(c, NULL, 1), -HASP_EINVAL);
+	struct hasp_lock_info info;
+	assert_int_equal(hasp_client_lock_read(c, "\x80", &info), -HASP_ENAME);
+	assert_int_equal(hasp_client_release_async(c, "bad name", 1, on_done_ignore, NULL, NULL),
+			 -HASP_ENAME);
 	uint8_t big[HASP_CLIENT_VALUE_MAX + 1] = { 0 };
 	assert_int_equal(hasp_client_kv_put(c, "k", big, sizeof(big), 0, NULL), -HASP_ETOOBIG);
 	assert_int_equal(hasp_client_poll(c, 0, NULL), -HASP_EINVAL); /* no event_fn */

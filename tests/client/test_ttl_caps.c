@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "client/client_impl.h"
@@ -241,14 +242,27 @@ static void note_lost(struct hasp_client *c, uint64_t session_id, const char *na
 		      uint64_t token, uint64_t send_ns, uint64_t now_ns)
 {
 	static struct client_req r;
+	struct hasp_wire_msg m;
 
-	memset(&r, 0, offsetof(struct client_req, size));
+	/* The request as client_req_init encodes it (the cap reads the
+	 * name back from its datagram), then as numbered and sent. */
+	memset(&m, 0, sizeof(m));
+	if (token == 0) {
+		m.hdr.opcode = HASP_OP_ACQUIRE;
+		m.body.acquire.name = (struct hasp_wire_bytes){ (const uint8_t *)name, strlen(name) };
+		m.body.acquire.ttl_ms = LOST_TTL_MS;
+	} else {
+		m.hdr.opcode = HASP_OP_RENEW;
+		m.body.renew.name = (struct hasp_wire_bytes){ (const uint8_t *)name, strlen(name) };
+		m.body.renew.token = token;
+		m.body.renew.ttl_ms = LOST_TTL_MS;
+	}
+	assert_int_equal(client_req_init(c, &r, &m, UINT64_MAX), 0);
+	assert_int_equal(r.ttl_change_ms, LOST_TTL_MS);
+	assert_int_equal(r.ttl_token, token);
 	r.sent = true;
 	r.session_id = session_id;
 	r.first_send_ns = send_ns;
-	r.ttl_change_ms = LOST_TTL_MS;
-	r.ttl_token = token;
-	snprintf(r.ttl_name, sizeof(r.ttl_name), "%s", name);
 	client_ttl_cap_note_locked(c, &r, now_ns);
 }
 
