@@ -32,6 +32,15 @@ int arena_init(struct arena *a, uint64_t size, arena_moved_fn *moved, void *move
 	return 0;
 }
 
+void arena_copy(struct arena *dst, const struct arena *src)
+{
+	HASP_ASSERT(dst->size == src->size);
+	memcpy(dst->base, src->base, src->tail);
+	dst->tail = src->tail;
+	dst->live_size = src->live_size;
+	dst->compaction_count = src->compaction_count;
+}
+
 void arena_deinit(struct arena *a)
 {
 	hasp_free(a->base);

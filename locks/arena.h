@@ -47,6 +47,9 @@ int arena_init(struct arena *a, uint64_t size, arena_moved_fn *moved, void *move
 	__attribute__((warn_unused_result));
 void arena_deinit(struct arena *a);
 void arena_clear(struct arena *a);
+/* Makes dst's blobs those of src (the bytes up to src's tail); both of
+ * the same size. dst keeps its own `moved` callback. */
+void arena_copy(struct arena *dst, const struct arena *src);
 
 /* Appends a blob of `size` bytes (copied from `data`) for `owner` and returns
  * the offset of its data. The caller guarantees it fits the budget the arena

@@ -21,6 +21,13 @@ void dheap_deinit(struct dheap *h)
 	h->items = NULL;
 }
 
+void dheap_copy(struct dheap *dst, const struct dheap *src)
+{
+	HASP_ASSERT(dst->capacity == src->capacity);
+	memcpy(dst->items, src->items, (size_t)src->count * sizeof(uint32_t));
+	dst->count = src->count;
+}
+
 void dheap_clear(struct dheap *h)
 {
 	h->count = 0;

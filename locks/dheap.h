@@ -31,6 +31,9 @@ int dheap_init(struct dheap *h, uint32_t capacity, dheap_key_fn *key, dheap_set_
 	       void *ctx) __attribute__((warn_unused_result));
 void dheap_deinit(struct dheap *h);
 void dheap_clear(struct dheap *h);
+/* Makes dst's items those of src; both of the same capacity. The
+ * positions the heap keeps in its owner's records are the owner's to copy. */
+void dheap_copy(struct dheap *dst, const struct dheap *src);
 
 void dheap_insert(struct dheap *h, uint32_t slot);
 void dheap_remove(struct dheap *h, uint32_t pos);

@@ -39,6 +39,13 @@ void hindex_deinit(struct hindex *h)
 	h->buckets = NULL;
 }
 
+void hindex_copy(struct hindex *dst, const struct hindex *src)
+{
+	HASP_ASSERT(dst->mask == src->mask);
+	memcpy(dst->buckets, src->buckets, ((size_t)src->mask + 1) * sizeof(uint32_t));
+	dst->count = src->count;
+}
+
 void hindex_clear(struct hindex *h)
 {
 	memset(h->buckets, 0xff, ((size_t)h->mask + 1) * sizeof(uint32_t));

@@ -33,6 +33,8 @@ uint64_t hindex_bucket_count(uint32_t entries_max);
 int hindex_init(struct hindex *h, uint32_t entries_max) __attribute__((warn_unused_result));
 void hindex_deinit(struct hindex *h);
 void hindex_clear(struct hindex *h);
+/* Makes dst equal to src; both sized for the same entries_max. */
+void hindex_copy(struct hindex *dst, const struct hindex *src);
 
 /* The slot whose record matches, or HINDEX_NONE. */
 uint32_t hindex_find(const struct hindex *h, uint32_t hash, hindex_eq_fn *eq, const void *ctx);

@@ -144,6 +144,66 @@ void locks_reset(struct locks *sm)
 	       (size_t)sm->cfg.sessions_max * sm->cfg.session_window * sizeof(*sm->replies));
 }
 
+/* Copies records [0, max(src's, dst's high water)) of one table: src's
+ * used ones, and zeros over dst's older records past src's high water
+ * (the records of free slots are all-zero: see locks_reset). */
+static void copy_records(void *dst, const void *src, size_t record_size, uint32_t dst_high,
+			 uint32_t src_high)
+{
+	memcpy(dst, src, (size_t)src_high * record_size);
+	if (dst_high > src_high)
+		memset((uint8_t *)dst + (size_t)src_high * record_size, 0,
+		       (size_t)(dst_high - src_high) * record_size);
+}
+
+#define COPY_TABLE(dst, src, table, slots)                                                      \
+	copy_records((dst)->table, (src)->table, sizeof(*(src)->table),                          \
+		     slots_high_water(&(dst)->slots), slots_high_water(&(src)->slots))
+
+void locks_copy(struct locks *dst, const struct locks *src)
+{
+	/* The same shape; the bitmaps, indexes, arenas and heaps assert theirs. */
+	HASP_ASSERT(dst->cfg.session_window == src->cfg.session_window &&
+		    dst->cfg.locks_max == src->cfg.locks_max &&
+		    dst->cfg.leases_max == src->cfg.leases_max &&
+		    dst->cfg.sessions_max == src->cfg.sessions_max &&
+		    dst->cfg.waiters_max == src->cfg.waiters_max &&
+		    dst->cfg.kv_entries_max == src->cfg.kv_entries_max &&
+		    dst->cfg.hash_seed == src->cfg.hash_seed);
+	/* Before the bitmaps: each table's extent in dst is read from them. */
+	COPY_TABLE(dst, src, locks, lock_slots);
+	COPY_TABLE(dst, src, leases, lease_slots);
+	COPY_TABLE(dst, src, waiters, waiter_slots);
+	COPY_TABLE(dst, src, kvs, kv_slots);
+	COPY_TABLE(dst, src, sessions, session_slots);
+	/* A session's reply window lives at its slot * session_window. */
+	copy_records(dst->replies, src->replies, sizeof(*src->replies) * src->cfg.session_window,
+		     slots_high_water(&dst->session_slots), slots_high_water(&src->session_slots));
+
+	slots_copy(&dst->lock_slots, &src->lock_slots);
+	slots_copy(&dst->lease_slots, &src->lease_slots);
+	slots_copy(&dst->session_slots, &src->session_slots);
+	slots_copy(&dst->waiter_slots, &src->waiter_slots);
+	slots_copy(&dst->kv_slots, &src->kv_slots);
+	hindex_copy(&dst->lock_index, &src->lock_index);
+	hindex_copy(&dst->kv_index, &src->kv_index);
+	hindex_copy(&dst->nonce_index, &src->nonce_index);
+	arena_copy(&dst->lock_names, &src->lock_names);
+	arena_copy(&dst->kv_bytes_arena, &src->kv_bytes_arena);
+	dheap_copy(&dst->lease_heap, &src->lease_heap);
+	dheap_copy(&dst->session_heap, &src->session_heap);
+
+	dst->revision = src->revision;
+	dst->applied_index = src->applied_index;
+	dst->log_time_ms = src->log_time_ms;
+	dst->last_term = src->last_term;
+	dst->time_offset_ms = src->time_offset_ms;
+	dst->id_counter = src->id_counter;
+	dst->lock_name_bytes = src->lock_name_bytes;
+	dst->kv_bytes = src->kv_bytes;
+	dst->stats = src->stats;
+}
+
 int locks_init(struct locks *sm, const struct locks_config *cfg)
 {
 	int rc = locks_config_check(cfg);

@@ -314,6 +314,17 @@ uint32_t locks_events_max(const struct locks_config *cfg);
 int locks_init(struct locks *sm, const struct locks_config *cfg) __attribute__((warn_unused_result));
 void locks_deinit(struct locks *sm);
 
+/* Makes dst an exact copy of src's state (replicated and derived: dst is a
+ * state machine that would apply the same next command alike), for a
+ * snapshot written from the copy while src goes on applying commands
+ * (docs/STORAGE.md "Snapshots off the lcore"). dst must have been
+ * initialised with src's configuration (asserted) and may hold an older
+ * copy. Allocates nothing. Cost: the records up to each table's highest
+ * used slot, the bitmaps, indexes and heaps, and the arenas' used bytes
+ * (about 1.4 ms for 100,000 locks on their own leases and 1,000 sessions:
+ * docs/PERFORMANCE.md). */
+void locks_copy(struct locks *dst, const struct locks *src);
+
 /* Applies one committed command at log `index` (> every earlier index).
  * Deterministic; fills `res` (reply, events, revision, log time). */
 void locks_apply(struct locks *sm, uint64_t index, const struct locks_cmd *cmd,

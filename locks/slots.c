@@ -7,6 +7,8 @@
  */
 #include "locks/slots.h"
 
+#include <string.h>
+
 #include "locks/zalloc.h"
 #include "common/assert.h"
 #include "hasp/errors.h"
@@ -58,6 +60,32 @@ void slots_clear(struct slots *s)
 	/* A padded word that is entirely padding cannot occur (words are
 	 * ceil(bits/64)), so no fullness needs propagating here. */
 	s->used_count = 0;
+}
+
+uint32_t slots_high_water(const struct slots *s)
+{
+	const uint64_t *leaf = s->levels[0];
+	uint32_t words = s->level_words[0];
+
+	if (s->used_count == 0)
+		return 0;
+	for (uint32_t i = words; i-- > 0;) {
+		uint64_t w = leaf[i];
+		/* The padding bits past capacity look used: mask them off. */
+		if (i == words - 1 && s->capacity % 64u != 0)
+			w &= ~(~0ull << (s->capacity % 64u));
+		if (w != 0)
+			return i * 64u + (64u - (uint32_t)__builtin_clzll(w));
+	}
+	return 0;
+}
+
+void slots_copy(struct slots *dst, const struct slots *src)
+{
+	HASP_ASSERT(dst->capacity == src->capacity && dst->level_count == src->level_count);
+	for (uint32_t l = 0; l < src->level_count; l++)
+		memcpy(dst->levels[l], src->levels[l], (size_t)src->level_words[l] * sizeof(uint64_t));
+	dst->used_count = src->used_count;
 }
 
 int slots_init(struct slots *s, uint32_t capacity)

@@ -49,6 +49,13 @@ void slots_free(struct slots *s, uint32_t index);
 
 bool slots_used(const struct slots *s, uint32_t index);
 
+/* One past the highest used index (0 when none is used): the records a
+ * copy of the table must carry. O(capacity / 64). */
+uint32_t slots_high_water(const struct slots *s);
+
+/* Makes dst's bitmap equal to src's; both sized for the same capacity. */
+void slots_copy(struct slots *dst, const struct slots *src);
+
 /* Bytes of memory this allocator holds (for the sizing report). */
 uint64_t slots_memory_size(uint32_t capacity);
 

@@ -827,9 +827,27 @@ static void step(struct model *m, struct harness *h, struct prng *p)
 	check_state(m, h);
 }
 
+/* a and b serialize to the same bytes. */
+static void assert_same_snapshot(const struct locks *a, const struct locks *b)
+{
+	size_t size_a = locks_snapshot_size(a), size_b = locks_snapshot_size(b), wa, wb;
+	uint8_t *ba = malloc(size_a), *bb = malloc(size_b);
+
+	assert_non_null(ba);
+	assert_non_null(bb);
+	assert_int_equal(size_a, size_b);
+	assert_int_equal(locks_snapshot_write(a, ba, size_a, &wa), 0);
+	assert_int_equal(locks_snapshot_write(b, bb, size_b, &wb), 0);
+	assert_int_equal(wa, wb);
+	assert_memory_equal(ba, bb, wa);
+	free(ba);
+	free(bb);
+}
+
 static void run_seed(uint64_t seed)
 {
-	struct harness *h = malloc(sizeof(*h));
+	struct harness *h = malloc(sizeof(*h)), *spare = NULL;
+	uint32_t copies = 0;
 	struct model *m = calloc(1, sizeof(*m));
 	struct prng p;
 
@@ -851,6 +869,28 @@ static void run_seed(uint64_t seed)
 	prng_seed(&p, seed);
 	for (int i = 0; i < STEPS; i++) {
 		step(m, h, &p);
+		/* Now and then the machine goes on as a copy of itself (what a
+		 * snapshot is written from, locks_copy): the copy must be whole,
+		 * derived state included, so the model must not notice. The
+		 * machine left behind is the next copy's destination: reused
+		 * with an older state, larger or smaller. */
+		if (i % 997 == 250) {
+			if (spare == NULL) {
+				spare = malloc(sizeof(*spare));
+				assert_non_null(spare);
+				harness_init_cfg(spare, &m->cfg);
+			}
+			locks_copy(&spare->sm, &h->sm);
+			assert_true(locks_invariants_ok(&spare->sm));
+			assert_same_snapshot(&h->sm, &spare->sm);
+			spare->index = h->index;
+			spare->term = h->term;
+			spare->now_ms = h->now_ms;
+			struct harness *t = h;
+			h = spare;
+			spare = t;
+			copies++;
+		}
 		/* Now and then a follower installs a snapshot: it must continue
 		 * exactly like the machine it came from. */
 		if (i % 997 == 500) {
@@ -888,6 +928,11 @@ static void run_seed(uint64_t seed)
 	assert_true(m->dup_opens > 10);
 	assert_true(m->foreign_releases > 10);
 	assert_true(m->orphan_releases > 10);
+	assert_true(copies > 1); /* a reused destination too */
+	if (spare != NULL) {
+		harness_deinit(spare);
+		free(spare);
+	}
 	harness_deinit(h);
 	free(h);
 	free(m);
