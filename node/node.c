@@ -614,18 +614,25 @@ static uint64_t snapshot_buf_size(const struct locks_config *lc)
 	return locks_memory_size(lc) + (1u << 20);
 }
 
-/* The raft log window (log_window slots of entry_bytes_max bytes: 40 MiB
- * at the defaults) is most of the node's private memory, and the snapshot
- * job never reads it (it serializes the state machine): kept out of the
- * forked child, its pages are neither copied nor write-protected by the
- * fork, so the lcore's appends take no copy-on-write fault
- * (node/snap_fork.h). */
-static void snapshot_exclude_log(struct node *n, bool exclude)
+/* On a real disk (io.ops NULL: io_uring) snapshots are written by a
+ * thread from a copy of the state machine (node/snap_writer.h): the copy's
+ * tables are made here, once, with the live ones' configuration, and the
+ * thread's CPUs are taken now, while the process's affinity is still whole
+ * (before EAL init pins this thread). The simulated disk saves inline and
+ * needs neither. */
+static int snapshot_writer_init(struct node *n, struct storage_io io)
 {
-	const struct raft_log *l = &n->raft.log;
+	cpu_set_t cpus;
 
-	snap_fork_exclude(l->data, (size_t)l->window * l->entry_bytes_max, exclude);
-	snap_fork_exclude(l->slots, (size_t)l->window * sizeof(*l->slots), exclude);
+	if (io.ops != NULL)
+		return 0;
+	int rc = locks_init(&n->snap_copy, &n->sm.cfg);
+	if (rc != 0)
+		return rc;
+	bool known = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+	rc = snap_writer_init(&n->snap_writer, known ? &cpus : NULL);
+	n->snap_writer_ready = rc == 0;
+	return rc;
 }
 
 int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
@@ -697,14 +704,13 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	n->events = hasp_calloc(n->events_max, sizeof(*n->events));
 	n->range = hasp_calloc(NODE_RANGE_MAX + 1, sizeof(*n->range));
 	n->snap_buf_size = snapshot_buf_size(&lcfg);
-	/* Shared with the snapshot writer process (node/snap_fork.h). */
-	n->snap_buf[0] = snap_shared_alloc(n->snap_buf_size);
-	n->snap_buf[1] = snap_shared_alloc(n->snap_buf_size);
+	n->snap_buf[0] = snap_buf_alloc(n->snap_buf_size);
+	n->snap_buf[1] = snap_buf_alloc(n->snap_buf_size);
 	n->snap_recv = hasp_alloc(n->snap_buf_size);
 	n->rx_entries_max = msg_codec_entries_max(HASP_MTU_JUMBO);
 	n->rx_entries = hasp_calloc(n->rx_entries_max, sizeof(*n->rx_entries));
 	if (n->events == NULL || n->range == NULL || n->snap_buf[0] == NULL || n->snap_buf[1] == NULL ||
-	    n->snap_recv == NULL || n->rx_entries == NULL || snap_fork_init(&n->snap_fork) != 0) {
+	    n->snap_recv == NULL || n->rx_entries == NULL || snapshot_writer_init(n, io) != 0) {
 		snprintf(err, err_size, "out of memory (snapshot buffers of %llu bytes)",
 			 (unsigned long long)n->snap_buf_size);
 		rc = -HASP_ENOMEM;
@@ -771,7 +777,6 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	n->watch_tokens = cfg->watch_burst;
 	n->watch_refill_ns = now_ns;
 	HASP_ASSERT(n->self != NULL);
-	snapshot_exclude_log(n, true);
 	return 0;
 
 fail_mem:
@@ -821,9 +826,12 @@ void node_deinit(struct node *n)
 	client_auth_deinit(&n->client_auth);
 	hasp_free(n->events);
 	hasp_free(n->range);
-	snap_fork_deinit(&n->snap_fork); /* waits for a save in flight */
-	snap_shared_free(n->snap_buf[0], n->snap_buf_size);
-	snap_shared_free(n->snap_buf[1], n->snap_buf_size);
+	if (n->snap_writer_ready)
+		snap_writer_deinit(&n->snap_writer); /* waits for a save in flight */
+	n->snap_writer_ready = false;
+	locks_deinit(&n->snap_copy);
+	snap_buf_free(n->snap_buf[0], n->snap_buf_size);
+	snap_buf_free(n->snap_buf[1], n->snap_buf_size);
 	hasp_free(n->snap_recv);
 	hasp_free(n->rx_entries);
 	n->events = NULL;
@@ -832,7 +840,6 @@ void node_deinit(struct node *n)
 	n->rx_entries = NULL;
 	if (n->sm.locks != NULL || n->sm.sessions != NULL)
 		locks_deinit(&n->sm);
-	snapshot_exclude_log(n, false); /* before its pages go back to the allocator */
 	raft_deinit(&n->raft);
 	auth_key_wipe(&n->cfg.node_key);
 	for (uint32_t k = 0; k < NODE_MEMBERS_MAX; k++)
@@ -1057,22 +1064,24 @@ const char *node_degraded(const struct node *n, char *buf, size_t size)
 	return NULL;
 }
 
-/* The snapshot job: serializes the state machine into the job's buffer and
- * saves it (temp file, fsync, rename, directory fsync, trim). Runs in the
- * forked child on a real disk (it sees the state as it was at the fork, the
- * applied index of the job), inline on the simulated disk. Allocates
- * nothing (locks_snapshot_write and snapshot_save do not). */
+/* The snapshot job: serializes snap_job_sm (the copy on a real disk, the
+ * live state machine inline) into the job's buffer and saves it (temp file,
+ * fsync, rename, directory fsync, trim). Runs on the writer thread on a
+ * real disk, reading only what the lcore leaves alone while it runs (the
+ * copy, the job's fields and buffer, the storage's directory), inline on
+ * the simulated disk. Allocates nothing. */
 static int snapshot_job(void *arg, uint64_t *written)
 {
 	struct node *n = arg;
 	uint8_t *buf = n->snap_buf[n->snap_job_buf];
-	size_t size = locks_snapshot_size(&n->sm), out = 0;
+	size_t size = locks_snapshot_size(n->snap_job_sm), out = 0;
 
 	*written = 0;
-	if (size > n->snap_buf_size || locks_snapshot_write(&n->sm, buf, n->snap_buf_size, &out) != 0)
+	if (size > n->snap_buf_size ||
+	    locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
 		return -HASP_ETOOBIG;
 	*written = out;
-	return save_snapshot(n, n->snap_job_index, n->snap_job_term, &n->raft.conf, buf, out);
+	return save_snapshot(n, n->snap_job_index, n->snap_job_term, &n->snap_job_conf, buf, out);
 }
 
 /* The job ended: on success the buffer becomes the one raft sends, raft
@@ -1118,16 +1127,17 @@ static void snapshot_settle(struct node *n)
 	int rc;
 	uint64_t written;
 
-	if (snap_fork_done(&n->snap_fork, true, &rc, &written))
+	if (snap_writer_done(&n->snap_writer, true, &rc, &written))
 		snapshot_finish(n, rc, written, false);
 }
 
 /* Takes a snapshot of the state at the applied index, makes it durable,
  * reports it to raft (which compacts its log) and drops WAL segments it
- * covers. On a real disk the work runs in a forked child (node/snap_fork.h)
- * and the loop finishes it in node_work once the child is done; the lcore
- * stops only for fork(). On the simulated disk, or when fork fails, it runs
- * here, blocking. */
+ * covers. On a real disk the work runs on the writer thread
+ * (node/snap_writer.h) from a copy of the state machine, and the loop
+ * finishes it in node_work once the thread is done; the lcore stops only
+ * for the copy. On the simulated disk, or when no thread could be made, it
+ * runs here, blocking. */
 static void take_snapshot(struct node *n)
 {
 	uint64_t written = 0;
@@ -1138,8 +1148,21 @@ static void take_snapshot(struct node *n)
 	n->snap_job_buf = n->snap_cur ^ 1u;
 	if (n->snap_job_term == 0)
 		return;
-	if (n->st.uring != NULL && snap_fork_start(&n->snap_fork, snapshot_job, n) == 0)
-		return;
+	n->snap_job_conf = n->raft.conf;
+	if (n->snap_writer_ready && n->st.uring != NULL) {
+		uint64_t t0 = clock_monotonic_ns();
+		locks_copy(&n->snap_copy, &n->sm);
+		uint64_t took = clock_monotonic_ns() - t0;
+		n->snap_job_sm = &n->snap_copy;
+		if (snap_writer_start(&n->snap_writer, snapshot_job, n) == 0) {
+			n->snap_copies++;
+			n->snap_copy_ns_last = took;
+			if (took > n->snap_copy_ns_max)
+				n->snap_copy_ns_max = took;
+			return;
+		}
+	}
+	n->snap_job_sm = &n->sm;
 	int rc = snapshot_job(n, &written);
 	snapshot_finish(n, rc, written, true);
 }
@@ -1297,17 +1320,17 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 		node_step(n, &ev);
 		did = true;
 	}
-	if (snap_fork_running(&n->snap_fork)) {
+	if (snap_writer_running(&n->snap_writer)) {
 		int rc;
 		uint64_t written;
-		if (snap_fork_done(&n->snap_fork, false, &rc, &written)) {
+		if (snap_writer_done(&n->snap_writer, false, &rc, &written)) {
 			snapshot_finish(n, rc, written, !n->failed);
 			did = true;
 		} else if (now_ns + NODE_SNAP_POLL_NS < *deadline_ns) {
 			*deadline_ns = now_ns + NODE_SNAP_POLL_NS;
 		}
 	}
-	if (n->snapshot_wanted && !n->failed && !snap_fork_running(&n->snap_fork)) {
+	if (n->snapshot_wanted && !n->failed && !snap_writer_running(&n->snap_writer)) {
 		if (now_ns >= n->snap_retry_ns) {
 			take_snapshot(n);
 			did = true;

@@ -31,7 +31,7 @@
 #include "node/node_hist.h"
 #include "node/peer_auth.h"
 #include "node/peer_keys.h"
-#include "node/snap_fork.h"
+#include "node/snap_writer.h"
 #include "node/watch_index.h"
 #include "hasp/wire.h"
 #include "locks/cmd_codec.h"
@@ -294,12 +294,21 @@ struct node {
 	uint64_t snap_transfer_ns;
 	bool snap_report;          /* an installed snapshot to pass back to raft */
 	uint64_t snap_report_index;
-	/* The snapshot being saved (in a child process on a real disk:
-	 * node/snap_fork.h): its index and term and the buffer it fills. */
-	struct snap_fork snap_fork;
+	/* The snapshot being saved (on a real disk by the writer thread, from
+	 * snap_copy: node/snap_writer.h): the state it serializes, its index,
+	 * term and membership, and the buffer it fills. */
+	struct snap_writer snap_writer;
+	bool snap_writer_ready;    /* real disk: snap_writer and snap_copy initialised */
+	struct locks snap_copy;    /* the state machine at snap_job_index */
+	const struct locks *snap_job_sm;
+	struct raft_conf snap_job_conf;
 	uint64_t snap_job_index;
 	uint64_t snap_job_term;
 	uint32_t snap_job_buf;
+	/* How long each copy stopped the lcore (locks_copy). */
+	uint64_t snap_copies;
+	uint64_t snap_copy_ns_last;
+	uint64_t snap_copy_ns_max;
 
 	/* Raft decode scratch and datagram buffer. */
 	struct raft_entry *rx_entries;

@@ -858,8 +858,8 @@ static void publish(struct node_admin *na)
 	metric_set(m->snapshot_failures, (int64_t)s->snapshot_failures);
 	metric_set(m->snapshot_failing, (int64_t)n->snap_fail_streak);
 	metric_set(m->snapshot_last_error, n->snap_fail_streak > 0 ? -(int64_t)n->snap_fail_error : 0);
-	metric_set(m->snapshot_fork_last, (int64_t)n->snap_fork.fork_ns_last);
-	metric_set(m->snapshot_fork_max, (int64_t)n->snap_fork.fork_ns_max);
+	metric_set(m->snapshot_copy_last, (int64_t)n->snap_copy_ns_last);
+	metric_set(m->snapshot_copy_max, (int64_t)n->snap_copy_ns_max);
 	metric_set(m->requests[0], (int64_t)s->client_rx);
 	/* The node (and so every watch event) runs on lcore 0; the other
 	 * lcores only receive (docs/PERFORMANCE.md "Watch fan-out"). */

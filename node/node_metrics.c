@@ -100,14 +100,16 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 	G(snapshot_failing, "hasp_snapshot_failing", "Snapshot saves failed in a row (0: the last one worked).");
 	G(snapshot_last_error, "hasp_snapshot_last_error",
 	  "hasp error code of the last failed snapshot save while failing (4 ENOSPC, 3 EIO), else 0.");
-	/* fork() is the one part of a snapshot that stops the lcore. */
-	ok &= (nm->snapshot_fork_last = metrics_gauge_scaled(
-		       m, "hasp_snapshot_fork_seconds_last",
-		       "How long the last snapshot's fork() stopped the node's lcore.", NULL, 0, 1e-9)) != NULL;
-	ok &= (nm->snapshot_fork_max = metrics_gauge_scaled(
-		       m, "hasp_snapshot_fork_seconds_max",
-		       "The longest a snapshot's fork() stopped the node's lcore since start.", NULL, 0,
-		       1e-9)) != NULL;
+	/* The copy of the state machine is the one part of a snapshot that
+	 * stops the lcore (node/snap_writer.h). */
+	ok &= (nm->snapshot_copy_last = metrics_gauge_scaled(
+		       m, "hasp_snapshot_copy_seconds_last",
+		       "How long the last snapshot's copy of the state machine stopped the node's lcore.",
+		       NULL, 0, 1e-9)) != NULL;
+	ok &= (nm->snapshot_copy_max = metrics_gauge_scaled(
+		       m, "hasp_snapshot_copy_seconds_max",
+		       "The longest a snapshot's copy of the state machine stopped the node's lcore since start.",
+		       NULL, 0, 1e-9)) != NULL;
 
 	static const uint64_t batch[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
 	nm->wal_fsync = metrics_histogram(m, "hasp_wal_fsync_duration_seconds",

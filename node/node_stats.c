@@ -137,11 +137,10 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	    put(buf, size, &off, "wal_log_bytes", w->records_bytes + w->padding_bytes) != 0 ||
 	    put(buf, size, &off, "wal_device_bytes", w->device_bytes) != 0 ||
 	    put(buf, size, &off, "wal_packed_writes", w->packed_writes) != 0 ||
-	    put(buf, size, &off, "snapshot_forks", n->snap_fork.forks) != 0 ||
-	    put(buf, size, &off, "snapshot_fork_failures", n->snap_fork.fork_failures) != 0 ||
-	    put(buf, size, &off, "snapshot_writer_died", n->snap_fork.children_died) != 0 ||
-	    put(buf, size, &off, "snapshot_fork_us_last", n->snap_fork.fork_ns_last / 1000) != 0 ||
-	    put(buf, size, &off, "snapshot_fork_us_max", n->snap_fork.fork_ns_max / 1000) != 0 ||
+	    put(buf, size, &off, "snapshot_copies", n->snap_copies) != 0 ||
+	    put(buf, size, &off, "snapshot_thread_failures", n->snap_writer.thread_failures) != 0 ||
+	    put(buf, size, &off, "snapshot_copy_us_last", n->snap_copy_ns_last / 1000) != 0 ||
+	    put(buf, size, &off, "snapshot_copy_us_max", n->snap_copy_ns_max / 1000) != 0 ||
 	    put(buf, size, &off, "term", n->raft.term) != 0 ||
 	    put(buf, size, &off, "commit", n->raft.commit) != 0 ||
 	    put(buf, size, &off, "applied", n->applied) != 0 ||
