@@ -204,6 +204,48 @@ void locks_copy(struct locks *dst, const struct locks *src)
 	dst->stats = src->stats;
 }
 
+/* Rewrites one byte in every 4 KiB of [p, p + size) with itself: enough to
+ * touch every page whatever the page size (4 KiB or more). */
+static void touch_pages(void *p, size_t size)
+{
+	volatile uint8_t *b = p;
+
+	for (size_t i = 0; i < size; i += 4096)
+		b[i] = b[i];
+	if (size > 0)
+		b[size - 1] = b[size - 1];
+}
+
+static void touch_slots(struct slots *s)
+{
+	for (uint32_t l = 0; l < s->level_count; l++)
+		touch_pages(s->levels[l], (size_t)s->level_words[l] * sizeof(uint64_t));
+}
+
+void locks_prefault(struct locks *sm)
+{
+	const struct locks_config *c = &sm->cfg;
+
+	touch_pages(sm->locks, (size_t)c->locks_max * sizeof(*sm->locks));
+	touch_pages(sm->leases, (size_t)c->leases_max * sizeof(*sm->leases));
+	touch_pages(sm->sessions, (size_t)c->sessions_max * sizeof(*sm->sessions));
+	touch_pages(sm->waiters, (size_t)c->waiters_max * sizeof(*sm->waiters));
+	touch_pages(sm->kvs, (size_t)c->kv_entries_max * sizeof(*sm->kvs));
+	touch_pages(sm->replies, (size_t)c->sessions_max * c->session_window * sizeof(*sm->replies));
+	touch_slots(&sm->lock_slots);
+	touch_slots(&sm->lease_slots);
+	touch_slots(&sm->session_slots);
+	touch_slots(&sm->waiter_slots);
+	touch_slots(&sm->kv_slots);
+	touch_pages(sm->lock_index.buckets, ((size_t)sm->lock_index.mask + 1) * sizeof(uint32_t));
+	touch_pages(sm->kv_index.buckets, ((size_t)sm->kv_index.mask + 1) * sizeof(uint32_t));
+	touch_pages(sm->nonce_index.buckets, ((size_t)sm->nonce_index.mask + 1) * sizeof(uint32_t));
+	touch_pages(sm->lock_names.base, sm->lock_names.size);
+	touch_pages(sm->kv_bytes_arena.base, sm->kv_bytes_arena.size);
+	touch_pages(sm->lease_heap.items, (size_t)sm->lease_heap.capacity * sizeof(uint32_t));
+	touch_pages(sm->session_heap.items, (size_t)sm->session_heap.capacity * sizeof(uint32_t));
+}
+
 int locks_init(struct locks *sm, const struct locks_config *cfg)
 {
 	int rc = locks_config_check(cfg);

@@ -325,6 +325,13 @@ void locks_deinit(struct locks *sm);
  * docs/PERFORMANCE.md). */
 void locks_copy(struct locks *dst, const struct locks *src);
 
+/* Writes every page of sm's tables once (each byte it writes keeps its
+ * value), so that later writes, locks_copy's included, take no page fault:
+ * on a VM a first touch can cost tens of microseconds a page
+ * (docs/PERFORMANCE.md, "Snapshots off the lcore"). For right after
+ * locks_init; changes no state. */
+void locks_prefault(struct locks *sm);
+
 /* Applies one committed command at log `index` (> every earlier index).
  * Deterministic; fills `res` (reply, events, revision, log time). */
 void locks_apply(struct locks *sm, uint64_t index, const struct locks_cmd *cmd,

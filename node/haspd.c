@@ -278,8 +278,12 @@ int main(int argc, char **argv)
 	if (dp_add_wake_fd(&haspd_dp, node_admin_wake_fd(&haspd_admin)) != 0)
 		fprintf(stderr, "haspd: warning: admin eventfd not registered for wake-ups\n");
 
-	/* The admin thread starts after EAL init (no thread before it) and
-	 * inherits the signal mask dp_init set. */
+	/* The snapshot writer and the admin thread start after EAL init (no
+	 * thread before it); the admin thread inherits the signal mask
+	 * dp_init set, the writer blocks every signal. */
+	if (node_start_threads(&haspd_node) != 0)
+		fprintf(stderr, "haspd: warning: no snapshot writer thread yet (the first snapshot "
+				"tries again, then saves on the lcore)\n");
 	rc = node_admin_start(&haspd_admin);
 	if (rc != 0) {
 		fprintf(stderr, "haspd: admin: cannot listen on %s %s: %s\n", admin_path,

@@ -629,6 +629,11 @@ static int snapshot_writer_init(struct node *n, struct storage_io io)
 	int rc = locks_init(&n->snap_copy, &n->sm.cfg);
 	if (rc != 0)
 		return rc;
+	/* Both state machines' pages now, not on the lcore: a first touch
+	 * there cost 25-45 us a page on this VM (the first copy into fresh
+	 * memory stopped the lcore 184 ms at 100,000 locks). */
+	locks_prefault(&n->snap_copy);
+	locks_prefault(&n->sm);
 	bool known = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
 	rc = snap_writer_init(&n->snap_writer, known ? &cpus : NULL);
 	n->snap_writer_ready = rc == 0;
@@ -785,6 +790,11 @@ fail_mem:
 fail_raft:
 	raft_deinit(&n->raft);
 	return rc;
+}
+
+int node_start_threads(struct node *n)
+{
+	return n->snap_writer_ready ? snap_writer_spawn(&n->snap_writer) : 0;
 }
 
 int node_wake_fd(struct node *n)

@@ -386,6 +386,13 @@ void node_stop(struct node *n);
  * lcore, or -1 (simulated disk). */
 int node_wake_fd(struct node *n);
 
+/* Makes the node's own threads (the snapshot writer, node/snap_writer.h)
+ * on a real disk; nothing on the simulated one. Call it after EAL init and
+ * before the lcore loop (no thread may exist before EAL init, and the
+ * lcore must not allocate a thread's stack). 0 or -HASP_ENOMEM; without
+ * it the first snapshot makes the thread. */
+int node_start_threads(struct node *n) __attribute__((warn_unused_result));
+
 /* Counters as one JSON object with a trailing newline; returns its length
  * (0 if it does not fit). */
 size_t node_stats_json(const struct node *n, char *buf, size_t size);

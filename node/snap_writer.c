@@ -118,15 +118,18 @@ static int writer_make(struct snap_writer *w)
 	return 0;
 }
 
+int snap_writer_spawn(struct snap_writer *w)
+{
+	return w->thread_made ? 0 : writer_make(w);
+}
+
 int snap_writer_start(struct snap_writer *w, snap_writer_job job, void *arg)
 {
 	if (w->running)
 		return -HASP_EBUSY;
-	if (!w->thread_made) {
-		int rc = writer_make(w);
-		if (rc != 0)
-			return rc;
-	}
+	int rc = snap_writer_spawn(w);
+	if (rc != 0)
+		return rc;
 	pthread_mutex_lock(&w->mu);
 	atomic_store_explicit(&w->finished, false, memory_order_relaxed);
 	w->job = job;

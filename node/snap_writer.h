@@ -11,10 +11,11 @@
  * the child lived took a copy-on-write fault of about 25 us
  * (docs/PERFORMANCE.md, "Snapshots off the lcore").
  *
- * The thread is made by the first job, on the lcore (after EAL init: no
- * thread may exist before it), and runs on `cpus` minus the CPUs of the
- * thread that makes it (the rule DPDK uses for its control threads), or on
- * `cpus` when that leaves none. One job at a time; poll with
+ * The thread is made by snap_writer_spawn() after EAL init (no thread may
+ * exist before it; haspd calls it before the lcore loop starts, so that the
+ * lcore never allocates a stack), or else by the first job, and runs on
+ * `cpus` minus the CPUs of the thread that makes it (the rule DPDK uses for
+ * its control threads), or on `cpus` when that leaves none. One job at a time; poll with
  * snap_writer_done(). Not for the simulated disk (one thread by design):
  * the node runs the job inline there.
  */
@@ -59,6 +60,9 @@ int snap_writer_init(struct snap_writer *w, const cpu_set_t *cpus)
 	__attribute__((warn_unused_result));
 /* Waits for a running job, then stops and joins the thread. */
 void snap_writer_deinit(struct snap_writer *w);
+
+/* Makes the thread now if it is not yet. 0 or -HASP_ENOMEM. */
+int snap_writer_spawn(struct snap_writer *w) __attribute__((warn_unused_result));
 
 /* Hands job(arg) to the thread (made now if it is not yet). Returns 0, or
  * -HASP_EBUSY (one is running), or -HASP_ENOMEM (no thread: run the job

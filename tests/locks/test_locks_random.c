@@ -870,7 +870,8 @@ static void run_seed(uint64_t seed)
 	for (int i = 0; i < STEPS; i++) {
 		step(m, h, &p);
 		/* Now and then the machine goes on as a copy of itself (what a
-		 * snapshot is written from, locks_copy): the copy must be whole,
+		 * snapshot is written from, locks_copy; the original prefaulted
+		 * first, as the node does): the copy must be whole,
 		 * derived state included, so the model must not notice. The
 		 * machine left behind is the next copy's destination: reused
 		 * with an older state, larger or smaller. */
@@ -880,6 +881,7 @@ static void run_seed(uint64_t seed)
 				assert_non_null(spare);
 				harness_init_cfg(spare, &m->cfg);
 			}
+			locks_prefault(&h->sm); /* changes nothing the model could see */
 			locks_copy(&spare->sm, &h->sm);
 			assert_true(locks_invariants_ok(&spare->sm));
 			assert_same_snapshot(&h->sm, &spare->sm);
