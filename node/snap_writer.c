@@ -7,11 +7,16 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "hasp/errors.h"
 
 LOG_TOPIC_DECLARE(node);
+
+#define SNAP_WRITER_NICE 10
 
 void *snap_buf_alloc(size_t size)
 {
@@ -47,6 +52,10 @@ static void *writer_main(void *arg)
 {
 	struct snap_writer *w = arg;
 
+	/* Below the lcores in the scheduler's eyes: where the writer shares a
+	 * CPU with them, a snapshot takes longer rather than delaying
+	 * requests. Best effort (nice is per thread on Linux). */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SNAP_WRITER_NICE);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->pending && !w->stop)
