@@ -37,6 +37,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "perf"))
+from perf_build import ensure_build  # noqa: E402
 HZ = os.sysconf("SC_CLK_TCK")
 
 # Stage of a sampled symbol: the first pattern that matches (dso:symbol).
@@ -168,7 +170,7 @@ def main():
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--client", choices=["bench", "libhasp"], default="bench")
-    ap.add_argument("--build", default=os.path.join(ROOT, "build", "perf"))
+    ap.add_argument("--build", default="", help="build directory (default build/perf, built if missing)")
     ap.add_argument("--set", action="append", default=[], help="node config key=value")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--out", default=None)
@@ -176,6 +178,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("cost: run as root (starts a cluster, reads other processes' counters)")
     counts = [int(c) for c in a.clients.split(",")]
+    a.build = ensure_build(ROOT, a.build, "perf", ["node/haspd", "tools/hasp-bench", "perf/peer-hasp"],
+                           "perf/cost.py")
     out = a.out or os.path.join(ROOT, "build", "cost-results", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ)
