@@ -488,8 +488,13 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint64_t now,
 			       uint64_t *wake_ns);
 
-/* Gives up r (a cancel): its slot stays reserved as after a timeout. */
-void client_req_abandon_locked(struct hasp_client *c, struct client_req *r);
+/* Gives up r (a cancel): it ends with -HASP_ECANCELED and its slot stays
+ * reserved as after a timeout, until a late reply frees it; returns true.
+ * Unless r's final reply was received already: then nothing changes and it
+ * returns false, and r completes with that reply at its next advance (the
+ * operation happened on the cluster; reading the reply frees the slot). */
+bool client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
+	__attribute__((warn_unused_result));
 
 /* Waits for datagrams until `until_ns` or until woken, reading the socket if
  * no other thread is. Called and returns with c->mu held. */

@@ -1066,15 +1066,24 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 	return req_step_sent_locked(c, r, now, wake_ns);
 }
 
-void client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
+bool client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 {
 	if (r->state == REQ_SENT) {
-		r->p->state = PENDING_ABANDONED;
-		r->p->req = NULL; /* r may be reused or freed: a late reply is dropped */
+		struct pending *p = r->p;
+
+		/* Its final answer is in already (a redirect is not one): no
+		 * later reply would ever free an ABANDONED slot, and the
+		 * operation happened, so the request completes with it at its
+		 * next advance, which frees the slot (issue 17). */
+		if (p->state == PENDING_DONE && !status_redirects(p->status))
+			return false;
+		p->state = PENDING_ABANDONED;
+		p->req = NULL; /* r may be reused or freed: a late reply is dropped */
 		c->stats.timeouts++;
 		client_ttl_cap_note_locked(c, r, client_now(c));
 	}
 	req_finish(r, -HASP_ECANCELED);
+	return true;
 }
 
 int client_call(struct hasp_client *c, struct client_call *call)

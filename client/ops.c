@@ -526,9 +526,12 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 		if (op->phase == PH_DONE || op->phase == PH_PAGE)
 			return true;
 		if (op->phase != PH_WAIT && op->req.state != REQ_DONE) {
-			if (op->cancel && (op->kind != OP_ACQUIRE || !op->opts.wait)) {
-				/* Not a WAIT: stop at once, the outcome unknown. */
-				client_req_abandon_locked(c, &op->req);
+			/* Not a WAIT: stop at once, the outcome unknown; but
+			 * a request whose answer came before the cancel
+			 * completes with it (a TRY acquire's grant is the
+			 * caller's lock, not one nobody owns). */
+			if (op->cancel && (op->kind != OP_ACQUIRE || !op->opts.wait) &&
+			    client_req_abandon_locked(c, &op->req)) {
 				op_finish_locked(c, op, -HASP_ECANCELED);
 				return true;
 			}

@@ -418,7 +418,9 @@ int hasp_client_process(struct hasp_client *client, uint32_t *completed)
  * first removes its queue entry on the cluster (CANCEL; a grant that came
  * meanwhile is released); one whose grant arrived before the cancel
  * completes with 0 and the lock is the caller's. Any other request stops at
- * once, its outcome unknown (as after -HASP_ETIMEDOUT). Returns 0, or
+ * once, its outcome unknown (as after -HASP_ETIMEDOUT), unless its answer
+ * was received before the cancel: then it completes with that answer (a
+ * TRY acquire granted is the caller's lock). Returns 0, or
  * -HASP_ENOENT (no such operation in progress). Thread-safe. */
 int hasp_client_cancel(struct hasp_client *client, uint64_t id)
 	__attribute__((warn_unused_result));
