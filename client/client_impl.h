@@ -369,6 +369,12 @@ struct hasp_client {
 	 * group's mutex) that it is on the group's ready list. */
 	struct hasp_client_group *group;
 	uint32_t group_index;
+	/* The group's leader changes this client followed (group.c,
+	 * client_group_leader_follow_locked), and its place + 1 on the
+	 * group's list of members with watches (0: not on it). Both the
+	 * group loop's, as group_index. */
+	uint64_t group_leader_changes;
+	uint32_t group_watcher_pos;
 	uint32_t event_count; /* events in the ring (below) */
 	struct waiter *waiters;
 	const struct client_io *io; /* NULL: the real clock and socket */
@@ -622,6 +628,26 @@ void client_group_session_locked(struct hasp_client *c);
 /* The group must process c (an op started, a cancel, a wake-up). Caller
  * holds c->mu. */
 void client_group_wake_locked(struct hasp_client *c);
+/* A grouped client's request got a final answer from `node` (its address:
+ * members may list the nodes in different orders). A node other than the
+ * group's leader is the new leader: the members with watches are woken to
+ * follow it (client_group_leader_follow_locked). O(1) when it is the same
+ * node, O(members with watches) when it changed. Caller holds c->mu, on
+ * the group's loop. */
+void client_group_leader_seen_locked(struct hasp_client *c, const struct sockaddr_in *node);
+/* At a grouped client's process pass: if the group learned of a leader
+ * since this client last looked, the client follows it
+ * (client_leader_learned_locked). Caller holds c->mu. */
+void client_group_leader_follow_locked(struct hasp_client *c, uint64_t now);
+/* A WATCH of a grouped client was registered: the client goes on the
+ * group's list of members to wake at a leader change. Caller holds c->mu. */
+void client_group_watching_locked(struct hasp_client *c);
+/* Another node leads (a member of c's group learned it): c's next requests
+ * go to `leader` first, its requests waiting for another node are sent
+ * there, and its watches, if registered with another node, are registered
+ * again (client_watches_resend_async, then a RESYNC). Caller holds c->mu. */
+void client_leader_learned_locked(struct hasp_client *c, const struct sockaddr_in *leader,
+				  uint64_t now);
 /* Joins the group at open; -HASP_ENOMEM when its table cannot grow. */
 int client_group_join(struct hasp_client_group *g, struct hasp_client *c)
 	__attribute__((warn_unused_result));

@@ -993,6 +993,10 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 	 * microseconds old only sends and times out that much early or late,
 	 * and a send time taken early shortens validity, never stretches it. */
 	uint64_t now = client_now(c);
+	/* A leader another member of the group learned of: followed before
+	 * anything is sent, and before the keepalives, which go there too. */
+	if (c->group != NULL)
+		client_group_leader_follow_locked(c, now);
 	if (!c->ka_running) {
 		/* No helper thread: the loop keeps the session, the leases
 		 * and the watched locks (as async ops, sent below). */

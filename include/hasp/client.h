@@ -513,6 +513,9 @@ int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
  * the clients that got something or whose timers ran out, and sends what
  * they sent in one sendmmsg(2). A datagram that names no client of the
  * group is dropped and counted (rx_unrouted), never handed to another.
+ * The members share the leader: a new one that answers any member is
+ * where the others send next, and the members with watches register them
+ * there at once (then a RESYNC event), not at their own next request.
  *
  * A grouped client has the whole asynchronous API (*_async, cancel,
  * hasp_client_timeout_ms, hasp_client_next_event and hasp_client_poll
