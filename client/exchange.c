@@ -634,10 +634,22 @@ uint32_t client_watches_registered_locked(const struct hasp_client *c)
 	return n;
 }
 
+bool client_knows_node_locked(const struct hasp_client *c, const struct sockaddr_in *node)
+{
+	return node_index_of(c, node) >= 0;
+}
+
 void client_leader_learned_locked(struct hasp_client *c, const struct sockaddr_in *leader,
 				  uint64_t now)
 {
-	uint32_t idx = node_learn_addr(c, leader);
+	int known = node_index_of(c, leader);
+
+	/* Not one of its nodes: a group may hold clients of other clusters,
+	 * and this client never sends to a node it was not given or told
+	 * of. */
+	if (known < 0)
+		return;
+	uint32_t idx = (uint32_t)known;
 
 	/* Registered watches live on the node that answered last: one that
 	 * is not the leader has dropped them, or will when it learns. As

@@ -25,6 +25,8 @@
  * next pass, forget those registrations and register them with the new
  * leader, and every member sends its next requests there first. Nodes
  * are compared by address: members may list them in different orders.
+ * Members may even use different clusters: only a member that knows the
+ * group's leader moves it, and only members that know a node follow it.
  *
  * Threads: the loop thread owns the member table, the routing keys, the
  * send queue and the members' due times; the ready list (clients
@@ -416,6 +418,14 @@ void client_group_leader_seen_locked(struct hasp_client *c, const struct sockadd
 {
 	struct hasp_client_group *g = c->group;
 
+	if (g->leader_known && !same_node(&g->leader, node) &&
+	    !client_knows_node_locked(c, &g->leader)) {
+		/* A client of another cluster than the group's leader (or
+		 * one that never heard of that node): its answers must not
+		 * move the members of that cluster, nor flip the leader to
+		 * and fro, waking every watcher, per answer of each. */
+		return;
+	}
 	if (!g->leader_known || !same_node(&g->leader, node)) {
 		g->leader = *node;
 		g->leader_known = true;

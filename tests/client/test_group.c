@@ -882,6 +882,79 @@ static void test_group_member_resends_to_a_leader_another_learned(void **state)
 	responder_stop(&r);
 }
 
+/* Members of two clusters in one group: a new leader of one cluster moves
+ * nothing of the other's members, which never send to a node they were
+ * not given. */
+static void test_group_leader_of_another_cluster_is_not_followed(void **state)
+{
+	static struct lscript s[2];
+	static struct responder r[2];
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client_config cfg;
+	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] on cluster 0 works, c[1] on 1 watches */
+	struct hasp_event ev;
+	char cluster[2][128];
+	(void)state;
+
+	memset(s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r[0], 2, script_leader_moves, &s[0]), 0);
+	assert_int_equal(responder_start(&r[1], 1, script_leader_moves, &s[1]), 0);
+	responder_lock(&r[1]);
+	r[1].next_session_id += 5000; /* a group routes by session id */
+	responder_unlock(&r[1]);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		test_config(&cfg, NULL);
+		responder_cluster(&r[i], cluster[i], sizeof(cluster[i]));
+		cfg.cluster = cluster[i];
+		cfg.nonce_seed = test_util_seed(0x3ead) + (uint64_t)i;
+		cfg.session_ttl_ms = 60000;
+		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
+		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
+		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
+			group_turn(g);
+		assert_int_equal(res[i].rc, 0);
+	}
+	/* Cluster 0's node 0 answers first: the group's leader. Then the
+	 * watch, answered by cluster 1's node. */
+	memset(res, 0, sizeof(res));
+	assert_int_equal(hasp_client_kv_get_async(c[0], "a", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(hasp_client_watch_async(c[1], "w/k", false, on_one, &res[1], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[1].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[1].rc, 0);
+	/* Cluster 0's leader moves; its member follows. */
+	responder_lock(&r[0]);
+	s[0].leader = 1;
+	responder_unlock(&r[0]);
+	memset(res, 0, sizeof(res));
+	assert_int_equal(hasp_client_kv_get_async(c[0], "b", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(hasp_client_kv_get_async(c[1], "c", on_one, &res[1], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[1].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[1].rc, 0);
+	/* The watcher stayed with its own cluster: one WATCH, no RESYNC. */
+	assert_int_equal(responder_count(&r[0], HASP_OP_WATCH, -1), 0);
+	assert_int_equal(responder_count(&r[1], HASP_OP_WATCH, -1), 1);
+	assert_int_equal(responder_count(&r[0], HASP_OP_KV_GET, -1), 3); /* a; b redirected */
+	assert_int_equal(responder_count(&r[1], HASP_OP_KV_GET, -1), 1);
+	while (hasp_client_next_event(c[1], &ev, 0) == 0)
+		assert_int_not_equal(ev.type, HASP_EVENT_RESYNC);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r[1]);
+	responder_stop(&r[0]);
+}
+
 /* Many members (the group's tables grow twice) whose session ids all
  * share one slot of the group's session index, a third of them closed
  * from the middle, every other one's session replaced: each reply still
@@ -975,6 +1048,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_members_follow_a_leader_one_of_them_learned,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_member_resends_to_a_leader_another_learned,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_leader_of_another_cluster_is_not_followed,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_routes_many_sessions_through_closes_and_reopens,
 					  responder_teardown),
