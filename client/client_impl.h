@@ -369,6 +369,12 @@ struct hasp_client {
 	 * group's mutex) that it is on the group's ready list. */
 	struct hasp_client_group *group;
 	uint32_t group_index;
+	/* The group's leader changes this client followed (group.c,
+	 * client_group_leader_follow_locked), and its place + 1 on the
+	 * group's list of members with watches (0: not on it). Both the
+	 * group loop's, as group_index. */
+	uint64_t group_leader_changes;
+	uint32_t group_watcher_pos;
 	uint32_t event_count; /* events in the ring (below) */
 	struct waiter *waiters;
 	const struct client_io *io; /* NULL: the real clock and socket */
@@ -488,8 +494,13 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint64_t now,
 			       uint64_t *wake_ns);
 
-/* Gives up r (a cancel): its slot stays reserved as after a timeout. */
-void client_req_abandon_locked(struct hasp_client *c, struct client_req *r);
+/* Gives up r (a cancel): it ends with -HASP_ECANCELED and its slot stays
+ * reserved as after a timeout, until a late reply frees it; returns true.
+ * Unless r's final reply was received already: then nothing changes and it
+ * returns false, and r completes with that reply at its next advance (the
+ * operation happened on the cluster; reading the reply frees the slot). */
+bool client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
+	__attribute__((warn_unused_result));
 
 /* Waits for datagrams until `until_ns` or until woken, reading the socket if
  * no other thread is. Called and returns with c->mu held. */
@@ -617,6 +628,29 @@ void client_group_session_locked(struct hasp_client *c);
 /* The group must process c (an op started, a cancel, a wake-up). Caller
  * holds c->mu. */
 void client_group_wake_locked(struct hasp_client *c);
+/* A grouped client's request got a final answer from `node` (its address:
+ * members may list the nodes in different orders). A node other than the
+ * group's leader is the new leader: the members with watches are woken to
+ * follow it (client_group_leader_follow_locked). O(1) when it is the same
+ * node, O(members with watches) when it changed. Caller holds c->mu, on
+ * the group's loop. */
+void client_group_leader_seen_locked(struct hasp_client *c, const struct sockaddr_in *node);
+/* At a grouped client's process pass: if the group learned of a leader
+ * since this client last looked, the client follows it
+ * (client_leader_learned_locked). Caller holds c->mu. */
+void client_group_leader_follow_locked(struct hasp_client *c, uint64_t now);
+/* A WATCH of a grouped client was registered: the client goes on the
+ * group's list of members to wake at a leader change. Caller holds c->mu. */
+void client_group_watching_locked(struct hasp_client *c);
+/* Another node leads (a member of c's group learned it): if it is one of
+ * c's nodes, c's next requests go to `leader` first, its requests waiting
+ * for another node are sent there, and its watches, if registered with
+ * another node, are registered again (client_watches_resend_async, then a
+ * RESYNC). Caller holds c->mu. */
+/* `node` is on c's node list (configured or learned). Caller holds c->mu. */
+bool client_knows_node_locked(const struct hasp_client *c, const struct sockaddr_in *node);
+void client_leader_learned_locked(struct hasp_client *c, const struct sockaddr_in *leader,
+				  uint64_t now);
 /* Joins the group at open; -HASP_ENOMEM when its table cannot grow. */
 int client_group_join(struct hasp_client_group *g, struct hasp_client *c)
 	__attribute__((warn_unused_result));

@@ -82,22 +82,28 @@ static int node_index_of(const struct hasp_client *c, const struct sockaddr_in *
 	return -1;
 }
 
-/* The node a NOT_LEADER reply names, added to the list if new (up to the
- * limit; then the last learned slot is reused). */
-static uint32_t node_learn(struct hasp_client *c, const struct hasp_wire_not_leader *nl)
+/* The index of node `a`, added to the list if new (up to the limit; then
+ * the last learned slot is reused). */
+static uint32_t node_learn_addr(struct hasp_client *c, const struct sockaddr_in *a)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int idx;
+	int idx = node_index_of(c, a);
 
-	memcpy(&a.sin_addr.s_addr, nl->ipv4, 4); /* dotted order is network order */
-	a.sin_port = htons(nl->port);
-	idx = node_index_of(c, &a);
 	if (idx >= 0)
 		return (uint32_t)idx;
 	if (c->node_count < HASP_CLIENT_NODES_MAX)
 		c->node_count++;
-	c->nodes[c->node_count - 1] = a;
+	c->nodes[c->node_count - 1] = *a;
 	return c->node_count - 1;
+}
+
+/* The node a NOT_LEADER reply names (node_learn_addr). */
+static uint32_t node_learn(struct hasp_client *c, const struct hasp_wire_not_leader *nl)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+
+	memcpy(&a.sin_addr.s_addr, nl->ipv4, 4); /* dotted order is network order */
+	a.sin_port = htons(nl->port);
+	return node_learn_addr(c, &a);
 }
 
 static bool name_matches_watch(const struct hasp_client *c, const char *name, size_t size)
@@ -628,6 +634,53 @@ uint32_t client_watches_registered_locked(const struct hasp_client *c)
 	return n;
 }
 
+bool client_knows_node_locked(const struct hasp_client *c, const struct sockaddr_in *node)
+{
+	return node_index_of(c, node) >= 0;
+}
+
+void client_leader_learned_locked(struct hasp_client *c, const struct sockaddr_in *leader,
+				  uint64_t now)
+{
+	int known = node_index_of(c, leader);
+
+	/* Not one of its nodes: a group may hold clients of other clusters,
+	 * and this client never sends to a node it was not given or told
+	 * of. */
+	if (known < 0)
+		return;
+	uint32_t idx = (uint32_t)known;
+
+	/* Registered watches live on the node that answered last: one that
+	 * is not the leader has dropped them, or will when it learns. As
+	 * when this client's own answer comes from a new node
+	 * (req_step_sent_locked), they are registered again, with `idx`:
+	 * answered_by names it, so that the answer to that WATCH is not
+	 * taken for one more change. Never answered: nothing registered. */
+	if (c->answered_any && c->answered_by != idx) {
+		watches_forget_registrations_locked(c);
+		c->answered_by = idx;
+	}
+	c->target = idx; /* the next requests go there first */
+	/* Requests waiting for another node's answer go to the leader now,
+	 * with the same bytes, as a NOT_LEADER naming it would send them:
+	 * the old node may be gone, and its silence would cost each one
+	 * request_timeout_ms before it asked every node. Probing ones ask
+	 * every node already; one the leader let go unanswered stays, as it
+	 * would with a hint naming it (finder_hint). */
+	for (struct client_op *op = c->ops; op != NULL; op = op->next) {
+		struct client_req *r = &op->req;
+
+		if (r->state != REQ_SENT || r->p == &c->open_slot || r->f.probing ||
+		    r->f.target == idx || r->p->state != PENDING_WAITING ||
+		    (r->f.silent & (1u << idx)) != 0)
+			continue;
+		r->f.target = idx;
+		r->timer_kind = TIMER_SEND;
+		r->timer_ns = now;
+	}
+}
+
 void client_watch_count_seen_locked(struct hasp_client *c, uint64_t session_id, uint32_t count)
 {
 	/* More on the node is an UNWATCH still in flight; fewer is a loss. */
@@ -738,6 +791,8 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 					watches_forget_registrations_locked(c);
 				c->answered_by = p->from_index;
 				c->answered_any = true;
+				if (c->group != NULL) /* the other members learn it too */
+					client_group_leader_seen_locked(c, &c->nodes[p->from_index]);
 			}
 			c->target = p->from_index;
 			p->state = PENDING_FREE; /* the reply is in r->reply already */
@@ -1066,15 +1121,24 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 	return req_step_sent_locked(c, r, now, wake_ns);
 }
 
-void client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
+bool client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 {
 	if (r->state == REQ_SENT) {
-		r->p->state = PENDING_ABANDONED;
-		r->p->req = NULL; /* r may be reused or freed: a late reply is dropped */
+		struct pending *p = r->p;
+
+		/* Its final answer is in already (a redirect is not one): no
+		 * later reply would ever free an ABANDONED slot, and the
+		 * operation happened, so the request completes with it at its
+		 * next advance, which frees the slot (issue 17). */
+		if (p->state == PENDING_DONE && !status_redirects(p->status))
+			return false;
+		p->state = PENDING_ABANDONED;
+		p->req = NULL; /* r may be reused or freed: a late reply is dropped */
 		c->stats.timeouts++;
 		client_ttl_cap_note_locked(c, r, client_now(c));
 	}
 	req_finish(r, -HASP_ECANCELED);
+	return true;
 }
 
 int client_call(struct hasp_client *c, struct client_call *call)

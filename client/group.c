@@ -3,11 +3,11 @@
  * "Client groups"): many clients, each its own session, on one UDP socket
  * driven by one loop.
  *
- * Only the transport is shared. Each client keeps its own session, window,
- * retransmission, leader finding, keepalives, watches and event chain (the
- * code of exchange.c and ops.c, unchanged); a grouped client's sends come
- * here (client_group_send) and the group's loop hands it what it reads
- * (client_dispatch_locked), where the client checks the source, the
+ * Only the transport is shared, and the leader (below). Each client keeps
+ * its own session, window, retransmission, leader finding, keepalives,
+ * watches and event chain (the code of exchange.c and ops.c); a grouped
+ * client's sends come here (client_group_send) and the group's loop hands
+ * it what it reads (client_dispatch_locked), where the client checks the source, the
  * version and the authentication tag as it does on a socket of its own.
  *
  * Routing: a reply echoes the request's session id and sequence number. A
@@ -15,6 +15,18 @@
  * is; a SESSION_OPEN reply (session id 0) to the member whose open used
  * that sequence number, which the group hands out (unique in the group).
  * Anything else is dropped and counted: never given to another client.
+ *
+ * The leader is the one thing members share of what they learn: watches
+ * live on the leader, and a member that sends only keepalives would learn
+ * of a new one up to a third of its session TTL late, its events lost
+ * until then. So the node of any member's final answer is the group's
+ * leader; when it changes, the members with registered watches (a list
+ * kept for this, not a walk of every member) are woken and, at their
+ * next pass, forget those registrations and register them with the new
+ * leader, and every member sends its next requests there first. Nodes
+ * are compared by address: members may list them in different orders.
+ * Members may even use different clusters: only a member that knows the
+ * group's leader moves it, and only members that know a node follow it.
  *
  * Threads: the loop thread owns the member table, the routing keys, the
  * send queue and the members' due times; the ready list (clients
@@ -92,6 +104,15 @@ struct hasp_client_group {
 	struct iovec rx_iov[GROUP_RX_MMSG];
 	struct mmsghdr rx_msgs[GROUP_RX_MMSG];
 	struct hasp_client_group_stats stats;
+
+	/* The node of the latest final answer to any member (by address),
+	 * how often it changed, and the members with registered watches,
+	 * woken when it changes (c->group_watcher_pos is a place + 1). */
+	struct sockaddr_in leader;
+	bool leader_known;
+	uint64_t leader_changes;
+	struct hasp_client **watchers; /* member_cap entries */
+	uint32_t watcher_count;
 
 	uint64_t open_seq; /* atomic: the last SESSION_OPEN seq handed out */
 
@@ -172,6 +193,7 @@ void hasp_client_group_free(struct hasp_client_group *g)
 	hasp_free(g->member_due);
 	hasp_free(g->by_session);
 	hasp_free(g->ready);
+	hasp_free(g->watchers);
 	hasp_free(g->tx);
 	hasp_free(g->rx);
 	hasp_free(g);
@@ -247,9 +269,11 @@ static int group_grow(struct hasp_client_group *g, uint32_t cap)
 	uint64_t *due = hasp_calloc(cap, sizeof(*due));
 	struct hasp_client **ready = hasp_calloc(cap, sizeof(*ready));
 	struct hasp_client **by_session = hasp_calloc(slots, sizeof(*by_session));
+	struct hasp_client **watchers = hasp_calloc(cap, sizeof(*watchers));
 
 	if (members == NULL || session == NULL || open_seq == NULL || due == NULL || ready == NULL ||
-	    by_session == NULL) {
+	    by_session == NULL || watchers == NULL) {
+		hasp_free(watchers);
 		hasp_free(members);
 		hasp_free(session);
 		hasp_free(open_seq);
@@ -264,6 +288,10 @@ static int group_grow(struct hasp_client_group *g, uint32_t cap)
 		memcpy(open_seq, g->member_open_seq, g->member_count * sizeof(*open_seq));
 		memcpy(due, g->member_due, g->member_count * sizeof(*due));
 	}
+	if (g->watcher_count > 0)
+		memcpy(watchers, g->watchers, g->watcher_count * sizeof(*watchers));
+	hasp_free(g->watchers);
+	g->watchers = watchers;
 	hasp_free(g->members);
 	hasp_free(g->member_session);
 	hasp_free(g->member_open_seq);
@@ -303,7 +331,20 @@ int client_group_join(struct hasp_client_group *g, struct hasp_client *c)
 	g->member_open_seq[g->member_count] = 0;
 	g->member_due[g->member_count] = UINT64_MAX; /* nothing in progress yet */
 	g->member_count++;
+	c->group_leader_changes = 0; /* its first pass follows a leader known */
+	c->group_watcher_pos = 0;
 	return 0;
+}
+
+static void watchers_remove(struct hasp_client_group *g, struct hasp_client *c)
+{
+	uint32_t i = c->group_watcher_pos - 1;
+	struct hasp_client *last = g->watchers[--g->watcher_count];
+
+	HASP_ASSERT(c->group_watcher_pos != 0 && g->watchers[i] == c);
+	g->watchers[i] = last;
+	last->group_watcher_pos = i + 1;
+	c->group_watcher_pos = 0;
 }
 
 void client_group_leave(struct hasp_client *c)
@@ -326,6 +367,8 @@ void client_group_leave(struct hasp_client *c)
 	pthread_mutex_unlock(&g->mu);
 	if (g->member_session[i] != 0)
 		session_index_remove(g, c);
+	if (c->group_watcher_pos != 0)
+		watchers_remove(g, c);
 	g->members[i] = g->members[last];
 	g->member_session[i] = g->member_session[last];
 	g->member_open_seq[i] = g->member_open_seq[last];
@@ -353,6 +396,78 @@ void client_group_session_locked(struct hasp_client *c)
 	g->member_session[c->group_index] = c->session_id;
 	if (c->session_id != 0)
 		session_index_add(g, c);
+}
+
+void client_group_watching_locked(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+
+	if (c->group_watcher_pos != 0)
+		return;
+	HASP_ASSERT(g->watcher_count < g->member_cap); /* each member once */
+	g->watchers[g->watcher_count++] = c;
+	c->group_watcher_pos = g->watcher_count;
+}
+
+static bool same_node(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+void client_group_leader_seen_locked(struct hasp_client *c, const struct sockaddr_in *node)
+{
+	struct hasp_client_group *g = c->group;
+
+	if (g->leader_known && !same_node(&g->leader, node) &&
+	    !client_knows_node_locked(c, &g->leader)) {
+		/* A client of another cluster than the group's leader (or
+		 * one that never heard of that node): its answers must not
+		 * move the members of that cluster, nor flip the leader to
+		 * and fro, waking every watcher, per answer of each. */
+		return;
+	}
+	if (!g->leader_known || !same_node(&g->leader, node)) {
+		g->leader = *node;
+		g->leader_known = true;
+		g->leader_changes++;
+		/* The members whose watches may be on the old leader follow
+		 * at their next pass, this process call's next round: on
+		 * the ready list (c's mutex is held: the group's is taken
+		 * after it, as everywhere). Members without watches follow
+		 * whenever they next run. */
+		pthread_mutex_lock(&g->mu);
+		for (uint32_t i = 0; i < g->watcher_count; i++) {
+			struct hasp_client *w = g->watchers[i];
+			if (w != c && !w->group_ready) {
+				w->group_ready = true;
+				g->ready[g->ready_count++] = w;
+			}
+		}
+		pthread_mutex_unlock(&g->mu);
+	}
+	/* Its own answer: it knows this leader (req_step_sent_locked).
+	 * Written only when it changes: this runs for every answer. */
+	if (c->group_leader_changes != g->leader_changes)
+		c->group_leader_changes = g->leader_changes;
+}
+
+void client_group_leader_follow_locked(struct hasp_client *c, uint64_t now)
+{
+	struct hasp_client_group *g = c->group;
+	bool watching = false;
+
+	if (c->group_leader_changes == g->leader_changes)
+		return; /* the usual pass: nothing learned meanwhile */
+	c->group_leader_changes = g->leader_changes;
+	client_leader_learned_locked(c, &g->leader, now);
+	if (c->group_watcher_pos == 0)
+		return;
+	/* Off the list once it has no watch left (an UNWATCH takes one out
+	 * without the loop's knowledge): it joins again at its next WATCH. */
+	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX && !watching; i++)
+		watching = c->watches[i].used;
+	if (!watching)
+		watchers_remove(g, c);
 }
 
 void client_group_wake_locked(struct hasp_client *c)

@@ -230,9 +230,11 @@ void client_watch_done_locked(struct hasp_client *c, const struct client_op *op,
 	struct watch_entry *w = watch_find_locked(c, name, strlen(name), op->watch_prefix);
 	if (w == NULL)
 		return; /* unwatched meanwhile */
-	if (status == HASP_STATUS_OK)
+	if (status == HASP_STATUS_OK) {
 		w->session_id = op->req.session_id;
-	else if (op->watch_resend)
+		if (c->group != NULL)
+			client_group_watching_locked(c); /* woken at a leader change */
+	} else if (op->watch_resend)
 		c->watch_resend_failed = true; /* the application's watch stays */
 	else
 		w->used = false;

@@ -526,9 +526,12 @@ static bool op_advance_locked(struct hasp_client *c, struct client_op *op, uint6
 		if (op->phase == PH_DONE || op->phase == PH_PAGE)
 			return true;
 		if (op->phase != PH_WAIT && op->req.state != REQ_DONE) {
-			if (op->cancel && (op->kind != OP_ACQUIRE || !op->opts.wait)) {
-				/* Not a WAIT: stop at once, the outcome unknown. */
-				client_req_abandon_locked(c, &op->req);
+			/* Not a WAIT: stop at once, the outcome unknown; but
+			 * a request whose answer came before the cancel
+			 * completes with it (a TRY acquire's grant is the
+			 * caller's lock, not one nobody owns). */
+			if (op->cancel && (op->kind != OP_ACQUIRE || !op->opts.wait) &&
+			    client_req_abandon_locked(c, &op->req)) {
 				op_finish_locked(c, op, -HASP_ECANCELED);
 				return true;
 			}
@@ -990,6 +993,10 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 	 * microseconds old only sends and times out that much early or late,
 	 * and a send time taken early shortens validity, never stretches it. */
 	uint64_t now = client_now(c);
+	/* A leader another member of the group learned of: followed before
+	 * anything is sent, and before the keepalives, which go there too. */
+	if (c->group != NULL)
+		client_group_leader_follow_locked(c, now);
 	if (!c->ka_running) {
 		/* No helper thread: the loop keeps the session, the leases
 		 * and the watched locks (as async ops, sent below). */

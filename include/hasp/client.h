@@ -418,7 +418,9 @@ int hasp_client_process(struct hasp_client *client, uint32_t *completed)
  * first removes its queue entry on the cluster (CANCEL; a grant that came
  * meanwhile is released); one whose grant arrived before the cancel
  * completes with 0 and the lock is the caller's. Any other request stops at
- * once, its outcome unknown (as after -HASP_ETIMEDOUT). Returns 0, or
+ * once, its outcome unknown (as after -HASP_ETIMEDOUT), unless its answer
+ * was received before the cancel: then it completes with that answer (a
+ * TRY acquire granted is the caller's lock). Returns 0, or
  * -HASP_ENOENT (no such operation in progress). Thread-safe. */
 int hasp_client_cancel(struct hasp_client *client, uint64_t id)
 	__attribute__((warn_unused_result));
@@ -511,6 +513,9 @@ int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
  * the clients that got something or whose timers ran out, and sends what
  * they sent in one sendmmsg(2). A datagram that names no client of the
  * group is dropped and counted (rx_unrouted), never handed to another.
+ * The members share the leader: a new one that answers any member is
+ * where the others send next, and the members with watches register them
+ * there at once (then a RESYNC event), not at their own next request.
  *
  * A grouped client has the whole asynchronous API (*_async, cancel,
  * hasp_client_timeout_ms, hasp_client_next_event and hasp_client_poll

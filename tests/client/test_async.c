@@ -314,6 +314,70 @@ static void test_wait_granted_by_event_and_cancelled_by_id(void **state)
 	responder_stop(&r);
 }
 
+/* A cancel that comes after the request's final answer was received (read
+ * off the socket by a blocking call on another path, not yet seen by the
+ * loop) is too late: the operation happened on the cluster, so it
+ * completes with that answer (a TRY acquire's grant is the caller's, not a
+ * lock nobody owns), and its window slot is free again. Issue 17: the slot
+ * was kept as if a late reply were still to come, none ever came, and
+ * every such cancel leaked one of the 32 slots until the session had to
+ * be replaced. */
+static void test_cancel_after_the_reply_came_completes_with_it(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_lock_info info;
+	char cluster[128];
+	enum { N = 40 }; /* more than a window: each race took one slot */
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), 0);
+	uint64_t session = hasp_client_session_id(c);
+	assert_true(session != 0);
+	for (uint32_t i = 0; i < N; i++) {
+		struct hasp_acquire_opts opts = { .ttl_ms = 5000 };
+		uint32_t completed = 0;
+		uint64_t id = 0;
+		char name[32];
+
+		snprintf(name, sizeof(name), "race/%u", i);
+		if (i % 2 == 0)
+			assert_int_equal(hasp_client_acquire_async(c, name, &opts, on_done, &out, &id), 0);
+		else
+			assert_int_equal(hasp_client_kv_get_async(c, name, on_done, &out, &id), 0);
+		assert_int_equal(hasp_client_process(c, &completed), 0); /* sends it */
+		assert_int_equal(completed, 0);
+		/* The responder answers in order, so this call, which reads
+		 * the socket until its own answer, dispatches the async one's
+		 * first. */
+		assert_int_equal(hasp_client_lock_read(c, "other", &info), 0);
+		assert_int_equal(hasp_client_cancel(c, id), 0);
+		assert_int_equal(hasp_client_process(c, &completed), 0);
+		assert_int_equal(completed, 1);
+		assert_int_equal(out.count, i + 1);
+		assert_int_equal(out.ids[i], id);
+		assert_int_equal(out.rcs[i], 0); /* what the cluster did */
+		if (i % 2 == 0)
+			assert_true(out.tokens[i] > 1000); /* granted: the caller's lock */
+		else
+			assert_string_equal(out.values[i], "val");
+	}
+	hasp_client_stats_get(c, &st);
+	assert_int_equal(st.session_opens, 1); /* the window never filled */
+	assert_int_equal(hasp_client_session_id(c), session);
+	assert_int_equal(st.timeouts, 0);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 struct blocking_wait {
 	struct hasp_client *c;
 	int rc;
@@ -933,6 +997,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_callback_request_sent_in_the_same_process,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_wait_granted_by_event_and_cancelled_by_id,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_cancel_after_the_reply_came_completes_with_it,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_wait_cancelled_from_another_thread,
 					  responder_teardown),

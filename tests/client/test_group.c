@@ -6,7 +6,9 @@
  * request, one naming no session of the group is dropped and counted);
  * events reach the session they name; blocking calls on a grouped client
  * are refused; closing one client leaves the others working; an async
- * call from another thread wakes the loop through the group's fd.
+ * call from another thread wakes the loop through the group's fd; a new
+ * leader one member learns of is followed by the others (watches
+ * registered there at once, requests sent there).
  *
  * The responder here keeps one session per nonce, and its answers carry
  * the session they were asked in (tokens, revisions and values encode the
@@ -679,6 +681,280 @@ static void test_group_events_to_their_session(void **state)
 	responder_stop(&r);
 }
 
+/* Two nodes whose leadership moves: a request to the node that does not
+ * lead is answered NOT_LEADER naming the other one. Sessions open on
+ * either node (the responder's own, one per nonce). */
+struct lscript {
+	int leader; /* guarded by the responder's lock, as the rest */
+	uint64_t silent_session; /* node 0 lets its requests go unanswered (0: none) */
+};
+
+static void script_leader_moves(struct responder *r, int node, const struct hasp_wire_msg *req,
+				const struct sockaddr_in *from, void *arg)
+{
+	struct lscript *s = arg;
+	struct hasp_wire_msg rep;
+
+	if (req == NULL || responder_answer_session(r, node, req, from))
+		return;
+	responder_lock(r);
+	int leader = s->leader;
+	bool silent = node == 0 && req->hdr.session_id == s->silent_session;
+	responder_unlock(r);
+	if (silent)
+		return;
+	if (node != leader) {
+		responder_reply_init(&rep, req, HASP_STATUS_NOT_LEADER);
+		rep.body.not_leader.known = 1;
+		rep.body.not_leader.leader_id = (uint32_t)leader + 1;
+		memcpy(rep.body.not_leader.ipv4, (uint8_t[]){ 127, 0, 0, 1 }, 4);
+		rep.body.not_leader.port = r->ports[leader];
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_KV_GET) {
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		rep.body.kv_value.value.data = (const uint8_t *)"v";
+		rep.body.kv_value.value.size = 1;
+		responder_send(r, node, from, &rep);
+		return;
+	}
+	reply_status(r, node, req, from, HASP_STATUS_OK); /* WATCH, ... */
+}
+
+/* How many requests of `opcode` from `session` reached `node`. */
+static uint32_t count_from(struct responder *r, uint8_t opcode, int node, uint64_t session)
+{
+	struct responder_rx rx;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; responder_find(r, opcode, i, &rx); i++)
+		n += rx.node == node && rx.hdr.session_id == session;
+	return n;
+}
+
+/* One member's answer from a new leader is the whole group's news: a
+ * member that only watches (nothing in flight, its keepalive far off)
+ * registers its watch with the new leader at once, tells a RESYNC, and
+ * sends its next request there first. Before, it went on waiting for
+ * events from the old node until its own keepalive (a third of its
+ * session TTL) was redirected: the events in between were lost. */
+static void test_group_members_follow_a_leader_one_of_them_learned(void **state)
+{
+	static struct lscript s;
+	static struct responder r;
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client_config cfg;
+	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] watches, c[1] works */
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r, 2, script_leader_moves, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		test_config(&cfg, NULL);
+		responder_cluster(&r, cluster, sizeof(cluster));
+		cfg.cluster = cluster;
+		cfg.nonce_seed = test_util_seed(0x1ead) + (uint64_t)i;
+		cfg.session_ttl_ms = 60000; /* keepalives 20 s apart: none in this test */
+		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
+		/* One at a time: the responder's sessions go by the last nonce. */
+		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
+		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
+			group_turn(g);
+		assert_int_equal(res[i].rc, 0);
+	}
+	uint64_t watcher = hasp_client_session_id(c[0]);
+	memset(res, 0, sizeof(res));
+	assert_int_equal(hasp_client_watch_async(c[0], "w/k", false, on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(count_from(&r, HASP_OP_WATCH, 0, watcher), 1);
+	while (hasp_client_next_event(c[0], &ev, 0) == 0)
+		assert_int_not_equal(ev.type, HASP_EVENT_RESYNC); /* none yet */
+
+	/* Node 1 leads now; only the working member hears of it. */
+	responder_lock(&r);
+	s.leader = 1;
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_kv_get_async(c[1], "k", on_one, &res[1], NULL), 0);
+	bool resync = false;
+	for (int turn = 0; turn < 2000 && (res[1].id == 0 || !resync); turn++) {
+		group_turn(g);
+		while (hasp_client_next_event(c[0], &ev, 0) == 0)
+			resync |= ev.type == HASP_EVENT_RESYNC;
+	}
+	assert_int_equal(res[1].rc, 0);
+	assert_true(resync);
+	/* Registered with the new leader without a keepalive of its own
+	 * (none went: each would have been counted). */
+	assert_int_equal(count_from(&r, HASP_OP_WATCH, 1, watcher), 1);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1), 0);
+
+	/* The watcher's next request goes to the new leader first. */
+	memset(&res[0], 0, sizeof(res[0]));
+	assert_int_equal(hasp_client_kv_get_async(c[0], "k", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 1, watcher), 1);
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, watcher), 0);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* A member's request waiting for the old leader's answer goes to the new
+ * leader at the member's next pass, once another member learned of it:
+ * not after its own request_timeout_ms of silence and then to every node. */
+static void test_group_member_resends_to_a_leader_another_learned(void **state)
+{
+	static struct lscript s;
+	static struct responder r;
+	static struct hasp_result res[3];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client_config cfg;
+	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] waits on node 0, c[1] learns */
+	struct responder_rx rx;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r, 2, script_leader_moves, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		test_config(&cfg, NULL);
+		responder_cluster(&r, cluster, sizeof(cluster));
+		cfg.cluster = cluster;
+		cfg.nonce_seed = test_util_seed(0x2ead) + (uint64_t)i;
+		cfg.session_ttl_ms = 60000;
+		/* Silence is noticed after 20 s: never within this test. */
+		cfg.request_timeout_ms = 20000;
+		cfg.deadline_ms = 60000;
+		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
+		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
+		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
+			group_turn(g);
+		assert_int_equal(res[i].rc, 0);
+	}
+	uint64_t waiting = hasp_client_session_id(c[0]);
+	memset(res, 0, sizeof(res));
+	responder_lock(&r);
+	s.leader = 1;
+	s.silent_session = waiting; /* node 0 is gone, as c[0] sees it */
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_kv_get_async(c[0], "a", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && count_from(&r, HASP_OP_KV_GET, 0, waiting) == 0;
+	     turn++)
+		group_turn(g);
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, waiting), 1);
+	/* The other member is told NOT_LEADER by node 0, answered by node 1. */
+	assert_int_equal(hasp_client_kv_get_async(c[1], "b", on_one, &res[1], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[1].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[1].rc, 0);
+	/* The waiting member's next pass (another call of its wakes it). */
+	assert_int_equal(hasp_client_kv_get_async(c[0], "c", on_one, &res[2], NULL), 0);
+	for (int turn = 0; turn < 2000 && (res[0].id == 0 || res[2].id == 0); turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(res[2].rc, 0);
+	/* Its first request: once to node 0, then the same seq to node 1. */
+	assert_true(responder_find(&r, HASP_OP_KV_GET, 0, &rx));
+	assert_int_equal(rx.hdr.session_id, waiting);
+	uint64_t first_seq = rx.hdr.seq;
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, waiting), 1);
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 1, waiting), 2);
+	bool resent = false;
+	for (uint32_t i = 1; responder_find(&r, HASP_OP_KV_GET, i, &rx); i++)
+		resent |= rx.node == 1 && rx.hdr.session_id == waiting && rx.hdr.seq == first_seq;
+	assert_true(resent);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* Members of two clusters in one group: a new leader of one cluster moves
+ * nothing of the other's members, which never send to a node they were
+ * not given. */
+static void test_group_leader_of_another_cluster_is_not_followed(void **state)
+{
+	static struct lscript s[2];
+	static struct responder r[2];
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client_config cfg;
+	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] on cluster 0 works, c[1] on 1 watches */
+	struct hasp_event ev;
+	char cluster[2][128];
+	(void)state;
+
+	memset(s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r[0], 2, script_leader_moves, &s[0]), 0);
+	assert_int_equal(responder_start(&r[1], 1, script_leader_moves, &s[1]), 0);
+	responder_lock(&r[1]);
+	r[1].next_session_id += 5000; /* a group routes by session id */
+	responder_unlock(&r[1]);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		test_config(&cfg, NULL);
+		responder_cluster(&r[i], cluster[i], sizeof(cluster[i]));
+		cfg.cluster = cluster[i];
+		cfg.nonce_seed = test_util_seed(0x3ead) + (uint64_t)i;
+		cfg.session_ttl_ms = 60000;
+		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
+		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
+		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
+			group_turn(g);
+		assert_int_equal(res[i].rc, 0);
+	}
+	/* Cluster 0's node 0 answers first: the group's leader. Then the
+	 * watch, answered by cluster 1's node. */
+	memset(res, 0, sizeof(res));
+	assert_int_equal(hasp_client_kv_get_async(c[0], "a", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(hasp_client_watch_async(c[1], "w/k", false, on_one, &res[1], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[1].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[1].rc, 0);
+	/* Cluster 0's leader moves; its member follows. */
+	responder_lock(&r[0]);
+	s[0].leader = 1;
+	responder_unlock(&r[0]);
+	memset(res, 0, sizeof(res));
+	assert_int_equal(hasp_client_kv_get_async(c[0], "b", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(hasp_client_kv_get_async(c[1], "c", on_one, &res[1], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[1].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[1].rc, 0);
+	/* The watcher stayed with its own cluster: one WATCH, no RESYNC. */
+	assert_int_equal(responder_count(&r[0], HASP_OP_WATCH, -1), 0);
+	assert_int_equal(responder_count(&r[1], HASP_OP_WATCH, -1), 1);
+	assert_int_equal(responder_count(&r[0], HASP_OP_KV_GET, -1), 3); /* a; b redirected */
+	assert_int_equal(responder_count(&r[1], HASP_OP_KV_GET, -1), 1);
+	while (hasp_client_next_event(c[1], &ev, 0) == 0)
+		assert_int_not_equal(ev.type, HASP_EVENT_RESYNC);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r[1]);
+	responder_stop(&r[0]);
+}
+
 /* Many members (the group's tables grow twice) whose session ids all
  * share one slot of the group's session index, a third of them closed
  * from the middle, every other one's session replaced: each reply still
@@ -769,6 +1045,12 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_async_from_another_thread_wakes_loop,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_events_to_their_session, responder_teardown),
+		cmocka_unit_test_teardown(test_group_members_follow_a_leader_one_of_them_learned,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_member_resends_to_a_leader_another_learned,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_leader_of_another_cluster_is_not_followed,
+					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_routes_many_sessions_through_closes_and_reopens,
 					  responder_teardown),
 	};
