@@ -642,13 +642,13 @@ void client_group_leader_follow_locked(struct hasp_client *c, uint64_t now);
 /* A WATCH of a grouped client was registered: the client goes on the
  * group's list of members to wake at a leader change. Caller holds c->mu. */
 void client_group_watching_locked(struct hasp_client *c);
+/* `node` is on c's node list (configured or learned). Caller holds c->mu. */
+bool client_knows_node_locked(const struct hasp_client *c, const struct sockaddr_in *node);
 /* Another node leads (a member of c's group learned it): if it is one of
  * c's nodes, c's next requests go to `leader` first, its requests waiting
  * for another node are sent there, and its watches, if registered with
  * another node, are registered again (client_watches_resend_async, then a
  * RESYNC). Caller holds c->mu. */
-/* `node` is on c's node list (configured or learned). Caller holds c->mu. */
-bool client_knows_node_locked(const struct hasp_client *c, const struct sockaddr_in *node);
 void client_leader_learned_locked(struct hasp_client *c, const struct sockaddr_in *leader,
 				  uint64_t now);
 /* Joins the group at open; -HASP_ENOMEM when its table cannot grow. */

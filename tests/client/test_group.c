@@ -733,6 +733,35 @@ static uint32_t count_from(struct responder *r, uint8_t opcode, int node, uint64
 	return n;
 }
 
+/* Opens a client of the responder's cluster into g and connects it (one
+ * at a time: the responder's sessions go by the last nonce), with session
+ * keepalives 20 s apart (none within a test) and, if request_timeout_ms is
+ * non-zero, that silence before every node is asked. */
+static struct hasp_client *open_connected(struct hasp_client_group *g, struct responder *r,
+					  uint64_t nonce_seed, uint32_t request_timeout_ms)
+{
+	struct hasp_client_config cfg;
+	struct hasp_client *c = NULL;
+	struct hasp_result res = { 0 };
+	char cluster[128];
+
+	test_config(&cfg, NULL);
+	responder_cluster(r, cluster, sizeof(cluster));
+	cfg.cluster = cluster;
+	cfg.nonce_seed = nonce_seed;
+	cfg.session_ttl_ms = 60000;
+	if (request_timeout_ms != 0) {
+		cfg.request_timeout_ms = request_timeout_ms;
+		cfg.deadline_ms = 3 * request_timeout_ms;
+	}
+	assert_int_equal(hasp_client_open_in_group(&c, &cfg, g), 0);
+	assert_int_equal(hasp_client_connect_async(c, on_one, &res, NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res.id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res.rc, 0);
+	return c;
+}
+
 /* One member's answer from a new leader is the whole group's news: a
  * member that only watches (nothing in flight, its keepalive far off)
  * registers its watch with the new leader at once, tells a RESYNC, and
@@ -745,29 +774,16 @@ static void test_group_members_follow_a_leader_one_of_them_learned(void **state)
 	static struct responder r;
 	static struct hasp_result res[2];
 	struct hasp_client_group *g = NULL;
-	struct hasp_client_config cfg;
 	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] watches, c[1] works */
 	struct hasp_event ev;
-	char cluster[128];
 	(void)state;
 
 	memset(&s, 0, sizeof(s));
 	memset(res, 0, sizeof(res));
 	assert_int_equal(responder_start(&r, 2, script_leader_moves, &s), 0);
 	assert_int_equal(hasp_client_group_new(&g), 0);
-	for (int i = 0; i < 2; i++) {
-		test_config(&cfg, NULL);
-		responder_cluster(&r, cluster, sizeof(cluster));
-		cfg.cluster = cluster;
-		cfg.nonce_seed = test_util_seed(0x1ead) + (uint64_t)i;
-		cfg.session_ttl_ms = 60000; /* keepalives 20 s apart: none in this test */
-		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
-		/* One at a time: the responder's sessions go by the last nonce. */
-		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
-		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
-			group_turn(g);
-		assert_int_equal(res[i].rc, 0);
-	}
+	for (int i = 0; i < 2; i++)
+		c[i] = open_connected(g, &r, test_util_seed(0x1ead) + (uint64_t)i, 0);
 	uint64_t watcher = hasp_client_session_id(c[0]);
 	memset(res, 0, sizeof(res));
 	assert_int_equal(hasp_client_watch_async(c[0], "w/k", false, on_one, &res[0], NULL), 0);
@@ -819,31 +835,17 @@ static void test_group_member_resends_to_a_leader_another_learned(void **state)
 	static struct responder r;
 	static struct hasp_result res[3];
 	struct hasp_client_group *g = NULL;
-	struct hasp_client_config cfg;
 	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] waits on node 0, c[1] learns */
 	struct responder_rx rx;
-	char cluster[128];
 	(void)state;
 
 	memset(&s, 0, sizeof(s));
 	memset(res, 0, sizeof(res));
 	assert_int_equal(responder_start(&r, 2, script_leader_moves, &s), 0);
 	assert_int_equal(hasp_client_group_new(&g), 0);
-	for (int i = 0; i < 2; i++) {
-		test_config(&cfg, NULL);
-		responder_cluster(&r, cluster, sizeof(cluster));
-		cfg.cluster = cluster;
-		cfg.nonce_seed = test_util_seed(0x2ead) + (uint64_t)i;
-		cfg.session_ttl_ms = 60000;
-		/* Silence is noticed after 20 s: never within this test. */
-		cfg.request_timeout_ms = 20000;
-		cfg.deadline_ms = 60000;
-		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
-		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
-		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
-			group_turn(g);
-		assert_int_equal(res[i].rc, 0);
-	}
+	/* Silence is noticed after 20 s: never within this test. */
+	for (int i = 0; i < 2; i++)
+		c[i] = open_connected(g, &r, test_util_seed(0x2ead) + (uint64_t)i, 20000);
 	uint64_t waiting = hasp_client_session_id(c[0]);
 	memset(res, 0, sizeof(res));
 	responder_lock(&r);
@@ -891,10 +893,8 @@ static void test_group_leader_of_another_cluster_is_not_followed(void **state)
 	static struct responder r[2];
 	static struct hasp_result res[2];
 	struct hasp_client_group *g = NULL;
-	struct hasp_client_config cfg;
 	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] on cluster 0 works, c[1] on 1 watches */
 	struct hasp_event ev;
-	char cluster[2][128];
 	(void)state;
 
 	memset(s, 0, sizeof(s));
@@ -905,18 +905,8 @@ static void test_group_leader_of_another_cluster_is_not_followed(void **state)
 	r[1].next_session_id += 5000; /* a group routes by session id */
 	responder_unlock(&r[1]);
 	assert_int_equal(hasp_client_group_new(&g), 0);
-	for (int i = 0; i < 2; i++) {
-		test_config(&cfg, NULL);
-		responder_cluster(&r[i], cluster[i], sizeof(cluster[i]));
-		cfg.cluster = cluster[i];
-		cfg.nonce_seed = test_util_seed(0x3ead) + (uint64_t)i;
-		cfg.session_ttl_ms = 60000;
-		assert_int_equal(hasp_client_open_in_group(&c[i], &cfg, g), 0);
-		assert_int_equal(hasp_client_connect_async(c[i], on_one, &res[i], NULL), 0);
-		for (int turn = 0; turn < LOOP_TURNS_MAX && res[i].id == 0; turn++)
-			group_turn(g);
-		assert_int_equal(res[i].rc, 0);
-	}
+	for (int i = 0; i < 2; i++)
+		c[i] = open_connected(g, &r[i], test_util_seed(0x3ead) + (uint64_t)i, 0);
 	/* Cluster 0's node 0 answers first: the group's leader. Then the
 	 * watch, answered by cluster 1's node. */
 	memset(res, 0, sizeof(res));
