@@ -246,14 +246,43 @@ static void session_index_remove(struct hasp_client_group *g, struct hasp_client
 	g->by_session[i] = NULL;
 }
 
-static struct hasp_client *session_index_find(const struct hasp_client_group *g, uint64_t session)
+/* Of the members holding `session`, the one whose cluster `from` is in:
+ * session ids are unique in a cluster, not across the clusters a group's
+ * members may use (each counts its own from 1). NULL if none knows it. */
+static struct hasp_client *session_owner_by_sender(const struct hasp_client_group *g,
+						   uint64_t session, const struct sockaddr_in *from)
 {
 	for (uint32_t i = session_home(g, session); g->by_session[i] != NULL;
 	     i = (i + 1) & g->by_session_mask) {
-		if (session_of(g, g->by_session[i]) == session)
-			return g->by_session[i];
+		struct hasp_client *c = g->by_session[i];
+		if (session_of(g, c) != session)
+			continue;
+		pthread_mutex_lock(&c->mu); /* its node list grows as it learns leaders */
+		bool knows = client_knows_node_locked(c, from);
+		pthread_mutex_unlock(&c->mu);
+		if (knows)
+			return c;
 	}
 	return NULL;
+}
+
+/* The member a reply for `session` from `from` is for: the one member
+ * holding that session, as a rule; when two or more do (members of
+ * different clusters), the one that knows the sender. */
+static struct hasp_client *session_index_find(const struct hasp_client_group *g, uint64_t session,
+					      const struct sockaddr_in *from)
+{
+	struct hasp_client *first = NULL;
+
+	for (uint32_t i = session_home(g, session); g->by_session[i] != NULL;
+	     i = (i + 1) & g->by_session_mask) {
+		if (session_of(g, g->by_session[i]) != session)
+			continue;
+		if (first != NULL)
+			return session_owner_by_sender(g, session, from);
+		first = g->by_session[i];
+	}
+	return first;
 }
 
 /* Grows the member table (and the ready list, which holds at most every
@@ -543,10 +572,11 @@ void client_group_send(struct hasp_client *c, const struct sockaddr_in *to, cons
 	memcpy(t->data, data, size);
 }
 
-/* The member a datagram is for, or NULL. Only the header is read here;
- * the client checks everything else (source, version, tag). */
+/* The member a datagram from `from` is for, or NULL. Only the header is
+ * read here (and the sender, where a session id is held twice); the
+ * client checks everything else (source, version, tag). */
 static struct hasp_client *group_route(const struct hasp_client_group *g, const uint8_t *data,
-				       size_t size)
+				       size_t size, const struct sockaddr_in *from)
 {
 	if (size < HASP_WIRE_HEADER_SIZE)
 		return NULL;
@@ -561,7 +591,7 @@ static struct hasp_client *group_route(const struct hasp_client_group *g, const 
 				return g->members[i];
 		return NULL;
 	}
-	return session_index_find(g, session);
+	return session_index_find(g, session, from);
 }
 
 /* Reads what the socket holds and hands each datagram to its client,
@@ -584,9 +614,11 @@ static void group_receive(struct hasp_client_group *g)
 				n = sizeof(g->rx[i].data); /* refused by the decoder */
 			if (n > sizeof(g->rx[i].data))
 				n = sizeof(g->rx[i].data);
-			struct hasp_client *c = group_route(g, g->rx[i].data, n);
-			if (c == NULL || msgs[i].msg_hdr.msg_namelen != sizeof(g->rx[i].from) ||
-			    g->rx[i].from.sin_family != AF_INET) {
+			struct hasp_client *c = NULL;
+			if (msgs[i].msg_hdr.msg_namelen == sizeof(g->rx[i].from) &&
+			    g->rx[i].from.sin_family == AF_INET)
+				c = group_route(g, g->rx[i].data, n, &g->rx[i].from);
+			if (c == NULL) {
 				g->stats.rx_unrouted++;
 				continue;
 			}

@@ -509,7 +509,9 @@ int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
  * group's socket, and the group's fd / timeout / process drive them all.
  * One hasp_client_group_process reads what arrived in recvmmsg(2)
  * batches, hands each datagram to the client whose session it names (a
- * SESSION_OPEN reply by its sequence number, unique in the group), moves
+ * SESSION_OPEN reply by its sequence number, unique in the group; where
+ * clients of different clusters hold the same session id, to the one
+ * whose cluster sent it), moves
  * the clients that got something or whose timers ran out, and sends what
  * they sent in one sendmmsg(2). A datagram that names no client of the
  * group is dropped and counted (rx_unrouted), never handed to another.

@@ -945,6 +945,51 @@ static void test_group_leader_of_another_cluster_is_not_followed(void **state)
 	responder_stop(&r[0]);
 }
 
+/* Two clusters hand out the same session ids (each counts its own): the
+ * group gives each reply to the member of the cluster that sent it, not to
+ * whichever member the session index meets first (which dropped it as
+ * coming from a node it does not know, every time, so that member's calls
+ * ran into their deadline). */
+static void test_group_routes_equal_session_ids_of_two_clusters_by_sender(void **state)
+{
+	static struct lscript s[2];
+	static struct responder r[2];
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client *c[2] = { NULL, NULL };
+	struct hasp_client_stats st;
+	(void)state;
+
+	memset(s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r[0], 1, script_leader_moves, &s[0]), 0);
+	assert_int_equal(responder_start(&r[1], 1, script_leader_moves, &s[1]), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++)
+		c[i] = open_connected(g, &r[i], test_util_seed(0x4ead) + (uint64_t)i, 0);
+	/* The case this test is about. */
+	assert_int_equal(hasp_client_session_id(c[0]), hasp_client_session_id(c[1]));
+	for (int round = 0; round < 3; round++) {
+		memset(res, 0, sizeof(res));
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(hasp_client_kv_get_async(c[i], "k", on_one, &res[i], NULL), 0);
+		for (int turn = 0; turn < LOOP_TURNS_MAX && (res[0].id == 0 || res[1].id == 0); turn++)
+			group_turn(g);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(res[i].rc, 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		hasp_client_stats_get(c[i], &st);
+		assert_int_equal(st.rx_unknown_source, 0);
+		assert_int_equal(st.tx_retransmits, 0);
+		assert_int_equal(responder_count(&r[i], HASP_OP_KV_GET, -1), 3);
+	}
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r[1]);
+	responder_stop(&r[0]);
+}
+
 /* Many members (the group's tables grow twice) whose session ids all
  * share one slot of the group's session index, a third of them closed
  * from the middle, every other one's session replaced: each reply still
@@ -1040,6 +1085,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_member_resends_to_a_leader_another_learned,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_leader_of_another_cluster_is_not_followed,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_routes_equal_session_ids_of_two_clusters_by_sender,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_routes_many_sessions_through_closes_and_reopens,
 					  responder_teardown),
