@@ -148,7 +148,12 @@ struct client_req {
 	uint8_t bytes[HASP_DATAGRAM_SIZE_MAX];
 	/* The reply its slot's dispatch copied in, and its size (both
 	 * unset before the first reply): a redirect while SENT (read by the
-	 * step), the final reply once DONE with rc >= 0. */
+	 * step), the final reply once DONE with rc >= 0. A GRANTED reply's
+	 * body as dispatch decoded it (set with the reply, read only when
+	 * the reply's status is GRANTED): an ACQUIRE's grant is not decoded
+	 * a second time (docs/PERFORMANCE.md, "fewer instructions per
+	 * request"). */
+	struct hasp_wire_granted granted;
 	size_t reply_size;
 	uint8_t reply[HASP_DATAGRAM_SIZE_MAX];
 };

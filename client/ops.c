@@ -321,14 +321,16 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 	struct hasp_wire_msg m;
 	int rc = op->req.rc;
 
-	if (op->phase != PH_WAIT && rc >= 0) {
+	/* A grant's body came decoded with the reply (struct client_req,
+	 * `granted`): the usual outcome of an ACQUIRE is not decoded twice. */
+	if (op->phase != PH_WAIT && rc >= 0 && !(op->phase == PH_MAIN && rc == HASP_STATUS_GRANTED)) {
 		int drc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
 		HASP_ASSERT(drc == 0);
 	}
 	switch (op->phase) {
 	case PH_MAIN:
 		if (rc == HASP_STATUS_GRANTED) {
-			const struct hasp_wire_granted *g = &m.body.granted;
+			const struct hasp_wire_granted *g = &op->req.granted;
 			lock->token = g->token;
 			lock->lease_id = g->lease_id;
 			lock->ttl_ms = g->ttl_ms;
