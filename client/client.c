@@ -299,6 +299,7 @@ void hasp_client_close(struct hasp_client *c)
 		HASP_ASSERT(op->async);
 		hasp_free(op);
 	}
+	hasp_free(c->op_spare);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->intr_fd >= 0)
@@ -345,7 +346,7 @@ int hasp_client_connect_async(struct hasp_client *c, hasp_client_done_fn *fn, vo
 
 	if (c == NULL || fn == NULL)
 		return -HASP_EINVAL;
-	if ((op = client_op_new()) == NULL)
+	if ((op = client_op_new(c)) == NULL)
 		return -HASP_ENOMEM;
 	client_op_prepare_connect(c, op);
 	return client_op_start(c, op, 0, fn, arg, id);
@@ -361,7 +362,7 @@ int hasp_client_session_keepalive_async(struct hasp_client *c, hasp_client_done_
 		return -HASP_EINVAL;
 	memset(&m, 0, sizeof(m));
 	m.hdr.opcode = HASP_OP_SESSION_KEEPALIVE;
-	op = client_op_new();
+	op = client_op_new(c);
 	/* Its answer renews the session's TTL as the loop's own keepalive
 	 * does (ops.c, simple_done_locked). */
 	return client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0, fn, arg, id);

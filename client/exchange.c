@@ -288,6 +288,8 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 	HASP_ASSERT(size <= sizeof(p->req->reply));
 	memcpy(p->req->reply, data, size);
 	p->req->reply_size = size;
+	if (m->hdr.status == HASP_STATUS_GRANTED)
+		p->req->granted = m->body.granted;
 	p->from_index = from;
 	p->status = m->hdr.status;
 	p->state = PENDING_DONE;

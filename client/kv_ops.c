@@ -48,7 +48,7 @@ static int op_get(struct hasp_client *c, hasp_client_done_fn *fn, struct client_
 {
 	if (c == NULL)
 		return -HASP_EINVAL;
-	*op = fn == NULL ? stack_op : client_op_new();
+	*op = fn == NULL ? stack_op : client_op_new(c);
 	return *op == NULL ? -HASP_ENOMEM : 0;
 }
 
@@ -407,7 +407,7 @@ void client_watches_resend_async(struct hasp_client *c)
 	c->watch_resend_failed = false;
 	pthread_mutex_unlock(&c->mu);
 	for (uint32_t i = 0; i < k; i++) {
-		struct client_op *op = client_op_new();
+		struct client_op *op = client_op_new(c);
 		int prepared = op == NULL ? -HASP_ENOMEM : watch_prepare(c, op, HASP_OP_WATCH, names[i],
 									  prefixes[i], true);
 		if (client_op_start(c, op, prepared, watch_resend_done, NULL, NULL) != 0) {

@@ -52,7 +52,7 @@ int hasp_client_acquire_async(struct hasp_client *c, const char *name,
 
 	if (c == NULL || fn == NULL)
 		return -HASP_EINVAL;
-	op = client_op_new();
+	op = client_op_new(c);
 	return client_op_start(c, op, op ? client_op_prepare_acquire(c, op, name, opts) : 0, fn,
 			       arg, id);
 }
@@ -113,7 +113,7 @@ static int start_name_token(struct hasp_client *c, uint8_t opcode, const char *n
 
 	if (c == NULL || fn == NULL)
 		return -HASP_EINVAL;
-	op = client_op_new();
+	op = client_op_new(c);
 	return client_op_start(c, op, op ? prepare_name_token(c, op, opcode, name, token, ttl_ms) : 0,
 			       fn, arg, id);
 }

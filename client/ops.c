@@ -321,14 +321,16 @@ static bool acquire_react_locked(struct hasp_client *c, struct client_op *op, ui
 	struct hasp_wire_msg m;
 	int rc = op->req.rc;
 
-	if (op->phase != PH_WAIT && rc >= 0) {
+	/* A grant's body came decoded with the reply (struct client_req,
+	 * `granted`): the usual outcome of an ACQUIRE is not decoded twice. */
+	if (op->phase != PH_WAIT && rc >= 0 && !(op->phase == PH_MAIN && rc == HASP_STATUS_GRANTED)) {
 		int drc = hasp_wire_decode_reply(op->req.reply, op->req.reply_size, &m);
 		HASP_ASSERT(drc == 0);
 	}
 	switch (op->phase) {
 	case PH_MAIN:
 		if (rc == HASP_STATUS_GRANTED) {
-			const struct hasp_wire_granted *g = &m.body.granted;
+			const struct hasp_wire_granted *g = &op->req.granted;
 			lock->token = g->token;
 			lock->lease_id = g->lease_id;
 			lock->ttl_ms = g->ttl_ms;
@@ -788,7 +790,7 @@ int client_op_run(struct hasp_client *c, struct client_op *op)
 
 /* ---- the asynchronous loop ---- */
 
-struct client_op *client_op_new(void)
+struct client_op *client_op_new(struct hasp_client *c)
 {
 	/* Not zeroed here: every op is started through one of the prepare
 	 * calls above, each of which clears it (op_clear, and client_req_init
@@ -796,8 +798,18 @@ struct client_op *client_op_new(void)
 	 * unread (client_op_start). Zeroing it twice, and its two datagram
 	 * buffers at all (read only up to the size written with them),
 	 * evicted the loop's working set (docs/PERFORMANCE.md, "hasp-bench on
-	 * libhasp's async core"). */
-	return hasp_alloc(sizeof(struct client_op));
+	 * libhasp's async core"). The spare is the op the loop finished last:
+	 * its lines are the likeliest to be in the cache still. */
+	struct client_op *op = __atomic_exchange_n(&c->op_spare, NULL, __ATOMIC_ACQUIRE);
+
+	return op != NULL ? op : hasp_alloc(sizeof(struct client_op));
+}
+
+void client_op_free(struct hasp_client *c, struct client_op *op)
+{
+	/* Whoever held the op last is done with it: no list, no id and no
+	 * callback refer to it (a cancel finds ops by id on c->ops only). */
+	hasp_free(__atomic_exchange_n(&c->op_spare, op, __ATOMIC_RELEASE));
 }
 
 /* The eventfd and the epoll set of hasp_client_fd(), made on first use so
@@ -839,14 +851,14 @@ int client_op_start(struct hasp_client *c, struct client_op *op, int prepared,
 	if (op == NULL)
 		return -HASP_ENOMEM;
 	if (prepared != 0) {
-		hasp_free(op);
+		client_op_free(c, op);
 		return prepared;
 	}
 	pthread_mutex_lock(&c->mu);
 	rc = async_init_locked(c);
 	if (rc != 0) {
 		pthread_mutex_unlock(&c->mu);
-		hasp_free(op);
+		client_op_free(c, op);
 		return rc;
 	}
 	op->async = true;
@@ -1048,7 +1060,7 @@ uint64_t client_process(struct hasp_client *c, uint32_t *completed)
 			}
 			if (op->fn != NULL)
 				op->fn(c, &op->res, op->arg);
-			hasp_free(op);
+			client_op_free(c, op);
 			n++;
 		}
 		pthread_mutex_lock(&c->mu);

@@ -311,7 +311,7 @@ static void session_alive_done(struct hasp_client *c, const struct hasp_result *
 	pthread_mutex_lock(&c->mu);
 	bool watching = client_watches_registered_locked(c) > 0;
 	pthread_mutex_unlock(&c->mu);
-	if (res->rc != 0 || !watching || (op = client_op_new()) == NULL) {
+	if (res->rc != 0 || !watching || (op = client_op_new(c)) == NULL) {
 		session_keepalive_done(c, res, arg);
 		return;
 	}
@@ -390,7 +390,7 @@ void client_keepalive_async(struct hasp_client *c)
 	pthread_mutex_unlock(&c->mu);
 
 	if (session || reopen) {
-		struct client_op *op = client_op_new();
+		struct client_op *op = client_op_new(c);
 		struct hasp_wire_msg m;
 		int rc;
 

@@ -29,8 +29,8 @@
 #include "hasp/errors.h"
 #include "tools/bench_libhasp_impl.h"
 
-static void op_start(struct lh_client *s);
-static void op_start_at(struct lh_client *s, uint64_t intended_ns);
+static void op_start(struct lh_client *s, uint64_t now);
+static void op_start_at(struct lh_client *s, uint64_t intended_ns, uint64_t now);
 static void connect_more(struct lh_engine *e);
 
 static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t ns)
@@ -54,10 +54,14 @@ void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc)
 	e->res->op_statuses[opcode % BENCH_OPCODE_LIMIT][st]++;
 }
 
-static void op_done(struct lh_client *s, bool ok)
+/* `now`: the clock as the completion's callback read it. One reading
+ * serves the callback's latency, this op's end and the next op's start,
+ * as the wire engine's one `now` per loop turn does (a clock read per use
+ * was five per cycle: docs/PERFORMANCE.md, "fewer instructions per
+ * request"). */
+static void op_done(struct lh_client *s, bool ok, uint64_t now)
 {
 	struct lh_engine *e = s->e;
-	uint64_t now = clock_monotonic_ns();
 
 	if (s->measured) {
 		e->res->ops++;
@@ -70,9 +74,9 @@ static void op_done(struct lh_client *s, bool ok)
 	s->in_flight = false;
 	e->busy--;
 	if (e->cfg->rate <= 0.0) {
-		op_start(s);
+		op_start(s, now);
 	} else if (e->backlog.len > 0 && e->admitting) {
-		op_start_at(s, bench_backlog_pop(&e->backlog)); /* the oldest waiting arrival */
+		op_start_at(s, bench_backlog_pop(&e->backlog), now); /* the oldest waiting arrival */
 	} else {
 		e->idle[e->idle_len++] = s->index;
 	}
@@ -82,15 +86,16 @@ static void on_released(struct hasp_client *c, const struct hasp_result *r, void
 {
 	struct lh_client *s = arg;
 	struct lh_engine *e = s->e;
+	uint64_t now = clock_monotonic_ns();
 
 	(void)c;
 	lh_count_status(e, HASP_OP_RELEASE, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
-	record(e, s->measured, BENCH_LAT_RELEASE, clock_monotonic_ns() - s->req_start_ns);
+	record(e, s->measured, BENCH_LAT_RELEASE, now - s->req_start_ns);
 	if (r->rc == 0 && s->measured)
 		e->res->cycles++;
-	op_done(s, r->rc == 0);
+	op_done(s, r->rc == 0, now);
 }
 
 static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void *arg)
@@ -103,20 +108,20 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 	if (r->rc == -HASP_EBUSY) {
 		if (s->measured)
 			e->res->busy++;
-		op_done(s, true);
+		op_done(s, true, now);
 		return;
 	}
 	if (r->rc != 0) {
 		if (r->rc == -HASP_ETIMEDOUT)
 			e->res->err.timeouts++;
-		op_done(s, false);
+		op_done(s, false, now);
 		return;
 	}
 	record(e, s->measured, BENCH_LAT_ACQUIRE, now - s->req_start_ns);
 	s->req_start_ns = now;
 	int rc = hasp_client_release_async(c, s->name, r->lock.token, on_released, s, NULL);
 	if (rc != 0)
-		op_done(s, false);
+		op_done(s, false, clock_monotonic_ns());
 }
 
 /* A one-request operation ended: KV_PUT, KV_GET (a missing key is an
@@ -129,29 +134,30 @@ static void on_single(struct hasp_client *c, const struct hasp_result *r, void *
 			     : r->op == HASP_OP_KV_GET	       ? BENCH_LAT_GET
 							       : BENCH_LAT_KEEPALIVE;
 
+	uint64_t now = clock_monotonic_ns();
+
 	(void)c;
 	lh_count_status(e, r->op, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
-	record(e, s->measured, lat, clock_monotonic_ns() - s->req_start_ns);
-	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT);
+	record(e, s->measured, lat, now - s->req_start_ns);
+	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT, now);
 }
 
 /* Closed loop: starts client s's next operation now, unless the run's
  * time or count is up. */
-static void op_start(struct lh_client *s)
+static void op_start(struct lh_client *s, uint64_t now)
 {
 	struct lh_engine *e = s->e;
-	uint64_t now = clock_monotonic_ns();
 
 	if (now >= e->run_end_ns || e->res->ops_started >= e->cfg->count_max)
 		return;
-	op_start_at(s, now);
+	op_start_at(s, now, now);
 }
 
-/* Starts client s's next operation for an arrival intended at
+/* Starts client s's next operation, at `now`, for an arrival intended at
  * `intended_ns` (now, in the closed loop). */
-static void op_start_at(struct lh_client *s, uint64_t intended_ns)
+static void op_start_at(struct lh_client *s, uint64_t intended_ns, uint64_t now)
 {
 	struct lh_engine *e = s->e;
 	const struct bench_config *cfg = e->cfg;
@@ -159,7 +165,7 @@ static void op_start_at(struct lh_client *s, uint64_t intended_ns)
 
 	e->res->ops_started++;
 	s->op_start_ns = intended_ns;
-	s->req_start_ns = clock_monotonic_ns();
+	s->req_start_ns = now;
 	s->measured = intended_ns >= e->measure_start_ns;
 	s->key = bench_key_pick(cfg, &e->zipf, &e->prng, s->index, e->client_count);
 	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
@@ -305,7 +311,7 @@ static void admit(struct lh_engine *e, uint64_t now)
 		uint64_t intended = bench_arrival_next(&e->arrival);
 		e->arrivals++;
 		if (e->idle_len > 0) {
-			op_start_at(&e->clients[e->idle[--e->idle_len]], intended);
+			op_start_at(&e->clients[e->idle[--e->idle_len]], intended, now);
 		} else if (!bench_backlog_push(&e->backlog, intended, &e->res->backlog_max)) {
 			e->res->err.arrivals_dropped++;
 		}
@@ -409,7 +415,7 @@ static int run(struct lh_engine *e)
 		if (cfg->rate > 0.0)
 			e->idle[e->idle_len++] = i;
 		else
-			op_start(&e->clients[i]);
+			op_start(&e->clients[i], clock_monotonic_ns());
 	}
 	uint64_t drain_ns = (uint64_t)BENCH_DRAIN_MS * 1000000u;
 	if (rounds(cfg))

@@ -989,6 +989,99 @@ static void test_window_slots_and_callbacks_in_start_order(void **state)
 	responder_stop(&r);
 }
 
+/* The op records the loop reuses (the spare op of client_op_new). */
+struct reuse {
+	struct results out;
+	const struct hasp_result *res_seen[8]; /* the records the callbacks got */
+	uint64_t next_id;                       /* the op a callback started */
+	int next_rc;
+};
+
+/* Records the outcome; a grant starts its RELEASE, the RELEASE's end a
+ * KV_GET: each from inside the callback of the op before it. */
+static void on_reuse(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct reuse *u = arg;
+	uint32_t i = u->out.count;
+
+	assert_true(i < 8);
+	u->res_seen[i] = res;
+	on_done(c, res, &u->out);
+	if (res->op == HASP_OP_ACQUIRE && res->rc == 0)
+		u->next_rc = hasp_client_release_async(c, res->lock.name, res->lock.token, on_reuse,
+						       u, &u->next_id);
+	else if (res->op == HASP_OP_RELEASE)
+		u->next_rc = hasp_client_kv_get_async(c, "key", on_reuse, u, &u->next_id);
+}
+
+/* A finished op's record serves the next op (docs/PERFORMANCE.md, "fewer
+ * instructions per request"), also one started from a callback while
+ * other ops are in flight: each op still completes once with its own
+ * outcome and id, and a cancel of a finished op's id does not reach the
+ * op that took over its record. */
+static void test_reused_op_records_keep_ids_and_outcomes_apart(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct reuse u;
+	static struct results waits;
+	struct hasp_client_config cfg;
+	char cluster[128];
+	uint64_t wait_id = 0, get_id = 0, acquire_id = 0;
+	(void)state;
+
+	memset(&u, 0, sizeof(u));
+	memset(&waits, 0, sizeof(waits));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), 0);
+	/* In flight throughout: a WAIT that is never granted. */
+	struct hasp_acquire_opts wait = { .ttl_ms = 5000, .wait = true };
+	assert_int_equal(hasp_client_acquire_async(c, "other", &wait, on_done, &waits, &wait_id), 0);
+
+	assert_int_equal(hasp_client_kv_get_async(c, "key", on_reuse, &u, &get_id), 0);
+	run_loop(c, &u.out, 1);
+	assert_int_equal(u.out.ids[0], get_id);
+	/* The next op takes the finished one's record; the finished op's id
+	 * names nothing now, and cancelling it leaves the new op alone. */
+	struct hasp_acquire_opts try = { .ttl_ms = 5000 };
+	assert_int_equal(hasp_client_acquire_async(c, "mine", &try, on_reuse, &u, &acquire_id), 0);
+	assert_int_equal(hasp_client_cancel(c, get_id), -HASP_ENOENT);
+	/* The grant's callback starts the RELEASE, the RELEASE's the KV_GET
+	 * (which gets the record the grant's callback had). */
+	run_loop(c, &u.out, 4);
+	assert_int_equal(u.next_rc, 0);
+	assert_int_equal(u.out.ids[1], acquire_id);
+	assert_int_equal(u.out.ops[1], HASP_OP_ACQUIRE);
+	assert_int_equal(u.out.rcs[1], 0);
+	assert_true(u.out.tokens[1] > 1000);
+	assert_int_equal(u.out.ops[2], HASP_OP_RELEASE);
+	assert_int_equal(u.out.rcs[2], 0);
+	assert_int_equal(u.out.tokens[2], u.out.tokens[1]);
+	assert_int_equal(u.out.ops[3], HASP_OP_KV_GET);
+	assert_int_equal(u.out.rcs[3], 0);
+	assert_int_equal(u.out.ids[3], u.next_id);
+	assert_string_equal(u.out.values[3], "val");
+	assert_int_equal(u.out.tokens[3], 0); /* nothing of the grant left in it */
+	/* Every id once, rising. */
+	assert_true(get_id < acquire_id && acquire_id < u.out.ids[2] && u.out.ids[2] < u.next_id);
+	/* The records were reused indeed (what this test is about). */
+	assert_ptr_equal(u.res_seen[1], u.res_seen[0]);
+	assert_ptr_equal(u.res_seen[3], u.res_seen[1]);
+	/* The WAIT went on meanwhile, and its own id still reaches it. */
+	assert_int_equal(waits.count, 0);
+	assert_int_equal(hasp_client_cancel(c, acquire_id), -HASP_ENOENT);
+	assert_int_equal(hasp_client_cancel(c, wait_id), 0);
+	run_loop(c, &waits, 1);
+	assert_int_equal(waits.ids[0], wait_id);
+	assert_int_equal(waits.rcs[0], -HASP_ECANCELED);
+	assert_int_equal(u.out.count, 4);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -1014,6 +1107,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_window_slots_and_callbacks_in_start_order,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_reused_op_records_keep_ids_and_outcomes_apart,
 					  responder_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
