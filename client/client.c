@@ -398,11 +398,15 @@ struct lease_entry *client_lease_find_locked(struct hasp_client *c, uint64_t lea
 }
 
 void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t ttl_ms,
-			      uint64_t send_ns)
+			      uint64_t send_ns, bool granted)
 {
 	struct lease_entry *l = client_lease_find_locked(c, lease_id);
 
-	for (uint32_t i = 0; l == NULL && i < HASP_CLIENT_LEASES_MAX; i++) {
+	/* Only a grant adds a lease: a keepalive answered after this client
+	 * revoked it (or forgot it as expired) must not bring it back, or the
+	 * loop would renew a revoked lease, and read its locks' validity from
+	 * it, from then on. */
+	for (uint32_t i = 0; l == NULL && granted && i < HASP_CLIENT_LEASES_MAX; i++) {
 		if (!c->leases[i].used) {
 			l = &c->leases[i];
 			memset(l, 0, sizeof(*l));

@@ -610,8 +610,10 @@ int client_name_sized(const char *name, struct hasp_wire_bytes *out)
 
 /* Lease table (locked). */
 struct lease_entry *client_lease_find_locked(struct hasp_client *c, uint64_t lease_id);
+/* A lease's answer sent at send_ns: a grant (granted) adds the lease to
+ * the table the keepalive loop keeps; any answer updates an entry there. */
 void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t ttl_ms,
-			      uint64_t send_ns);
+			      uint64_t send_ns, bool granted);
 
 /* Queues a RESYNC event for the application (events may have been lost;
  * owed until the buffer has room). Caller holds c->mu. */

@@ -176,11 +176,11 @@ static void acquire_give_up_locked(struct hasp_client *c, struct client_op *op, 
 }
 
 static void lease_note_from_reply_locked(struct hasp_client *c, struct client_op *op,
-					 const struct hasp_wire_msg *m)
+					 const struct hasp_wire_msg *m, bool granted)
 {
 	const struct hasp_wire_lease_ok *ok = &m->body.lease_ok;
 
-	client_lease_note_locked(c, ok->lease_id, ok->ttl_ms, op->req.first_send_ns);
+	client_lease_note_locked(c, ok->lease_id, ok->ttl_ms, op->req.first_send_ns, granted);
 	op->res.lease.lease_id = ok->lease_id;
 	op->res.lease.ttl_ms = ok->ttl_ms;
 	op->res.lease.valid_until_ns = client_valid_until(c, op->req.first_send_ns, ok->ttl_ms);
@@ -190,8 +190,10 @@ static void lease_forget_locked(struct hasp_client *c, uint64_t lease_id)
 {
 	struct lease_entry *l = client_lease_find_locked(c, lease_id);
 
-	if (l != NULL)
+	if (l != NULL) {
 		l->used = false;
+		c->leases_used--; /* the count that spares the loop its walk */
+	}
 }
 
 /* The watchdog follows every RENEW, CHECK and RELEASE of a watched lock,
@@ -271,11 +273,11 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 		break;
 	case HASP_OP_LEASE_GRANT:
 		if (status == HASP_STATUS_OK)
-			lease_note_from_reply_locked(c, op, &m);
+			lease_note_from_reply_locked(c, op, &m, true);
 		break;
 	case HASP_OP_LEASE_KEEPALIVE:
 		if (status == HASP_STATUS_OK)
-			lease_note_from_reply_locked(c, op, &m);
+			lease_note_from_reply_locked(c, op, &m, false);
 		else if (status == HASP_STATUS_LEASE_EXPIRED || status == HASP_STATUS_NOT_FOUND)
 			lease_forget_locked(c, op->res.lease.lease_id); /* its locks and keys are gone */
 		break;

@@ -147,7 +147,8 @@ int main(int argc, char **argv)
 	const char *cluster = getenv("HASP_CLUSTER");
 	uint32_t deadline_s = 300, hold_s = 0;
 
-	for (int i = 1; i < argc; i++) {
+	/* Every option takes a value: they come in pairs. */
+	for (int i = 1; i < argc; i += 2) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int bad = 0;
 		if (strcmp(o, "--cluster") == 0 && v != NULL)
@@ -170,7 +171,6 @@ int main(int argc, char **argv)
 			return usage();
 		if (bad != 0)
 			return usage();
-		i++;
 	}
 	if (cluster == NULL || f.sessions > f.locks)
 		return usage();

@@ -339,7 +339,9 @@ bool hasp_client_lock_safe(struct hasp_client *client, const struct hasp_lock *l
 int hasp_client_lease_grant(struct hasp_client *client, uint32_t ttl_ms,
 			    struct hasp_lease *lease) __attribute__((warn_unused_result));
 /* 0 (lease may be NULL) or -HASP_ELEASE / -HASP_ENOENT (gone: forgotten).
- * Also works on a lease this client did not grant. */
+ * Also works on a lease this client did not grant (it is not kept alive
+ * for it afterwards: only a grant puts a lease on the keepalive list, and
+ * an answer arriving after a revoke does not put it back). */
 int hasp_client_lease_keepalive(struct hasp_client *client, uint64_t lease_id,
 				struct hasp_lease *lease) __attribute__((warn_unused_result));
 /* 0 or -HASP_E*; the lease is forgotten either way. */

@@ -815,6 +815,41 @@ static void test_loop_keeps_a_lease_alive_until_revoked(void **state)
 	responder_stop(&r);
 }
 
+/* A keepalive of a lease answered after the lease was revoked must not put
+ * the lease back on the loop's list: it was, and the loop renewed a revoked
+ * lease from then on (a lease lock's validity read from it too). The
+ * keepalive is started, then the revoke runs; the keepalive's answer is
+ * handed to its op by the next process call, after the revoke. */
+static void test_a_keepalive_answered_after_a_revoke_does_not_bring_the_lease_back(void **state)
+{
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct hasp_lease lease;
+	char cluster[128];
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(responder_start(&r, 1, script_lease, NULL), 0);
+	test_config(&cfg, NULL);
+	cfg.session_ttl_ms = 90;
+	cfg.request_timeout_ms = 2000; /* no resends: every datagram counted is a request */
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_lease_grant(c, 90, &lease), 0);
+	assert_int_equal(hasp_client_lease_keepalive_async(c, 7, on_done, &out, NULL), 0);
+	assert_int_equal(hasp_client_lease_revoke(c, 7), 0);
+	run_loop(c, &out, 1);
+	assert_int_equal(out.rcs[0], 0); /* the cluster did renew it, before the revoke */
+	uint32_t renewed = responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1);
+	uint32_t sessions = responder_count(&r, HASP_OP_SESSION_KEEPALIVE, -1);
+	/* Three session keepalives (30 ms apart): a lease kept at 90 ms would
+	 * have been renewed meanwhile. */
+	loop_until_seen(c, &r, HASP_OP_SESSION_KEEPALIVE, sessions + 3);
+	assert_int_equal(responder_count(&r, HASP_OP_LEASE_KEEPALIVE, -1), renewed);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 /* range_fn runs without the client's lock: it may call the client. */
 struct range_async {
 	struct hasp_client *c;
@@ -1104,6 +1139,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_kv_range_async_follows_more, responder_teardown),
 		cmocka_unit_test_teardown(test_loop_keeps_a_lease_alive_until_revoked,
 					  responder_teardown),
+		cmocka_unit_test_teardown(
+			test_a_keepalive_answered_after_a_revoke_does_not_bring_the_lease_back,
+			responder_teardown),
 		cmocka_unit_test_teardown(test_blocking_caller_woken_when_the_loop_frees_a_slot,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_window_slots_and_callbacks_in_start_order,
