@@ -594,43 +594,39 @@ static struct hasp_client *group_route(const struct hasp_client_group *g, const 
 	return session_index_find(g, session, from);
 }
 
-/* Reads what the socket holds and hands each datagram to its client,
- * which is then due for processing. */
-static void group_receive(struct hasp_client_group *g)
+/* Reads one recvmmsg(2) batch and hands each datagram to its client,
+ * which is then due for processing. Returns the datagrams read. */
+static uint32_t group_receive(struct hasp_client_group *g)
 {
 	struct mmsghdr *msgs = g->rx_msgs;
 
-	for (uint32_t done = 0; done < GROUP_RX_BATCH_MAX;) {
-		for (int i = 0; i < GROUP_RX_MMSG; i++)
-			msgs[i].msg_hdr.msg_namelen = sizeof(g->rx[i].from);
-		int got = recvmmsg(g->fd, msgs, GROUP_RX_MMSG, MSG_DONTWAIT, NULL);
-		if (got <= 0)
-			return;
-		g->stats.rx_batches++;
-		g->stats.rx_datagrams += (uint64_t)got;
-		for (int i = 0; i < got; i++) {
-			size_t n = msgs[i].msg_len;
-			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
-				n = sizeof(g->rx[i].data); /* refused by the decoder */
-			if (n > sizeof(g->rx[i].data))
-				n = sizeof(g->rx[i].data);
-			struct hasp_client *c = NULL;
-			if (msgs[i].msg_hdr.msg_namelen == sizeof(g->rx[i].from) &&
-			    g->rx[i].from.sin_family == AF_INET)
-				c = group_route(g, g->rx[i].data, n, &g->rx[i].from);
-			if (c == NULL) {
-				g->stats.rx_unrouted++;
-				continue;
-			}
-			pthread_mutex_lock(&c->mu);
-			client_dispatch_locked(c, g->rx[i].data, n, &g->rx[i].from);
-			pthread_mutex_unlock(&c->mu);
-			g->member_due[c->group_index] = 0;
+	for (int i = 0; i < GROUP_RX_MMSG; i++)
+		msgs[i].msg_hdr.msg_namelen = sizeof(g->rx[i].from);
+	int got = recvmmsg(g->fd, msgs, GROUP_RX_MMSG, MSG_DONTWAIT, NULL);
+	if (got <= 0)
+		return 0;
+	g->stats.rx_batches++;
+	g->stats.rx_datagrams += (uint64_t)got;
+	for (int i = 0; i < got; i++) {
+		size_t n = msgs[i].msg_len;
+		if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+			n = sizeof(g->rx[i].data); /* refused by the decoder */
+		if (n > sizeof(g->rx[i].data))
+			n = sizeof(g->rx[i].data);
+		struct hasp_client *c = NULL;
+		if (msgs[i].msg_hdr.msg_namelen == sizeof(g->rx[i].from) &&
+		    g->rx[i].from.sin_family == AF_INET)
+			c = group_route(g, g->rx[i].data, n, &g->rx[i].from);
+		if (c == NULL) {
+			g->stats.rx_unrouted++;
+			continue;
 		}
-		done += (uint32_t)got;
-		if (got < GROUP_RX_MMSG)
-			return; /* the queue is empty */
+		pthread_mutex_lock(&c->mu);
+		client_dispatch_locked(c, g->rx[i].data, n, &g->rx[i].from);
+		pthread_mutex_unlock(&c->mu);
+		g->member_due[c->group_index] = 0;
 	}
+	return (uint32_t)got;
 }
 
 /* Takes the ready list: its clients are due now. True if it was not empty. */
@@ -666,28 +662,37 @@ int hasp_client_group_process(struct hasp_client_group *g, uint32_t *completed)
 	}
 	pthread_mutex_unlock(&g->mu);
 	g->processing = true;
-	group_receive(g);
-	(void)group_take_ready(g);
-	for (uint32_t round = 0; round < GROUP_ROUNDS; round++) {
-		uint64_t now = clock_monotonic_ns();
-		/* By index: a callback may open a client into the group. */
-		for (uint32_t i = 0; i < g->member_count; i++) {
-			struct hasp_client *c = g->members[i];
-			uint32_t done = 0;
-			if (g->member_due[i] > now)
-				continue;
-			/* Not assigned in one expression: a callback that opens a
-			 * client into the group may move member_due. */
-			uint64_t due = client_process(c, &done);
-			g->member_due[i] = due;
-			n += done;
+	/* One received batch at a time, its replies' follow-up requests sent
+	 * before the next batch is read: reading everything first held the
+	 * first replies' next requests back while the rest were read and
+	 * processed, and the cluster then answered in ever larger bursts. */
+	for (uint32_t read = 0;;) {
+		uint32_t got = group_receive(g);
+		read += got;
+		(void)group_take_ready(g);
+		for (uint32_t round = 0; round < GROUP_ROUNDS; round++) {
+			uint64_t now = clock_monotonic_ns();
+			/* By index: a callback may open a client into the group. */
+			for (uint32_t i = 0; i < g->member_count; i++) {
+				struct hasp_client *c = g->members[i];
+				uint32_t done = 0;
+				if (g->member_due[i] > now)
+					continue;
+				/* Not assigned in one expression: a callback that
+				 * opens a client into the group may move member_due. */
+				uint64_t due = client_process(c, &done);
+				g->member_due[i] = due;
+				n += done;
+			}
+			/* Clients a callback started an op on (another client's
+			 * callback, or after its own passes): one more round. */
+			if (!group_take_ready(g))
+				break;
 		}
-		/* Clients a callback started an op on (another client's
-		 * callback, or after its own passes): one more round. */
-		if (!group_take_ready(g))
-			break;
+		group_flush(g);
+		if (got < GROUP_RX_MMSG || read >= GROUP_RX_BATCH_MAX)
+			break; /* the queue is empty, or enough for one call */
 	}
-	group_flush(g);
 	g->processing = false;
 	pthread_mutex_lock(&g->mu);
 	g->loop_busy = false;

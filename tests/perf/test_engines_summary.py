@@ -75,6 +75,22 @@ class Summary(unittest.TestCase):
         self.assertEqual(s["pairs"], 2)
         self.assertIsNone(self.m.summarize(r, 64))
 
+    def test_a_base_build_is_compared_with_libhasp(self):
+        # --base-build: a third run per round; libhasp / base beside libhasp / wire.
+        r = rows([(1000, 1100, 10, 8)] * 3)
+        for rnd in range(1, 4):
+            r.append({"engine": "base", "clients": 16, "round": rnd, "cycles_per_s": 1000.0,
+                      "p50_us": 1000.0, "p99_us": 10.0, "client_us_per_cycle": 12.0,
+                      "node_cpu_s_per_1000": 0.1})
+        s = self.m.summarize(r, 16, ("wire", "libhasp", "base"))
+        self.assertEqual(s["pairs"], 3)
+        self.assertAlmostEqual(s["geomean"], 1.1)
+        self.assertAlmostEqual(s["vs_base"]["cycles_per_s"]["geomean"], 1.1)
+        self.assertAlmostEqual(s["vs_base"]["p99_us"]["geomean"], 0.8)
+        self.assertAlmostEqual(s["client_us_per_cycle"]["base"], 12.0)
+        # Without a base build there is no such comparison.
+        self.assertIsNone(self.m.summarize(rows([(1000, 1100, 10, 8)] * 3), 16)["vs_base"])
+
 
 if __name__ == "__main__":
     unittest.main()
