@@ -645,6 +645,35 @@ static bool group_take_ready(struct hasp_client_group *g)
 	return any;
 }
 
+/* Runs the members that are due (a reply, a wake-up, a timer) and then
+ * those a callback started an op on. Returns the ops completed. */
+static uint32_t group_run_due(struct hasp_client_group *g)
+{
+	uint32_t n = 0;
+
+	(void)group_take_ready(g);
+	for (uint32_t round = 0; round < GROUP_ROUNDS; round++) {
+		uint64_t now = clock_monotonic_ns();
+		/* By index: a callback may open a client into the group. */
+		for (uint32_t i = 0; i < g->member_count; i++) {
+			struct hasp_client *c = g->members[i];
+			uint32_t done = 0;
+			if (g->member_due[i] > now)
+				continue;
+			/* Not assigned in one expression: a callback that opens a
+			 * client into the group may move member_due. */
+			uint64_t due = client_process(c, &done);
+			g->member_due[i] = due;
+			n += done;
+		}
+		/* Clients a callback started an op on (another client's
+		 * callback, or after its own passes): one more round. */
+		if (!group_take_ready(g))
+			break;
+	}
+	return n;
+}
+
 int hasp_client_group_process(struct hasp_client_group *g, uint32_t *completed)
 {
 	uint32_t n = 0;
@@ -669,26 +698,7 @@ int hasp_client_group_process(struct hasp_client_group *g, uint32_t *completed)
 	for (uint32_t read = 0;;) {
 		uint32_t got = group_receive(g);
 		read += got;
-		(void)group_take_ready(g);
-		for (uint32_t round = 0; round < GROUP_ROUNDS; round++) {
-			uint64_t now = clock_monotonic_ns();
-			/* By index: a callback may open a client into the group. */
-			for (uint32_t i = 0; i < g->member_count; i++) {
-				struct hasp_client *c = g->members[i];
-				uint32_t done = 0;
-				if (g->member_due[i] > now)
-					continue;
-				/* Not assigned in one expression: a callback that
-				 * opens a client into the group may move member_due. */
-				uint64_t due = client_process(c, &done);
-				g->member_due[i] = due;
-				n += done;
-			}
-			/* Clients a callback started an op on (another client's
-			 * callback, or after its own passes): one more round. */
-			if (!group_take_ready(g))
-				break;
-		}
+		n += group_run_due(g);
 		group_flush(g);
 		if (got < GROUP_RX_MMSG || read >= GROUP_RX_BATCH_MAX)
 			break; /* the queue is empty, or enough for one call */
