@@ -115,6 +115,9 @@ static void dp_lcores_deinit(struct dp *dp)
 	if (dp->fwd_on)
 		rx_forward_deinit(&dp->fwd);
 	dp->fwd_on = false;
+	if (dp->post_on)
+		tx_post_deinit(&dp->post);
+	dp->post_on = false;
 	hasp_free(dp->lcores);
 	dp->lcores = NULL;
 }
@@ -195,6 +198,34 @@ void dp_set_work(struct dp *dp, dp_work_fn *fn, void *arg)
 	HASP_ASSERT(dp != NULL && !dp->running);
 	dp->work = fn;
 	dp->work_arg = arg;
+}
+
+int dp_set_post_handler(struct dp *dp, dp_post_fn *fn, void *arg)
+{
+	HASP_ASSERT(dp != NULL && dp->lcores != NULL && !dp->running && !dp->post_on);
+	HASP_ASSERT(fn != NULL);
+	/* lcore 0 keeps the targets it posted to in one 64-bit mask. */
+	if (dp->lcore_count < 2 || dp->lcore_count > 64)
+		return -HASP_EINVAL;
+	int rc = tx_post_init(&dp->post, dp->lcore_count, dp->cfg.mtu - 28u);
+	if (rc != 0)
+		return rc;
+	dp->post_fn = fn;
+	dp->post_arg = arg;
+	dp->post_on = true;
+	return 0;
+}
+
+bool dp_post(struct dp_lcore *lc, uint32_t target, const struct tx_post_msg *hdr, const void *payload)
+{
+	struct dp *dp = lc->dp;
+
+	HASP_ASSERT(lc->index == 0 && dp->post_on);
+	HASP_ASSERT(target >= 1 && target < dp->lcore_count);
+	if (!tx_post_push(&dp->post, target, hdr, payload, &lc->stats))
+		return false;
+	lc->post_targets |= 1ull << target;
+	return true;
 }
 
 int dp_add_wake_fd(struct dp *dp, int fd)

@@ -50,6 +50,7 @@
 #include "dataplane/idle.h"
 #include "dataplane/port.h"
 #include "dataplane/rx_forward.h"
+#include "dataplane/tx_post.h"
 
 #define DP_LCORES_MAX PORT_QUEUES_MAX
 #define DP_RX_BURST 32u
@@ -82,6 +83,11 @@ typedef void dp_udp_handler_fn(struct dp_lcore *lc, const struct dp_datagram *dg
  * lowers *deadline_ns (CLOCK_MONOTONIC ns, initialised to UINT64_MAX) to the
  * next time it must run; an idle lcore sleeps until then at the latest. */
 typedef bool dp_work_fn(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, void *arg);
+
+/* Called on lcore `lc` (index >= 1) for each datagram lcore 0 posted to it
+ * with dp_post(): the handler finishes the message (it may rewrite the
+ * payload in place) and sends it with dp_udp_send(lc, ...), or drops it. */
+typedef void dp_post_fn(struct dp_lcore *lc, struct tx_post_msg *m, void *arg);
 
 struct dp_config {
 	int eal_argc;            /* EAL arguments as given by the operator */
@@ -122,11 +128,13 @@ struct dp_lcore {
 	uint64_t announce_ns;    /* lcore 0: next gratuitous ARP */
 	uint32_t announce_count; /* lcore 0: gratuitous ARPs sent so far */
 	bool fwd_pushed;         /* RX lcore: this burst forwarded a datagram */
+	uint64_t post_targets;   /* lcore 0: bit i, it posted to lcore i since the last wake check */
 	struct dp_stats stats;
 	/* lcore 0 with rx_forward: set just before it sleeps, cleared when it
 	 * wakes; RX lcores write its wake eventfd only while it is set (the
 	 * race analysis is at lcore_loop.c's lcore_sleep()). Own cache line:
-	 * RX lcores read it after every burst they forward. */
+	 * RX lcores read it after every burst they forward. The same for
+	 * lcores 1.. with dp_post(): lcore 0 reads theirs after posting. */
 	atomic_bool asleep __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 
@@ -147,6 +155,10 @@ struct dp {
 	struct dp_lcore *lcores;  /* lcore_count entries */
 	struct rx_forward fwd;    /* rx_forward and more than one lcore */
 	bool fwd_on;
+	struct tx_post post;      /* dp_set_post_handler() and more than one lcore */
+	bool post_on;
+	dp_post_fn *post_fn;
+	void *post_arg;
 	int wake_fds[IDLE_FDS_MAX];
 	uint32_t wake_fd_count;
 	atomic_bool stopping;
@@ -167,6 +179,19 @@ int dp_udp_register(struct dp *dp, uint16_t udp_port, dp_udp_handler_fn *fn, voi
 
 /* Sets the per-iteration hook. Before dp_run(). */
 void dp_set_work(struct dp *dp, dp_work_fn *fn, void *arg);
+
+/* Lets lcore 0 hand datagrams to send to the other lcores (dp_post(),
+ * tx_post.h); `fn` finishes and sends each on the lcore it was posted to.
+ * After dp_init(), before dp_run(). Returns 0, -HASP_EINVAL (one lcore, or
+ * more than 64) or -HASP_ENOMEM. */
+int dp_set_post_handler(struct dp *dp, dp_post_fn *fn, void *arg) __attribute__((warn_unused_result));
+
+/* Lcore 0: copies a datagram for lcore `target` (1..lcore_count-1) to send
+ * (its post handler runs there). Returns true when queued, false when not
+ * (counted: post_ring_full, post_no_msg; the caller may send it itself). A
+ * target that sleeps is woken before lcore 0 next sleeps or polls. */
+bool dp_post(struct dp_lcore *lc, uint32_t target, const struct tx_post_msg *hdr,
+	     const void *payload) __attribute__((warn_unused_result));
 
 /* Adds an fd that wakes idle lcore 0 while readable (level-triggered: the
  * work hook must read it). Before dp_run(). -HASP_EFULL past IDLE_FDS_MAX. */

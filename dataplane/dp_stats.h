@@ -66,7 +66,12 @@
 	X(rx_ring_full, 0, "of rx_udp: dropped, the RX lcore's ring to lcore 0 was full")   \
 	X(rx_forward_no_msg, 0, "of rx_udp: dropped, no free hand-off message")              \
 	X(fwd_handled, 0, "lcore 0: forwarded datagrams taken from the rings and handled")  \
-	X(fwd_wakes, 0, "RX lcore: wakes written to a sleeping lcore 0")
+	X(fwd_wakes, 0, "RX lcore: wakes written to a sleeping lcore 0")                  \
+	X(post_queued, 0, "lcore 0: datagrams handed to another lcore to send")           \
+	X(post_ring_full, 0, "lcore 0: datagrams not posted, the target's ring was full") \
+	X(post_no_msg, 0, "lcore 0: datagrams not posted, no free message or too big") \
+	X(post_handled, 0, "other lcores: posted datagrams taken from the ring and handled") \
+	X(post_wakes, 0, "lcore 0: wakes written to a sleeping lcore it posted to")
 
 struct dp_stats {
 #define DP_STATS_FIELD(name, outcome, help) uint64_t name;

@@ -302,6 +302,50 @@ static void lcore_fwd_notify(struct dp_lcore *lc)
 	}
 }
 
+/* Lcore 0 after posting: wake every target it posted to that sleeps (the
+ * same hand-shake as lcore_fwd_notify(), the other way round). */
+static void lcore_post_notify(struct dp_lcore *lc)
+{
+	struct dp *dp = lc->dp;
+	uint64_t targets = lc->post_targets;
+
+	HASP_ASSERT(lc->index == 0 && dp->post_on);
+	lc->post_targets = 0;
+	/* Orders our ring enqueues before the loads of `asleep` (pairs with
+	 * the fence in lcore_sleep()). */
+	atomic_thread_fence(memory_order_seq_cst);
+	for (uint32_t i = 1; i < dp->lcore_count; i++) {
+		struct dp_lcore *t = &dp->lcores[i];
+		if ((targets & (1ull << i)) != 0 && atomic_load_explicit(&t->asleep, memory_order_relaxed)) {
+			idle_wake(&t->idle);
+			lc->stats.post_wakes++;
+		}
+	}
+}
+
+/* Lcores 1..: sends what lcore 0 posted, at most one ring's worth per
+ * iteration so that this lcore's own queue is not starved. Returns how
+ * many it handled. */
+static uint32_t lcore_post_drain(struct dp_lcore *lc)
+{
+	struct dp *dp = lc->dp;
+	struct tx_post_msg *msgs[TX_POST_BURST];
+	uint32_t total = 0;
+
+	HASP_ASSERT(lc->index != 0 && dp->post_on);
+	while (total < TX_POST_RING_SIZE) {
+		uint32_t n = tx_post_take(&dp->post, lc->index, msgs, TX_POST_BURST);
+		if (n == 0)
+			break;
+		for (uint32_t k = 0; k < n; k++)
+			dp->post_fn(lc, msgs[k], dp->post_arg);
+		tx_post_put(&dp->post, msgs, n);
+		total += n;
+	}
+	lc->stats.post_handled += total;
+	return total;
+}
+
 /* Sleeps until a frame, a node fd, a wake or `deadline`.
  *
  * Lcore 0 with forwarding must not sleep past a message an RX lcore has
@@ -319,6 +363,15 @@ static void lcore_sleep(struct dp_lcore *lc, uint64_t deadline)
 {
 	struct dp *dp = lc->dp;
 
+	if (lc->index != 0 && dp->post_on) {
+		/* The same hand-shake for datagrams lcore 0 posted here. */
+		atomic_store_explicit(&lc->asleep, true, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!tx_post_pending(&dp->post, lc->index))
+			idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
+		atomic_store_explicit(&lc->asleep, false, memory_order_relaxed);
+		return;
+	}
 	if (!dp->fwd_on || lc->index != 0) {
 		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
 		return;
@@ -395,6 +448,8 @@ int lcore_loop_run(void *arg)
 			lcore_fwd_notify(lc);
 		if (dp->fwd_on && lc->index == 0)
 			did_work |= lcore_fwd_drain(lc) > 0;
+		if (dp->post_on && lc->index != 0)
+			did_work |= lcore_post_drain(lc) > 0;
 		arp_cache_tick(&lc->arp, lc->now_ns);
 		uint64_t deadline = arp_cache_next_deadline(&lc->arp);
 		if (lc->announce_count < DP_ANNOUNCE_COUNT) {
@@ -410,6 +465,9 @@ int lcore_loop_run(void *arg)
 		}
 		if (dp->work != NULL)
 			did_work |= dp->work(lc, lc->now_ns, &deadline, dp->work_arg);
+		/* Handlers and the work hook post; wake the targets now. */
+		if (lc->post_targets != 0)
+			lcore_post_notify(lc);
 		if (n < DP_RX_BURST || lc->now_ns >= lcore_tx_deadline_ns(lc))
 			lcore_loop_flush(lc);
 		if (!idle_note(&lc->idle, did_work))

@@ -33,12 +33,10 @@
 
 #include "dataplane/dp_stats.h"
 #include "dataplane/eth.h"
+#include "dataplane/lcore_rings.h"
 
 #define RX_FORWARD_RING_SIZE 1024u /* per RX lcore, a power of two */
 #define RX_FORWARD_BURST 32u       /* messages lcore 0 takes per dequeue */
-
-struct rte_mempool;
-struct rte_ring;
 
 /* One forwarded datagram: the payload copy and everything the handler and
  * a reply need (addresses and ports host order, the sender's MAC). */
@@ -55,11 +53,8 @@ struct rx_forward_msg {
 };
 
 struct rx_forward {
-	struct rte_mempool *pool;
-	struct rte_ring **rings;  /* by lcore index; [0] unused (NULL) */
-	uint32_t lcore_count;     /* rings has this many slots */
+	struct lcore_rings r; /* ring i: RX lcore i's */
 	uint32_t payload_max;
-	uint32_t msg_count;
 };
 
 /* Creates the pool and one ring per RX lcore (indexes 1..lcore_count-1).

@@ -28,9 +28,11 @@
 
 #include "common/alloc.h"
 #include "common/assert.h"
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "common/wire_auth.h"
 #include "dataplane/dp.h"
 #include "node/node.h"
 #include "node/node_admin.h"
@@ -96,6 +98,59 @@ static void net_send(void *ctx, uint32_t ip, uint16_t dst_port, uint16_t src_por
 	(void)ctx;
 	if (haspd_lcore != NULL)
 		(void)dp_udp_send(haspd_lcore, ip, dst_port, src_port, payload, size);
+}
+
+/* Event lane `lane` (node.h struct node_event_lanes) is lcore 1 + lane:
+ * the node, on lcore 0, posts the encoded event and its session key there. */
+static bool event_post(void *ctx, uint32_t lane, uint32_t ip, uint16_t dst_port, uint16_t src_port,
+		       const struct auth_key *key, const void *payload, size_t size)
+{
+	_Static_assert(sizeof(key->bytes) == TX_POST_AUX_SIZE, "the key travels in aux");
+	(void)ctx;
+	if (haspd_lcore == NULL || size > UINT16_MAX)
+		return false;
+	struct tx_post_msg hdr = { .dst_ip = ip, .dst_port = dst_port, .src_port = src_port,
+				   .payload_size = (uint16_t)size, .has_aux = key != NULL };
+	if (key != NULL)
+		memcpy(hdr.aux, key->bytes, sizeof(hdr.aux));
+	bool queued = dp_post(haspd_lcore, 1 + lane, &hdr, payload);
+	explicit_bzero(hdr.aux, sizeof(hdr.aux));
+	return queued;
+}
+
+/* On lcore 1 + lane: seals what event_post() handed over and sends it from
+ * this lcore's TX queue. The key copy is wiped once used. */
+static void on_post(struct dp_lcore *lc, struct tx_post_msg *m, void *arg)
+{
+	(void)arg;
+	if (m->has_aux) {
+		struct auth_key key;
+		memcpy(key.bytes, m->aux, sizeof(key.bytes));
+		explicit_bzero(m->aux, sizeof(m->aux));
+		hasp_wire_seal(&key, m->payload, m->payload_size);
+		auth_key_wipe(&key);
+	}
+	(void)dp_udp_send(lc, m->dst_ip, m->dst_port, m->src_port, m->payload, m->payload_size);
+}
+
+/* With more than one lcore, events leave from lcores 1.. (one lane each,
+ * up to NODE_EVENT_LANES_MAX): sealing and sending a watch fan-out is then
+ * off the node's lcore (docs/OPERATIONS.md, "More lcores"). 0, or an error
+ * already reported. */
+static int event_lanes_start(void)
+{
+	uint32_t lcores = dp_lcore_count(&haspd_dp);
+	if (lcores < 2)
+		return 0;
+	uint32_t lanes = lcores - 1 < NODE_EVENT_LANES_MAX ? lcores - 1 : NODE_EVENT_LANES_MAX;
+	int rc = dp_set_post_handler(&haspd_dp, on_post, NULL);
+	if (rc == 0) {
+		struct node_event_lanes l = { .count = lanes, .send = event_post };
+		rc = node_set_event_lanes(&haspd_node, &l);
+	}
+	if (rc != 0)
+		fprintf(stderr, "haspd: event lanes on %u lcores: %s\n", lanes, hasp_strerror(rc));
+	return rc;
 }
 
 static void on_client(struct dp_lcore *lc, const struct dp_datagram *dg, void *arg)
@@ -234,18 +289,6 @@ int main(int argc, char **argv)
 		return rc == -HASP_ECONFIG ? EXIT_CONFIG : EXIT_DATA_DIR;
 	}
 
-	char admin_path[NODE_PATH_SIZE + 16];
-	if (haspd_cfg.admin_socket[0] != '\0')
-		snprintf(admin_path, sizeof(admin_path), "%s", haspd_cfg.admin_socket);
-	else
-		snprintf(admin_path, sizeof(admin_path), "%s/admin.sock", haspd_cfg.data_dir);
-	rc = node_admin_init(&haspd_admin, &haspd_node, admin_path, haspd_cfg.admin_addr);
-	if (rc != 0) {
-		fprintf(stderr, "haspd: admin: %s\n", hasp_strerror(rc));
-		node_deinit(&haspd_node);
-		return EXIT_CONFIG;
-	}
-
 	struct dp_config dcfg = {
 		.eal_argc = haspd_cfg.eal_argc, .eal_argv = haspd_cfg.eal_argv,
 		.port_name = haspd_cfg.port_name[0] ? haspd_cfg.port_name : NULL,
@@ -259,7 +302,6 @@ int main(int argc, char **argv)
 		dp_running = 1;
 	if (rc != 0) {
 		fprintf(stderr, "haspd: dataplane init failed (eal/port): %s\n", hasp_strerror(rc));
-		node_admin_deinit(&haspd_admin);
 		node_deinit(&haspd_node);
 		return rc == -HASP_EINVAL ? EXIT_CONFIG : EXIT_RUNTIME;
 	}
@@ -272,6 +314,24 @@ int main(int argc, char **argv)
 		return EXIT_CONFIG;
 	}
 	dp_set_work(&haspd_dp, work, NULL);
+	if (event_lanes_start() != 0) {
+		dp_deinit(&haspd_dp);
+		node_deinit(&haspd_node);
+		return EXIT_RUNTIME;
+	}
+	/* After the lanes: the metrics have a row per lcore that sends. */
+	char admin_path[NODE_PATH_SIZE + 16];
+	if (haspd_cfg.admin_socket[0] != '\0')
+		snprintf(admin_path, sizeof(admin_path), "%s", haspd_cfg.admin_socket);
+	else
+		snprintf(admin_path, sizeof(admin_path), "%s/admin.sock", haspd_cfg.data_dir);
+	rc = node_admin_init(&haspd_admin, &haspd_node, admin_path, haspd_cfg.admin_addr);
+	if (rc != 0) {
+		fprintf(stderr, "haspd: admin: %s\n", hasp_strerror(rc));
+		dp_deinit(&haspd_dp);
+		node_deinit(&haspd_node);
+		return EXIT_CONFIG;
+	}
 	int wake = node_wake_fd(&haspd_node);
 	if (wake >= 0 && dp_add_wake_fd(&haspd_dp, wake) != 0)
 		fprintf(stderr, "haspd: warning: storage ring fd not registered for wake-ups\n");

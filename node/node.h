@@ -46,6 +46,35 @@ struct node_net {
 	void *ctx;
 };
 
+/* Event lanes (node_set_event_lanes()): where pushed events leave when the
+ * node has lcores besides its own. Each session's events go to one lane
+ * (a hash of its id), so they leave in the order the node made them.
+ * `send` takes the encoded event unsealed, with the session's key when
+ * clients authenticate (NULL otherwise), copies both and returns whether
+ * the datagram was queued; the lane seals and sends it. When it was not
+ * (the lane's queue full), the node sends it itself, as without lanes. haspd binds lane
+ * i to lcore 1 + i (docs/OPERATIONS.md, "More lcores"). */
+#define NODE_EVENT_LANES_MAX 7u
+struct auth_key;
+struct node_event_lanes {
+	uint32_t count; /* 0: events leave through node_net like replies */
+	bool (*send)(void *ctx, uint32_t lane, uint32_t dst_ip, uint16_t dst_port, uint16_t src_port,
+		     const struct auth_key *key, const void *payload, size_t size);
+	void *ctx;
+};
+
+/* Watch event outcomes counted per lcore that sends the watch's events:
+ * index 0 is the node's own lcore, 1 + i event lane i. The rate limit is
+ * the node's, so deferred, coalesced and dropped happen on the node's
+ * lcore; they are counted against the watch's lane all the same, so that
+ * one row tells what became of the events that lane carries. */
+struct node_watch_lcore {
+	uint64_t sent;
+	uint64_t deferred;
+	uint64_t coalesced;
+	uint64_t dropped;
+};
+
 /* Opcodes index replies_by and request_latency directly (enum hasp_op is
  * below 64 and sparse; 0 collects the opcodes the protocol does not know). */
 #define NODE_OPS (HASP_OP_KV_RANGE + 1)
@@ -89,6 +118,7 @@ struct node_stats {
 	uint64_t peer_tx;
 	uint64_t peer_tx_errors;       /* encode failures (must stay 0) */
 	uint64_t events_pushed;        /* EVENT datagrams sent (grants and watches) */
+	uint64_t events_lane_overflow; /* events an event lane had no room for: sent from the node's lcore */
 	uint64_t events_no_address;    /* no known address for the session */
 	uint64_t events_deduplicated;  /* the same event again for one session (waiter and watcher) */
 	uint64_t leader_stalls;        /* leading, found it had not run for an election timeout */
@@ -267,6 +297,8 @@ struct node {
 	struct watch_index watches; /* node/watch_index.h */
 	double watch_tokens;
 	uint64_t watch_refill_ns;
+	struct node_event_lanes lanes;
+	struct node_watch_lcore watch_by_lcore[1 + NODE_EVENT_LANES_MAX];
 
 	/* Apply scratch. */
 	struct locks_event *events;
@@ -362,6 +394,14 @@ const char *node_degraded(const struct node *n, char *buf, size_t size);
 int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
 	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)
 	__attribute__((warn_unused_result));
+/* Sends pushed events through `lanes` from now on (struct node_event_lanes).
+ * After node_init(), before the first event. Returns 0 or -HASP_EINVAL
+ * (count 0 or above NODE_EVENT_LANES_MAX, no send function). */
+int node_set_event_lanes(struct node *n, const struct node_event_lanes *lanes)
+	__attribute__((warn_unused_result));
+/* The lcore that sends session `session_id`'s events: 0 (the node's own)
+ * without event lanes, else 1 + its lane. */
+uint32_t node_event_lcore(const struct node *n, uint64_t session_id);
 /* Drains in-flight WAL writes and hard-state saves (blocking) and frees
  * everything. */
 void node_deinit(struct node *n);

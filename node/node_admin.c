@@ -861,12 +861,15 @@ static void publish(struct node_admin *na)
 	metric_set(m->snapshot_copy_last, (int64_t)n->snap_copy_ns_last);
 	metric_set(m->snapshot_copy_max, (int64_t)n->snap_copy_ns_max);
 	metric_set(m->requests[0], (int64_t)s->client_rx);
-	/* The node (and so every watch event) runs on lcore 0; the other
-	 * lcores only receive (docs/PERFORMANCE.md "Watch fan-out"). */
-	metric_set(m->watch_events[0][NODE_WATCH_SENT], (int64_t)s->watch_events_sent);
-	metric_set(m->watch_events[0][NODE_WATCH_DEFERRED], (int64_t)s->watch_rate_limited);
-	metric_set(m->watch_events[0][NODE_WATCH_COALESCED], (int64_t)s->watch_coalesced);
-	metric_set(m->watch_events[0][NODE_WATCH_DROPPED], (int64_t)s->watch_dropped);
+	/* Per lcore that sends the watch's events: lcore 0 without event
+	 * lanes, lcores 1.. with them (struct node_watch_lcore). */
+	for (uint32_t l = 0; l < m->lcore_count; l++) {
+		const struct node_watch_lcore *w = &n->watch_by_lcore[l];
+		metric_set(m->watch_events[l][NODE_WATCH_SENT], (int64_t)w->sent);
+		metric_set(m->watch_events[l][NODE_WATCH_DEFERRED], (int64_t)w->deferred);
+		metric_set(m->watch_events[l][NODE_WATCH_COALESCED], (int64_t)w->coalesced);
+		metric_set(m->watch_events[l][NODE_WATCH_DROPPED], (int64_t)w->dropped);
+	}
 	metric_set(m->watch_capacity, (int64_t)n->watches.capacity);
 	metric_set(m->watch_bytes_per_watch, (int64_t)watch_index_bytes_per_watch(&n->watches));
 
@@ -986,7 +989,10 @@ int node_admin_init(struct node_admin *na, struct node *n, const char *unix_path
 	auth_key_wipe(&cfg.admin_key); /* control keeps its own copy */
 	if (rc != 0)
 		return rc;
-	rc = node_metrics_register(&na->nm, &na->ctl, 1);
+	/* The node's lcore and one per event lane (haspd sets the lanes
+	 * before this). */
+	_Static_assert(1 + NODE_EVENT_LANES_MAX <= NODE_METRICS_LCORES_MAX, "a metrics row per lane");
+	rc = node_metrics_register(&na->nm, &na->ctl, 1 + n->lanes.count);
 	if (rc == 0)
 		rc = node_metrics_register_node(&na->nm, n);
 	if (rc == 0 && n->cfg.data_dir[0] != '\0')

@@ -50,6 +50,7 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(peer_tx) \
 	X(peer_tx_errors) \
 	X(events_pushed) \
+	X(events_lane_overflow) \
 	X(events_no_address) \
 	X(events_deduplicated) \
 	X(leader_stalls) \

@@ -33,6 +33,55 @@
 #include "common/wire_auth.h"
 #include "hasp/errors.h"
 
+enum watch_outcome { WATCH_SENT, WATCH_DEFERRED, WATCH_COALESCED, WATCH_DROPPED };
+
+int node_set_event_lanes(struct node *n, const struct node_event_lanes *lanes)
+{
+	HASP_ASSERT(n != NULL && lanes != NULL);
+	if (lanes->count == 0 || lanes->count > NODE_EVENT_LANES_MAX || lanes->send == NULL)
+		return -HASP_EINVAL;
+	n->lanes = *lanes;
+	return 0;
+}
+
+/* A session's lane: a hash of its id (ids are allocated in sequence, so
+ * a plain modulo would do too; the multiply keeps lanes even if not). */
+static uint32_t event_lane(const struct node *n, uint64_t session_id)
+{
+	HASP_ASSERT(n->lanes.count > 0);
+	return (uint32_t)(((session_id * 0x9e3779b97f4a7c15ull) >> 32) % n->lanes.count);
+}
+
+uint32_t node_event_lcore(const struct node *n, uint64_t session_id)
+{
+	return n->lanes.count == 0 ? 0 : 1 + event_lane(n, session_id);
+}
+
+/* Counts `count` watch events of session `session_id` with one outcome:
+ * the node's total and the row of the lcore that sends its events. */
+static void watch_count(struct node *n, uint64_t session_id, enum watch_outcome o, uint64_t count)
+{
+	struct node_watch_lcore *l = &n->watch_by_lcore[node_event_lcore(n, session_id)];
+	switch (o) {
+	case WATCH_SENT:
+		n->stats.watch_events_sent += count;
+		l->sent += count;
+		break;
+	case WATCH_DEFERRED:
+		n->stats.watch_rate_limited += count;
+		l->deferred += count;
+		break;
+	case WATCH_COALESCED:
+		n->stats.watch_coalesced += count;
+		l->coalesced += count;
+		break;
+	case WATCH_DROPPED:
+		n->stats.watch_dropped += count;
+		l->dropped += count;
+		break;
+	}
+}
+
 int notify_init(struct node *n)
 {
 	uint32_t want = n->cfg.locks.sessions_max * 2u;
@@ -115,7 +164,7 @@ void notify_session_end(struct node *n, uint64_t id)
 	if (s == NULL)
 		return;
 	/* Its watches go with it (and their held events). */
-	n->stats.watch_dropped += watch_index_remove_session(&n->watches, &s->watch_head);
+	watch_count(n, id, WATCH_DROPPED, watch_index_remove_session(&n->watches, &s->watch_head));
 	uint32_t i = (uint32_t)(s - n->sessions);
 	n->sessions[i].id = 0;
 	for (uint32_t j = (i + 1) & n->sessions_mask; n->sessions[j].id != 0;
@@ -224,13 +273,23 @@ static bool push_event(struct node *n, uint64_t session_id, const struct push *e
 	int size = hasp_wire_encode(&msg, buf, sizeof(buf));
 	if (size <= 0)
 		return false;
-	if (key != NULL)
-		hasp_wire_seal(key, buf, (size_t)size);
-	n->loop.client_send(n, s->ip, s->port, buf, (size_t)size);
 	s->last_event_index = e->index;
 	s->last_event_sub = e->sub;
-	n->stats.events_pushed++;
 	HASP_ASSERT(s->id == session_id);
+	/* Sealed and sent on the lane's lcore. When its ring is full the
+	 * event leaves from here instead, sent rather than lost; it may
+	 * overtake the session's events still queued there, which the client
+	 * sees as it sees reordering on the wire (the prev chain). */
+	bool posted = n->lanes.count > 0 &&
+		      n->lanes.send(n->lanes.ctx, event_lane(n, session_id), s->ip, s->port,
+				    n->self->client_port, key, buf, (size_t)size);
+	if (!posted) {
+		n->stats.events_lane_overflow += n->lanes.count > 0;
+		if (key != NULL)
+			hasp_wire_seal(key, buf, (size_t)size);
+		n->loop.client_send(n, s->ip, s->port, buf, (size_t)size);
+	}
+	n->stats.events_pushed++;
 	return true;
 }
 
@@ -256,7 +315,7 @@ static void watch_push(struct node *n, struct watch *w, const struct push *e)
 {
 	w->epoch = n->watches.epoch;
 	if (push_event(n, w->session_id, e))
-		n->stats.watch_events_sent++;
+		watch_count(n, w->session_id, WATCH_SENT, 1);
 }
 
 struct watch_visit {
@@ -286,7 +345,7 @@ static void watch_event(void *arg, struct watch_index *x, uint32_t i)
 	if (n->lead_unconfirmed)
 		n->stats.events_unconfirmed++;
 	else
-		n->stats.watch_rate_limited++;
+		watch_count(n, w->session_id, WATCH_DEFERRED, 1);
 	if (watch_missed(x, w)) {
 		w->held_gap = true;
 		w->epoch = x->epoch;
@@ -295,7 +354,7 @@ static void watch_event(void *arg, struct watch_index *x, uint32_t i)
 		/* One slot per watch: the newer event replaces the held one,
 		 * and the watcher is told it missed something (a RESYNC in
 		 * libhasp) rather than losing it silently. */
-		n->stats.watch_coalesced++;
+		watch_count(n, w->session_id, WATCH_COALESCED, 1);
 		w->held_gap = true;
 	}
 	w->held_type = e->type;
@@ -362,7 +421,7 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 			/* Registered again: the client re-reads itself. */
 			x->w[i].epoch = x->epoch;
 		} else {
-			n->stats.watch_dropped += x->w[i].queued;
+			watch_count(n, session_id, WATCH_DROPPED, x->w[i].queued);
 			watch_index_remove(x, &s->watch_head, i);
 		}
 		return HASP_STATUS_OK;
@@ -436,6 +495,6 @@ void notify_clear(struct node *n)
 	while ((i = watch_index_held_first(x)) != WATCH_NONE) {
 		x->w[i].held_gap = false;
 		watch_index_unhold(x, i);
-		n->stats.watch_dropped++;
+		watch_count(n, x->w[i].session_id, WATCH_DROPPED, 1);
 	}
 }

@@ -898,6 +898,153 @@ static void test_node_watch_events_are_rate_limited_and_coalesced(void **state)
 	sim_destroy(s);
 }
 
+/* Event lanes (node.h struct node_event_lanes; haspd's lcores 1..): every
+ * event of a session leaves through that session's lane, in the node's
+ * order, and the per-lcore counters say which lane sent what. An event a
+ * lane has no room for (its queue full) is sent by the node itself and
+ * counted, not lost; the chain of prevs goes on through it. */
+#define LANES 3u
+#define LANE_WATCHERS 12u
+struct lane_log {
+	struct sim *s;
+	uint32_t from;          /* the leader's index, for sim_send */
+	bool refuse;            /* the lanes' queues are full */
+	uint64_t sent[LANES];
+	uint32_t lane_of[LANE_WATCHERS];
+	uint64_t session[LANE_WATCHERS];
+	bool keyed;             /* a key was passed (client_auth is off here) */
+};
+
+static bool sim_lane_send(void *ctx, uint32_t lane, uint32_t ip, uint16_t dst_port, uint16_t src_port,
+			  const struct auth_key *key, const void *payload, size_t size)
+{
+	struct lane_log *log = ctx;
+	struct hasp_wire_msg ev;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	assert_true(lane < LANES);
+	if (log->refuse)
+		return false;
+	log->keyed |= key != NULL;
+	memcpy(keep, payload, size);
+	assert_int_equal(hasp_wire_decode_reply(keep, size, &ev), 0);
+	for (uint32_t k = 0; k < LANE_WATCHERS; k++)
+		if (log->session[k] == ev.hdr.session_id)
+			log->lane_of[k] = lane;
+	log->sent[lane]++;
+	sim_send((void *)(uintptr_t)log->from, ip, dst_port, src_port, payload, size);
+	return true;
+}
+
+/* The events of session `sid` in the client's inbox, in arrival order. */
+static uint32_t inbox_events(struct sim *s, uint64_t sid, struct hasp_wire_msg *ev, uint32_t max)
+{
+	static uint8_t keep[8][HASP_DATAGRAM_SIZE_MAX];
+	uint32_t count = 0;
+	for (uint32_t k = 0; k < s->inbox_count && count < max && count < 8; k++) {
+		memcpy(keep[count], s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep[count], s->inbox[k].size, &ev[count]) == 0 &&
+		    ev[count].hdr.opcode == HASP_OP_EVENT && ev[count].hdr.session_id == sid)
+			count++;
+	}
+	return count;
+}
+
+/* Session `a` writes `key` (3 bytes) on leader l; returns the put's Raft
+ * index. */
+static uint64_t lane_put(struct sim *s, int l, uint64_t a, const char *key)
+{
+	static uint64_t seq;
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct hasp_wire_msg put = { .hdr = { .opcode = HASP_OP_KV_PUT, .session_id = a, .seq = ++seq } };
+	put.body.kv_put = (struct hasp_wire_kv_put){ .key = { (const uint8_t *)key, 3 },
+						     .value = { (const uint8_t *)"v", 1 } };
+	assert_true(sim_call(s, l, &put, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	return s->nodes[l].applied; /* applied before the reply went out */
+}
+
+static void test_node_events_leave_through_their_sessions_lane(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(23));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	struct lane_log log = { .s = s, .from = (uint32_t)l };
+	struct node_event_lanes lanes = { .count = LANES, .send = sim_lane_send, .ctx = &log };
+
+	struct node_event_lanes bad = lanes;
+	bad.count = NODE_EVENT_LANES_MAX + 1;
+	assert_int_equal(node_set_event_lanes(n, &bad), -HASP_EINVAL);
+	assert_int_equal(node_set_event_lanes(n, &lanes), 0);
+	uint64_t a = sim_open(s, l, 70);
+	for (uint32_t k = 0; k < LANE_WATCHERS; k++) {
+		log.session[k] = sim_open(s, l, 71 + k);
+		struct hasp_wire_msg req = { .hdr = { .opcode = HASP_OP_WATCH, .session_id = log.session[k], .seq = 2 } };
+		req.body.watch = (struct hasp_wire_watch){ .name = { (const uint8_t *)"q/", 2 },
+							   .flags = HASP_WIRE_WATCH_PREFIX };
+		assert_true(sim_call(s, l, &req, &reply, keep));
+		assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	}
+	/* Two puts, collected together: each watcher gets both, in order,
+	 * the second naming the first. */
+	uint64_t i1 = lane_put(s, l, a, "q/1");
+	uint32_t before = s->inbox_count;
+	struct dgram *first = test_calloc(before, sizeof(*first));
+	memcpy(first, s->inbox, before * sizeof(*first));
+	uint64_t i2 = lane_put(s, l, a, "q/2");
+	memmove(s->inbox + before, s->inbox, s->inbox_count * sizeof(*s->inbox));
+	memcpy(s->inbox, first, before * sizeof(*first));
+	s->inbox_count += before;
+	test_free(first);
+	uint32_t used = 0;
+	for (uint32_t k = 0; k < LANE_WATCHERS; k++) {
+		struct hasp_wire_msg ev[8];
+		assert_int_equal(inbox_events(s, log.session[k], ev, 8), 2);
+		assert_int_equal(ev[0].hdr.seq, i1);
+		assert_int_equal(ev[1].hdr.seq, i2);
+		assert_int_equal(ev[1].body.event.prev_index, i1);
+		assert_int_equal(log.lane_of[k] + 1, node_event_lcore(n, log.session[k]));
+	}
+	for (uint32_t j = 0; j < LANES; j++) {
+		/* The per-lcore rows count what each lane carried. */
+		assert_int_equal(n->watch_by_lcore[1 + j].sent, log.sent[j]);
+		used += log.sent[j] > 0;
+	}
+	assert_true(used >= 2); /* 12 sessions over 3 lanes */
+	assert_int_equal(n->watch_by_lcore[0].sent, 0);
+	assert_int_equal(n->stats.watch_events_sent, 2 * LANE_WATCHERS);
+	assert_int_equal(n->stats.events_pushed, 2 * LANE_WATCHERS);
+	assert_false(log.keyed);
+
+	/* The lanes are full: the node sends the events itself, counted. */
+	uint64_t carried = log.sent[0] + log.sent[1] + log.sent[2];
+	log.refuse = true;
+	uint64_t i3 = lane_put(s, l, a, "q/3");
+	assert_int_equal(n->stats.events_lane_overflow, LANE_WATCHERS);
+	assert_int_equal(n->stats.watch_events_sent, 3 * LANE_WATCHERS);
+	assert_int_equal(log.sent[0] + log.sent[1] + log.sent[2], carried);
+	for (uint32_t k = 0; k < LANE_WATCHERS; k++) {
+		struct hasp_wire_msg ev[8];
+		assert_int_equal(inbox_events(s, log.session[k], ev, 8), 1);
+		assert_int_equal(ev[0].hdr.seq, i3);
+		assert_int_equal(ev[0].body.event.prev_index, i2);
+	}
+	/* Room again: back on the lanes, the chain unbroken. */
+	log.refuse = false;
+	uint64_t i4 = lane_put(s, l, a, "q/4");
+	for (uint32_t k = 0; k < LANE_WATCHERS; k++) {
+		struct hasp_wire_msg ev[8];
+		assert_int_equal(inbox_events(s, log.session[k], ev, 8), 1);
+		assert_int_equal(ev[0].hdr.seq, i4);
+		assert_int_equal(ev[0].body.event.prev_index, i3);
+	}
+	assert_int_equal(log.sent[0] + log.sent[1] + log.sent[2], carried + LANE_WATCHERS);
+	sim_destroy(s);
+}
+
 /* The per-node watch counters: a held event that never goes out is counted
  * as dropped (step-down, UNWATCH, the session's end), and a session's end
  * takes every watch of it from the registry. */
@@ -2130,6 +2277,7 @@ int main(void)
 		cmocka_unit_test(test_node_watch_count_tells_a_restart_that_lost_the_watches),
 		cmocka_unit_test(test_node_forged_peer_messages_neither_depose_nor_commit),
 		cmocka_unit_test(test_node_watch_events_are_rate_limited_and_coalesced),
+		cmocka_unit_test(test_node_events_leave_through_their_sessions_lane),
 		cmocka_unit_test(test_node_dead_follower_does_not_fill_the_window),
 		cmocka_unit_test(test_node_lcore_allocates_nothing_after_start),
 		cmocka_unit_test(test_node_idle_watermark_is_rate_limited),
