@@ -130,11 +130,11 @@ struct dp_lcore {
 	bool fwd_pushed;         /* RX lcore: this burst forwarded a datagram */
 	uint64_t post_targets;   /* lcore 0: bit i, it posted to lcore i since the last wake check */
 	struct dp_stats stats;
-	/* lcore 0 with rx_forward: set just before it sleeps, cleared when it
-	 * wakes; RX lcores write its wake eventfd only while it is set (the
+	/* An lcore others hand messages to (lcore 0 with rx_forward, lcores
+	 * 1.. with dp_post()): set just before it sleeps, cleared when it
+	 * wakes; producers write its wake eventfd only while it is set (the
 	 * race analysis is at lcore_loop.c's lcore_sleep()). Own cache line:
-	 * RX lcores read it after every burst they forward. The same for
-	 * lcores 1.. with dp_post(): lcore 0 reads theirs after posting. */
+	 * producers read it after every burst they hand over. */
 	atomic_bool asleep __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 

@@ -303,7 +303,7 @@ static void lcore_fwd_notify(struct dp_lcore *lc)
 }
 
 /* Lcore 0 after posting: wake every target it posted to that sleeps (the
- * same hand-shake as lcore_fwd_notify(), the other way round). */
+ * producer's half of lcore_sleep()'s hand-shake, as in lcore_fwd_notify()). */
 static void lcore_post_notify(struct dp_lcore *lc)
 {
 	struct dp *dp = lc->dp;
@@ -346,39 +346,41 @@ static uint32_t lcore_post_drain(struct dp_lcore *lc)
 	return total;
 }
 
+/* Whether other lcores hand this one messages (lcore 0: rx_forward's
+ * rings; lcores 1..: tx_post's), and whether one is waiting now. */
+static bool lcore_gets_handoffs(const struct dp_lcore *lc)
+{
+	return lc->index == 0 ? lc->dp->fwd_on : lc->dp->post_on;
+}
+
+static bool lcore_handoff_pending(const struct dp_lcore *lc)
+{
+	const struct dp *dp = lc->dp;
+	return lc->index == 0 ? rx_forward_pending(&dp->fwd) : tx_post_pending(&dp->post, lc->index);
+}
+
 /* Sleeps until a frame, a node fd, a wake or `deadline`.
  *
- * Lcore 0 with forwarding must not sleep past a message an RX lcore has
- * just enqueued. The hand-shake is Dekker's: lcore 0 stores asleep=true,
- * fences, then checks every ring; an RX lcore enqueues, fences, then loads
- * `asleep`. With both fences sequentially consistent, at least one side
- * sees the other's store: either lcore 0 finds the message and does not
- * sleep, or the RX lcore sees asleep=true and writes lcore 0's wake
- * eventfd. That eventfd is level-triggered and polled by every wait, so a
- * write that lands before ppoll() starts still ends it at once (it costs
- * one spurious wake at worst, never a lost one). RX lcores write the
- * eventfd only while lcore 0 sleeps, so a busy lcore 0 costs them no
- * syscall. */
+ * An lcore that other lcores hand messages to (lcore 0 from the RX lcores,
+ * a sending lcore from lcore 0) must not sleep past one just enqueued. The
+ * hand-shake is Dekker's: the sleeper stores asleep=true, fences, then
+ * checks its rings; the producer enqueues, fences, then loads `asleep`.
+ * With both fences sequentially consistent, at least one side sees the
+ * other's store: either the sleeper finds the message and does not sleep,
+ * or the producer sees asleep=true and writes the sleeper's wake eventfd.
+ * That eventfd is level-triggered and polled by every wait, so a write
+ * that lands before ppoll() starts still ends it at once (it costs one
+ * spurious wake at worst, never a lost one). Producers write the eventfd
+ * only while the consumer sleeps, so a busy one costs them no syscall. */
 static void lcore_sleep(struct dp_lcore *lc, uint64_t deadline)
 {
-	struct dp *dp = lc->dp;
-
-	if (lc->index != 0 && dp->post_on) {
-		/* The same hand-shake for datagrams lcore 0 posted here. */
-		atomic_store_explicit(&lc->asleep, true, memory_order_relaxed);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (!tx_post_pending(&dp->post, lc->index))
-			idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
-		atomic_store_explicit(&lc->asleep, false, memory_order_relaxed);
-		return;
-	}
-	if (!dp->fwd_on || lc->index != 0) {
+	if (!lcore_gets_handoffs(lc)) {
 		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
 		return;
 	}
 	atomic_store_explicit(&lc->asleep, true, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!rx_forward_pending(&dp->fwd))
+	if (!lcore_handoff_pending(lc))
 		idle_wait(&lc->idle, clock_monotonic_ns(), deadline, &lc->stats);
 	atomic_store_explicit(&lc->asleep, false, memory_order_relaxed);
 }

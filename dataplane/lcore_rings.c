@@ -23,7 +23,6 @@ int lcore_rings_init(struct lcore_rings *r, const char *name, uint32_t lcore_cou
 	HASP_ASSERT(ring_size >= 2 && (ring_size & (ring_size - 1)) == 0);
 	memset(r, 0, sizeof(*r));
 	r->lcore_count = lcore_count;
-	r->msg_count = msg_count;
 	r->rings = hasp_calloc(lcore_count, sizeof(*r->rings));
 	if (r->rings == NULL)
 		return -HASP_ENOMEM;

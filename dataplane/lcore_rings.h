@@ -25,7 +25,6 @@ struct lcore_rings {
 	struct rte_mempool *pool;
 	struct rte_ring **rings; /* by lcore index; [0] unused (NULL) */
 	uint32_t lcore_count;    /* rings has this many slots */
-	uint32_t msg_count;
 };
 
 /* Creates a pool of `msg_count` messages of `msg_size` bytes named

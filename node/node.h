@@ -52,8 +52,8 @@ struct node_net {
  * `send` takes the encoded event unsealed, with the session's key when
  * clients authenticate (NULL otherwise), copies both and returns whether
  * the datagram was queued; the lane seals and sends it. When it was not
- * (the lane's queue full), the node sends it itself, as without lanes. haspd binds lane
- * i to lcore 1 + i (docs/OPERATIONS.md, "More lcores"). */
+ * (the lane's queue full), the node sends it itself, as without lanes.
+ * haspd binds lane i to lcore 1 + i (docs/OPERATIONS.md, "More lcores"). */
 #define NODE_EVENT_LANES_MAX 7u
 struct auth_key;
 struct node_event_lanes {
@@ -63,16 +63,29 @@ struct node_event_lanes {
 	void *ctx;
 };
 
+/* Outcomes of a watch event (hasp_watch_events_total{outcome}): pushed,
+ * held back by the rate limit, replaced while held, discarded while held
+ * (step-down, UNWATCH, the session's end). */
+#define NODE_WATCH_OUTCOME_TABLE(X) \
+	X(NODE_WATCH_SENT, "sent") \
+	X(NODE_WATCH_DEFERRED, "deferred") \
+	X(NODE_WATCH_COALESCED, "coalesced") \
+	X(NODE_WATCH_DROPPED, "dropped")
+
+enum node_watch_outcome {
+#define NODE_WATCH_ENUM(name, text) name,
+	NODE_WATCH_OUTCOME_TABLE(NODE_WATCH_ENUM)
+#undef NODE_WATCH_ENUM
+	NODE_WATCH_OUTCOMES
+};
+
 /* Watch event outcomes counted per lcore that sends the watch's events:
  * index 0 is the node's own lcore, 1 + i event lane i. The rate limit is
  * the node's, so deferred, coalesced and dropped happen on the node's
  * lcore; they are counted against the watch's lane all the same, so that
  * one row tells what became of the events that lane carries. */
 struct node_watch_lcore {
-	uint64_t sent;
-	uint64_t deferred;
-	uint64_t coalesced;
-	uint64_t dropped;
+	uint64_t count[NODE_WATCH_OUTCOMES];
 };
 
 /* Opcodes index replies_by and request_latency directly (enum hasp_op is

@@ -863,13 +863,9 @@ static void publish(struct node_admin *na)
 	metric_set(m->requests[0], (int64_t)s->client_rx);
 	/* Per lcore that sends the watch's events: lcore 0 without event
 	 * lanes, lcores 1.. with them (struct node_watch_lcore). */
-	for (uint32_t l = 0; l < m->lcore_count; l++) {
-		const struct node_watch_lcore *w = &n->watch_by_lcore[l];
-		metric_set(m->watch_events[l][NODE_WATCH_SENT], (int64_t)w->sent);
-		metric_set(m->watch_events[l][NODE_WATCH_DEFERRED], (int64_t)w->deferred);
-		metric_set(m->watch_events[l][NODE_WATCH_COALESCED], (int64_t)w->coalesced);
-		metric_set(m->watch_events[l][NODE_WATCH_DROPPED], (int64_t)w->dropped);
-	}
+	for (uint32_t l = 0; l < m->lcore_count; l++)
+		for (uint32_t o = 0; o < NODE_WATCH_OUTCOMES; o++)
+			metric_set(m->watch_events[l][o], (int64_t)n->watch_by_lcore[l].count[o]);
 	metric_set(m->watch_capacity, (int64_t)n->watches.capacity);
 	metric_set(m->watch_bytes_per_watch, (int64_t)watch_index_bytes_per_watch(&n->watches));
 

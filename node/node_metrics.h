@@ -59,22 +59,6 @@ struct control_node_state {
 	uint64_t sessions;
 };
 
-/* Outcomes of a watch event (hasp_watch_events_total{outcome}): pushed,
- * held back by the rate limit, replaced while held, discarded while held
- * (step-down, UNWATCH, the session's end). */
-#define NODE_WATCH_OUTCOME_TABLE(X) \
-	X(NODE_WATCH_SENT, "sent") \
-	X(NODE_WATCH_DEFERRED, "deferred") \
-	X(NODE_WATCH_COALESCED, "coalesced") \
-	X(NODE_WATCH_DROPPED, "dropped")
-
-enum node_watch_outcome {
-#define NODE_WATCH_ENUM(name, text) name,
-	NODE_WATCH_OUTCOME_TABLE(NODE_WATCH_ENUM)
-#undef NODE_WATCH_ENUM
-	NODE_WATCH_OUTCOMES
-};
-
 struct node_metrics {
 	struct metrics *m;
 	uint32_t lcore_count;

@@ -33,8 +33,6 @@
 #include "common/wire_auth.h"
 #include "hasp/errors.h"
 
-enum watch_outcome { WATCH_SENT, WATCH_DEFERRED, WATCH_COALESCED, WATCH_DROPPED };
-
 int node_set_event_lanes(struct node *n, const struct node_event_lanes *lanes)
 {
 	HASP_ASSERT(n != NULL && lanes != NULL);
@@ -59,27 +57,16 @@ uint32_t node_event_lcore(const struct node *n, uint64_t session_id)
 
 /* Counts `count` watch events of session `session_id` with one outcome:
  * the node's total and the row of the lcore that sends its events. */
-static void watch_count(struct node *n, uint64_t session_id, enum watch_outcome o, uint64_t count)
+static void watch_count(struct node *n, uint64_t session_id, enum node_watch_outcome o, uint64_t count)
 {
-	struct node_watch_lcore *l = &n->watch_by_lcore[node_event_lcore(n, session_id)];
-	switch (o) {
-	case WATCH_SENT:
-		n->stats.watch_events_sent += count;
-		l->sent += count;
-		break;
-	case WATCH_DEFERRED:
-		n->stats.watch_rate_limited += count;
-		l->deferred += count;
-		break;
-	case WATCH_COALESCED:
-		n->stats.watch_coalesced += count;
-		l->coalesced += count;
-		break;
-	case WATCH_DROPPED:
-		n->stats.watch_dropped += count;
-		l->dropped += count;
-		break;
-	}
+	uint64_t *total[NODE_WATCH_OUTCOMES] = {
+		[NODE_WATCH_SENT] = &n->stats.watch_events_sent,
+		[NODE_WATCH_DEFERRED] = &n->stats.watch_rate_limited,
+		[NODE_WATCH_COALESCED] = &n->stats.watch_coalesced,
+		[NODE_WATCH_DROPPED] = &n->stats.watch_dropped,
+	};
+	*total[o] += count;
+	n->watch_by_lcore[node_event_lcore(n, session_id)].count[o] += count;
 }
 
 int notify_init(struct node *n)
@@ -164,7 +151,7 @@ void notify_session_end(struct node *n, uint64_t id)
 	if (s == NULL)
 		return;
 	/* Its watches go with it (and their held events). */
-	watch_count(n, id, WATCH_DROPPED, watch_index_remove_session(&n->watches, &s->watch_head));
+	watch_count(n, id, NODE_WATCH_DROPPED, watch_index_remove_session(&n->watches, &s->watch_head));
 	uint32_t i = (uint32_t)(s - n->sessions);
 	n->sessions[i].id = 0;
 	for (uint32_t j = (i + 1) & n->sessions_mask; n->sessions[j].id != 0;
@@ -315,7 +302,7 @@ static void watch_push(struct node *n, struct watch *w, const struct push *e)
 {
 	w->epoch = n->watches.epoch;
 	if (push_event(n, w->session_id, e))
-		watch_count(n, w->session_id, WATCH_SENT, 1);
+		watch_count(n, w->session_id, NODE_WATCH_SENT, 1);
 }
 
 struct watch_visit {
@@ -345,7 +332,7 @@ static void watch_event(void *arg, struct watch_index *x, uint32_t i)
 	if (n->lead_unconfirmed)
 		n->stats.events_unconfirmed++;
 	else
-		watch_count(n, w->session_id, WATCH_DEFERRED, 1);
+		watch_count(n, w->session_id, NODE_WATCH_DEFERRED, 1);
 	if (watch_missed(x, w)) {
 		w->held_gap = true;
 		w->epoch = x->epoch;
@@ -354,7 +341,7 @@ static void watch_event(void *arg, struct watch_index *x, uint32_t i)
 		/* One slot per watch: the newer event replaces the held one,
 		 * and the watcher is told it missed something (a RESYNC in
 		 * libhasp) rather than losing it silently. */
-		watch_count(n, w->session_id, WATCH_COALESCED, 1);
+		watch_count(n, w->session_id, NODE_WATCH_COALESCED, 1);
 		w->held_gap = true;
 	}
 	w->held_type = e->type;
@@ -421,7 +408,7 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 			/* Registered again: the client re-reads itself. */
 			x->w[i].epoch = x->epoch;
 		} else {
-			watch_count(n, session_id, WATCH_DROPPED, x->w[i].queued);
+			watch_count(n, session_id, NODE_WATCH_DROPPED, x->w[i].queued);
 			watch_index_remove(x, &s->watch_head, i);
 		}
 		return HASP_STATUS_OK;
@@ -495,6 +482,6 @@ void notify_clear(struct node *n)
 	while ((i = watch_index_held_first(x)) != WATCH_NONE) {
 		x->w[i].held_gap = false;
 		watch_index_unhold(x, i);
-		watch_count(n, x->w[i].session_id, WATCH_DROPPED, 1);
+		watch_count(n, x->w[i].session_id, NODE_WATCH_DROPPED, 1);
 	}
 }

@@ -1010,11 +1010,11 @@ static void test_node_events_leave_through_their_sessions_lane(void **state)
 	}
 	for (uint32_t j = 0; j < LANES; j++) {
 		/* The per-lcore rows count what each lane carried. */
-		assert_int_equal(n->watch_by_lcore[1 + j].sent, log.sent[j]);
+		assert_int_equal(n->watch_by_lcore[1 + j].count[NODE_WATCH_SENT], log.sent[j]);
 		used += log.sent[j] > 0;
 	}
 	assert_true(used >= 2); /* 12 sessions over 3 lanes */
-	assert_int_equal(n->watch_by_lcore[0].sent, 0);
+	assert_int_equal(n->watch_by_lcore[0].count[NODE_WATCH_SENT], 0);
 	assert_int_equal(n->stats.watch_events_sent, 2 * LANE_WATCHERS);
 	assert_int_equal(n->stats.events_pushed, 2 * LANE_WATCHERS);
 	assert_false(log.keyed);
