@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -39,6 +40,7 @@
 LOG_TOPIC_DEFINE(node);
 
 #define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
 #define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
 #define NODE_SNAP_POLL_NS 1000000ull /* look for the snapshot writer's exit every 1 ms */
 /* Snapshot save failures: retry after 100 ms, doubling up to 30 s; one log
@@ -46,6 +48,9 @@ LOG_TOPIC_DEFINE(node);
 #define NODE_SNAP_BACKOFF_MIN_NS (100ull * NS_PER_MS)
 #define NODE_SNAP_BACKOFF_MAX_NS (30000ull * NS_PER_MS)
 #define NODE_SNAP_LOG_NS (10000ull * NS_PER_MS)
+/* A paced snapshot's piece (snapshot_write_rate): what a WAL fdatasync may
+ * find ahead of it in the device's cache at most. */
+#define NODE_SNAPSHOT_PIECE (256u << 10)
 
 static void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
 		      const void *payload, size_t size)
@@ -169,14 +174,14 @@ static void persist_snap_chunk(struct node *n, const struct raft_update *up)
 }
 
 static int save_snapshot(struct node *n, uint64_t index, uint64_t term, const struct raft_conf *conf,
-			 const uint8_t *data, uint64_t size)
+			 const uint8_t *data, uint64_t size, const struct snapshot_pace *pace)
 {
 	uint8_t membership[1 + RAFT_CONF_MEMBERS_MAX * 5];
 	struct snapshot_meta meta = {
 		.last_index = index, .last_term = term,
 		.membership_size = conf_encode(conf, membership), .data_size = size,
 	};
-	return snapshot_save(n->st.io, &meta, membership, data, n->cfg.snapshots_kept);
+	return snapshot_save(n->st.io, &meta, membership, data, n->cfg.snapshots_kept, pace);
 }
 
 static void snapshot_settle(struct node *n);
@@ -203,7 +208,7 @@ static void persist_snap_install(struct node *n, const struct raft_update *up)
 	memcpy(n->snap_buf[next], n->snap_recv, up->snap_size);
 	n->snap_size[next] = up->snap_size;
 	rc = save_snapshot(n, up->snap_index, up->snap_term, &up->snap_conf, n->snap_buf[next],
-			   up->snap_size);
+			   up->snap_size, NULL);
 	if (rc == 0)
 		rc = up->snap_log_reset || wal_last_index(&n->st.wal) < up->snap_index
 			     ? wal_reset(&n->st.wal, up->snap_index)
@@ -375,6 +380,18 @@ static void follow_peer_keys(struct node *n)
 				 n->cfg.members[k].id, (unsigned long long)r->conf_index);
 }
 
+/* The leader has applied its term's first entry (the no-op): the commands
+ * clients send from now on can commit. Logged with the time since it won,
+ * so that a failover's wait can be split into the election, this, and the
+ * client's own part (perf/failover). */
+static void lead_ready(struct node *n)
+{
+	n->lead_ready = true;
+	n->lead_ready_ns_last = n->now_ns - n->lead_won_ns;
+	LOG_INFO(node, "leader ready node=%u term=%llu after_ms=%.3f", n->cfg.node_id,
+		 (unsigned long long)n->raft.term, (double)n->lead_ready_ns_last / 1e6);
+}
+
 /*
  * Handles the update of the last raft_step(), in the one order that keeps
  * Raft safe (docs/RAFT.md, Figure 2; docs/STYLE.md §1):
@@ -443,9 +460,13 @@ static void node_update(struct node *n)
 		 * term, so log time is rebased onto this leader's clock. */
 		n->tick_due = true;
 		n->expiry_fence = 0;
+		n->lead_won_ns = n->now_ns;
+		n->lead_ready = false;
 		LOG_INFO(node, "leader node=%u term=%llu", n->cfg.node_id,
 			 (unsigned long long)n->raft.term);
 	}
+	if (n->role == RAFT_LEADER && !n->lead_ready && n->applied >= n->raft.term_start)
+		lead_ready(n);
 	if (n->applied > 0)
 		(void)dispatch_serve_reads(n);
 	if (n->cfg.peer_auth)
@@ -1074,24 +1095,44 @@ const char *node_degraded(const struct node *n, char *buf, size_t size)
 	return NULL;
 }
 
+/* struct snapshot_pace's wait, on the writer thread: holds the file's data
+ * to cfg.snapshot_write_rate MB/s from the job's first piece on (bytes *
+ * 1000 / MB-per-s is nanoseconds). */
+static void snapshot_pace_wait(void *arg, uint64_t written)
+{
+	struct node *n = arg;
+	n->snap_pace_pieces++;
+	uint64_t due = n->snap_pace_start_ns + written * 1000u / n->cfg.snapshot_write_rate;
+	struct timespec ts = { .tv_sec = (time_t)(due / NS_PER_S), .tv_nsec = (long)(due % NS_PER_S) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+	}
+}
+
 /* The snapshot job: serializes snap_job_sm (the copy on a real disk, the
  * live state machine inline) into the job's buffer and saves it (temp file,
- * fsync, rename, directory fsync, trim). Runs on the writer thread on a
- * real disk, reading only what the lcore leaves alone while it runs (the
- * copy, the job's fields and buffer, the storage's directory), inline on
- * the simulated disk. Allocates nothing. */
+ * fsync, rename, directory fsync, trim), paced on the writer thread when
+ * snapshot_write_rate is set (docs/STORAGE.md, "Snapshot write rate").
+ * Runs on the writer thread on a real disk, reading only what the lcore
+ * leaves alone while it runs (the copy, the job's fields and buffer, the
+ * storage's directory), inline on the simulated disk. Allocates nothing. */
 static int snapshot_job(void *arg, uint64_t *written)
 {
 	struct node *n = arg;
 	uint8_t *buf = n->snap_buf[n->snap_job_buf];
 	size_t size = locks_snapshot_size(n->snap_job_sm), out = 0;
+	const struct snapshot_pace pace = {
+		.piece = NODE_SNAPSHOT_PIECE, .after_piece = snapshot_pace_wait, .arg = n,
+	};
 
 	*written = 0;
 	if (size > n->snap_buf_size ||
 	    locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
 		return -HASP_ETOOBIG;
 	*written = out;
-	return save_snapshot(n, n->snap_job_index, n->snap_job_term, &n->snap_job_conf, buf, out);
+	n->snap_pace_start_ns = clock_monotonic_ns();
+	n->snap_pace_pieces = 0;
+	return save_snapshot(n, n->snap_job_index, n->snap_job_term, &n->snap_job_conf, buf, out,
+			     n->snap_job_paced ? &pace : NULL);
 }
 
 /* The job ended: on success the buffer becomes the one raft sends, raft
@@ -1101,6 +1142,9 @@ static void snapshot_finish(struct node *n, int rc, uint64_t written, bool repor
 {
 	uint32_t next = n->snap_job_buf;
 	uint64_t index = n->snap_job_index;
+
+	/* The job's own count, read after the thread handed the job back. */
+	n->stats.snapshot_paced_pieces += n->snap_job_paced ? n->snap_pace_pieces : 0;
 
 	if (rc == -HASP_ETOOBIG) {
 		n->stats.snapshot_too_big++;
@@ -1164,6 +1208,7 @@ static void take_snapshot(struct node *n)
 		locks_copy(&n->snap_copy, &n->sm);
 		uint64_t took = clock_monotonic_ns() - t0;
 		n->snap_job_sm = &n->snap_copy;
+		n->snap_job_paced = n->cfg.snapshot_write_rate > 0;
 		if (snap_writer_start(&n->snap_writer, snapshot_job, n) == 0) {
 			n->snap_copies++;
 			n->snap_copy_ns_last = took;
@@ -1173,6 +1218,7 @@ static void take_snapshot(struct node *n)
 		}
 	}
 	n->snap_job_sm = &n->sm;
+	n->snap_job_paced = false; /* on the lcore: never wait */
 	int rc = snapshot_job(n, &written);
 	snapshot_finish(n, rc, written, true);
 }

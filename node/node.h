@@ -144,6 +144,7 @@ struct node_stats {
 	uint64_t session_table_full;   /* session address not remembered */
 	uint64_t sessions_pruned;      /* addresses dropped after InstallSnapshot (session gone) */
 	uint64_t snapshots_taken;
+	uint64_t snapshot_paced_pieces; /* pieces of snapshot files written at snapshot_write_rate */
 	uint64_t snapshots_installed;
 	uint64_t snapshot_too_big;     /* snapshot larger than the buffer: not taken */
 	uint64_t snapshot_failures;    /* snapshot saves that failed (ENOSPC, EIO) */
@@ -281,6 +282,15 @@ struct node {
 	bool lead_unconfirmed;
 	uint64_t confirm_ctx;
 	uint64_t confirm_ns;
+	/* When this node last won an election, and whether it has applied
+	 * that term's first entry since: from then on a client's command can
+	 * commit in the term. lead_ready_ns_last is the time between the two
+	 * of its last term as leader (0: it never got there); the log line
+	 * "leader ready" marks the moment (perf/failover splits a client's
+	 * failover wait with it). */
+	uint64_t lead_won_ns;
+	bool lead_ready;
+	uint64_t lead_ready_ns_last;
 
 	/* Batching: commands encoded back to back in batch_buf. */
 	struct node_batch_item *batch;
@@ -350,6 +360,9 @@ struct node {
 	uint64_t snap_job_index;
 	uint64_t snap_job_term;
 	uint32_t snap_job_buf;
+	bool snap_job_paced;       /* on the writer thread, snapshot_write_rate set */
+	uint64_t snap_pace_start_ns; /* the writer thread's: when the job's file began */
+	uint64_t snap_pace_pieces;   /* the writer thread's: pieces of the job so far */
 	/* How long each copy stopped the lcore (locks_copy). */
 	uint64_t snap_copies;
 	uint64_t snap_copy_ns_last;

@@ -51,15 +51,20 @@ void node_config_default(struct node_config *cfg)
 	cfg->election_ticks = 10;
 	cfg->heartbeat_ticks = 2;
 	cfg->time_tick_ms = 100;
-	/* A snapshot every 8192 entries, not 2048: each one forks and writes
-	 * the whole state, and at 2048 they took a third of the nodes' CPU
-	 * at 64 clients (docs/PERFORMANCE.md, "Snapshot frequency").
+	/* A snapshot every 8192 entries, not 2048: each one copies and writes
+	 * the whole state (it forked then), and at 2048 they took a third of
+	 * the nodes' CPU at 64 clients (docs/PERFORMANCE.md, "Snapshot frequency").
 	 * threshold + trailing must fit in half the window: 32768 slots,
 	 * 40 MiB of log. */
 	cfg->log_window = 32768;
 	cfg->snapshot_threshold = 8192;
 	cfg->snapshot_trailing = 512;
 	cfg->snapshots_kept = 2;
+	/* Snapshot files reach the disk at 100 MB/s at most, so that the WALs'
+	 * fdatasyncs do not queue behind a whole file: with every node
+	 * snapshotting a 12 MB state every 2 s, acquire p99 fell to about half
+	 * (docs/STORAGE.md, "Snapshot write rate"). */
+	cfg->snapshot_write_rate = 100;
 	cfg->watches_max = 131072;
 	cfg->watches_per_session_max = 64;
 	cfg->watch_rate = 100000;
@@ -232,6 +237,7 @@ static const struct u32_key u32_keys[] = {
 	U32_KEY("snapshot_threshold", snapshot_threshold, 1, 1u << 19),
 	U32_KEY("snapshot_trailing", snapshot_trailing, 0, 1u << 19),
 	U32_KEY("snapshots_kept", snapshots_kept, 1, SNAPSHOT_KEEP_MAX),
+	U32_KEY("snapshot_write_rate", snapshot_write_rate, 0, 100000),
 	U32_KEY("wal_writes_inflight", wal_writes_inflight, 1, 64),
 	U32_KEY("idle_watermark_ms", idle_watermark_ms, 0, 60000),
 	U32_KEY("watches_max", watches_max, 1, 1u << 20),
@@ -531,7 +537,8 @@ static const char usage_text[] =
 	"  eal, idle (poll|hybrid|sleep),\n"
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
-	"  snapshots_kept, segment_size, wal_writes_inflight, idle_watermark_ms, wal_sync,\n"
+	"  snapshots_kept, snapshot_write_rate, segment_size, wal_writes_inflight,\n"
+	"  idle_watermark_ms, wal_sync,\n"
 	"  watches_max, watches_per_session_max, watch_rate, watch_burst,\n"
 	"  locks_max, leases_max, sessions_max, waiters_max, kv_entries_max,\n"
 	"  kv_bytes_max, lock_name_bytes_max, locks_per_lease_max,\n"

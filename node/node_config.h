@@ -118,6 +118,7 @@ struct node_config {
 	uint32_t snapshot_threshold;
 	uint32_t snapshot_trailing;
 	uint32_t snapshots_kept;
+	uint32_t snapshot_write_rate; /* MB/s (10^6 bytes) a snapshot file is written at; 0: at once */
 
 	/* Watches and pushed events. */
 	uint32_t watches_max;

@@ -111,6 +111,14 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 		       "The longest a snapshot's copy of the state machine stopped the node's lcore since start.",
 		       NULL, 0, 1e-9)) != NULL;
 
+	/* A failover's middle part: the new leader's no-op, committed
+	 * (perf/failover, docs/PERFORMANCE.md "Failover as a client sees it"). */
+	ok &= (nm->leader_ready_last = metrics_gauge_scaled(
+		       m, "hasp_leader_ready_seconds_last",
+		       "From this node's last election win to its applying that term's first entry "
+		       "(clients' commands can commit from then on); 0 if it never led.",
+		       NULL, 0, 1e-9)) != NULL;
+
 	static const uint64_t batch[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
 	nm->wal_fsync = metrics_histogram(m, "hasp_wal_fsync_duration_seconds",
 					  "Time from WAL write submission to durable (fdatasync done).",

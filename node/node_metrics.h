@@ -75,6 +75,7 @@ struct node_metrics {
 	struct metric *notifications_sent, *notifications_rate_limited, *snapshots;
 	struct metric *snapshot_failures, *snapshot_failing, *snapshot_last_error;
 	struct metric *snapshot_copy_last, *snapshot_copy_max;
+	struct metric *leader_ready_last;
 	struct metric *leader_file_errors, *build_info;
 	struct metric *watch_capacity, *watch_bytes_per_watch;
 	/* histograms */

@@ -63,6 +63,7 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(session_table_full) \
 	X(sessions_pruned) \
 	X(snapshots_taken) \
+	X(snapshot_paced_pieces) \
 	X(snapshots_installed) \
 	X(snapshot_too_big) \
 	X(snap_chunk_dropped) \
@@ -142,6 +143,7 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	    put(buf, size, &off, "snapshot_thread_failures", n->snap_writer.thread_failures) != 0 ||
 	    put(buf, size, &off, "snapshot_copy_us_last", n->snap_copy_ns_last / 1000) != 0 ||
 	    put(buf, size, &off, "snapshot_copy_us_max", n->snap_copy_ns_max / 1000) != 0 ||
+	    put(buf, size, &off, "leader_ready_us_last", n->lead_ready_ns_last / 1000) != 0 ||
 	    put(buf, size, &off, "term", n->raft.term) != 0 ||
 	    put(buf, size, &off, "commit", n->raft.commit) != 0 ||
 	    put(buf, size, &off, "applied", n->applied) != 0 ||

@@ -57,6 +57,10 @@ struct storage_io_ops {
 	/* Writes all size bytes (continuing short writes) or fails. */
 	int (*pwrite)(void *ctx, int fd, const void *buf, size_t size, uint64_t offset);
 	int (*fsync)(void *ctx, int fd);
+	/* Starts writing [offset, offset + size) of the file's cached pages to
+	 * the device and waits until they are written (sync_file_range): paces
+	 * a large write. Not durable; fsync still decides that. */
+	int (*writeback)(void *ctx, int fd, uint64_t offset, uint64_t size);
 	/* Preallocates [0, size) so later writes need no allocation (fallocate). */
 	int (*allocate)(void *ctx, int fd, uint64_t size);
 	/* Makes [offset, offset + size) read as zeros; size stays (ZERO_RANGE). */

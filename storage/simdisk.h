@@ -53,6 +53,7 @@ enum simdisk_op_kind {
 
 struct simdisk_stats {
 	uint64_t writes, fsyncs, short_writes, agains, injected_errors, crashes, bit_flips;
+	uint64_t writebacks; /* writeback() calls: nothing to do on a simulated disk */
 	uint64_t bytes_written;
 };
 

@@ -231,8 +231,27 @@ static void snap_trim(struct storage_io io, unsigned keep)
 		(void)io.ops->sync_dir(io.ctx);
 }
 
+/* The data, in one write or paced (struct snapshot_pace). */
+static int snap_write_data(struct storage_io io, int fd, const uint8_t *data, uint64_t size,
+			   uint64_t offset, const struct snapshot_pace *pace)
+{
+	if (pace == NULL)
+		return io.ops->pwrite(io.ctx, fd, data, size, offset);
+	for (uint64_t done = 0; done < size;) {
+		uint64_t len = size - done < pace->piece ? size - done : pace->piece;
+		int rc = io.ops->pwrite(io.ctx, fd, data + done, len, offset + done);
+		if (rc == 0)
+			rc = io.ops->writeback(io.ctx, fd, offset + done, len);
+		if (rc != 0)
+			return rc;
+		done += len;
+		pace->after_piece(pace->arg, done);
+	}
+	return 0;
+}
+
 int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const void *membership,
-		  const void *data, unsigned keep)
+		  const void *data, unsigned keep, const struct snapshot_pace *pace)
 {
 	char name[48], tmp[STORAGE_NAME_SIZE_MAX];
 	uint8_t header[SNAPSHOT_HEADER_SIZE];
@@ -242,7 +261,8 @@ int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const 
 
 	if (keep == 0 || keep > SNAPSHOT_KEEP_MAX || meta->membership_size > SNAPSHOT_MEMBERSHIP_SIZE_MAX ||
 	    meta->data_size > SNAPSHOT_DATA_SIZE_MAX ||
-	    (meta->membership_size > 0 && membership == NULL) || (meta->data_size > 0 && data == NULL))
+	    (meta->membership_size > 0 && membership == NULL) || (meta->data_size > 0 && data == NULL) ||
+	    (pace != NULL && (pace->piece == 0 || pace->after_piece == NULL)))
 		return -HASP_EINVAL;
 	snapshot_name(name, sizeof(name), meta->last_index, meta->last_term);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
@@ -260,8 +280,8 @@ int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const 
 	if (rc == 0 && meta->membership_size > 0)
 		rc = io.ops->pwrite(io.ctx, fd, membership, meta->membership_size, sizeof(header));
 	if (rc == 0 && meta->data_size > 0)
-		rc = io.ops->pwrite(io.ctx, fd, data, meta->data_size,
-				    sizeof(header) + meta->membership_size);
+		rc = snap_write_data(io, fd, data, meta->data_size, sizeof(header) + meta->membership_size,
+				     pace);
 	if (rc == 0) {
 		step = "fsync";
 		rc = io.ops->fsync(io.ctx, fd);

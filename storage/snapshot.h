@@ -64,12 +64,25 @@ struct snapshot {
 	uint64_t skipped; /* newer snapshots skipped as corrupt */
 };
 
+/* Pacing of a snapshot's data (snapshot_save): written in pieces of
+ * `piece` bytes, each pushed to the device (writeback) before `after_piece`
+ * is told how many data bytes are out and may wait. A WAL's fdatasync then
+ * finds at most a piece of snapshot bytes ahead of it in the device's
+ * cache instead of the whole file (docs/STORAGE.md, "Snapshot write
+ * rate"). For a writer thread only: the waits stop the caller. */
+struct snapshot_pace {
+	uint64_t piece;
+	void (*after_piece)(void *arg, uint64_t written);
+	void *arg;
+};
+
 /* Saves a snapshot and keeps the newest `keep` (1..SNAPSHOT_KEEP_MAX),
  * deleting up to 8 older ones per call. The caller keeps the buffers.
- * Allocates nothing (it runs on the node's lcore). Returns 0, -HASP_EINVAL,
- * -HASP_EIO or -HASP_ENOSPC. */
+ * `pace` NULL: the data in one write. Allocates nothing (it may run on the
+ * node's lcore). Returns 0, -HASP_EINVAL, -HASP_EIO or -HASP_ENOSPC. */
 int snapshot_save(struct storage_io io, const struct snapshot_meta *meta, const void *membership,
-		  const void *data, unsigned keep) __attribute__((warn_unused_result));
+		  const void *data, unsigned keep, const struct snapshot_pace *pace)
+	__attribute__((warn_unused_result));
 
 /* Loads the newest valid snapshot. Returns 0, -HASP_ENOENT (none valid),
  * -HASP_EIO or -HASP_ENOMEM. */

@@ -231,6 +231,18 @@ static int ur_fsync(void *ctx, int fd)
 	return 0;
 }
 
+static int ur_writeback(void *ctx, int fd, uint64_t offset, uint64_t size)
+{
+	(void)ctx;
+	while (sync_file_range(fd, (off_t)offset, (off_t)size,
+			       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				       SYNC_FILE_RANGE_WAIT_AFTER) != 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
 static int ur_allocate(void *ctx, int fd, uint64_t size)
 {
 	(void)ctx;
@@ -463,6 +475,7 @@ static const struct storage_io_ops uring_ops = {
 	.pread = ur_pread,
 	.pwrite = ur_pwrite,
 	.fsync = ur_fsync,
+	.writeback = ur_writeback,
 	.allocate = ur_allocate,
 	.zero_range = ur_zero_range,
 	.size = ur_size,

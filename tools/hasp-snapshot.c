@@ -230,7 +230,7 @@ static int cmd_restore(bool json, int argc, char **argv)
 	struct uring_io *u;
 	err = uring_io_open(&u, dir, 8);
 	if (err == 0) {
-		err = snapshot_save(uring_io_ops(u), &meta, membership, data, 1);
+		err = snapshot_save(uring_io_ops(u), &meta, membership, data, 1, NULL);
 		if (err == 0)
 			err = hardstate_write(uring_io_ops(u), meta.last_term);
 		uring_io_close(u);

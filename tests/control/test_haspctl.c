@@ -183,7 +183,7 @@ static void write_snapshot(void)
 	struct snapshot_meta meta = { .last_index = 42, .last_term = 3,
 				      .membership_size = sizeof(membership), .data_size = sizeof(data) };
 	assert_int_equal(uring_io_open(&u, snap_dir, 8), 0);
-	assert_int_equal(snapshot_save(uring_io_ops(u), &meta, membership, data, 1), 0);
+	assert_int_equal(snapshot_save(uring_io_ops(u), &meta, membership, data, 1, NULL), 0);
 	uring_io_close(u);
 	char name[64];
 	snapshot_name(name, sizeof(name), 42, 3);

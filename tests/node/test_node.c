@@ -457,6 +457,60 @@ static void test_node_isolated_leader_replaced_grant_kept(void **state)
 	sim_destroy(s);
 }
 
+/* Steps until a node other than `not` leads (role only: it need not have
+ * applied anything yet); *before_ns is the time before the step in which
+ * it won. */
+static int sim_step_to_a_win(struct sim *s, int not, uint64_t *before_ns)
+{
+	for (int t = 0; t < 50000; t++) {
+		*before_ns = s->now_ns;
+		sim_step(s);
+		for (int i = 0; i < NODES; i++)
+			if (i != not && s->up[i] && !s->isolated[i] && s->nodes[i].role == RAFT_LEADER)
+				return i;
+	}
+	fail_msg("no node won an election");
+	return -1;
+}
+
+/* hasp_leader_ready_seconds_last: from the step a node won its election to
+ * the step it applied the term's first entry. It takes at least a step (the
+ * no-op needs a follower's acknowledgement) and no more than the steps in
+ * between; a node that never led reports 0; a new leader's figure is its
+ * own, and the old leader keeps its last one. */
+static void test_node_leader_ready_is_timed_from_the_win_to_the_first_entry(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(41));
+	uint64_t before_win = 0;
+	int l = sim_step_to_a_win(s, -1, &before_win);
+	struct node *n = &s->nodes[l];
+	assert_false(n->lead_ready);
+	assert_int_equal(n->lead_ready_ns_last, 0);
+	for (int t = 0; t < 50000 && !n->lead_ready; t++)
+		sim_step(s);
+	assert_true(n->lead_ready);
+	assert_true(n->applied >= n->raft.term_start);
+	uint64_t first = n->lead_ready_ns_last;
+	assert_true(first >= STEP_NS);
+	assert_true(first <= s->now_ns - before_win);
+	for (int i = 0; i < NODES; i++)
+		if (i != l)
+			assert_int_equal(s->nodes[i].lead_ready_ns_last, 0);
+
+	s->isolated[l] = true;
+	int nl = sim_step_to_a_win(s, l, &before_win);
+	struct node *m = &s->nodes[nl];
+	assert_false(m->lead_ready);
+	for (int t = 0; t < 50000 && !m->lead_ready; t++)
+		sim_step(s);
+	assert_true(m->lead_ready);
+	assert_true(m->lead_ready_ns_last >= STEP_NS);
+	assert_true(m->lead_ready_ns_last <= s->now_ns - before_win);
+	assert_int_equal(n->lead_ready_ns_last, first);
+	sim_destroy(s);
+}
+
 /* A follower that was not scheduled for 600 ms (30 ticks, more than an
  * election timeout) while the leader's heartbeats queued for it reads them
  * on waking and neither campaigns nor disturbs the leader: the ticks it
@@ -2263,6 +2317,7 @@ int main(void)
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_node_three_nodes_elect_grant_and_redirect),
+		cmocka_unit_test(test_node_leader_ready_is_timed_from_the_win_to_the_first_entry),
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
 		cmocka_unit_test(test_node_waiter_that_watches_gets_its_grant_once),
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),

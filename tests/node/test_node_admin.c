@@ -462,6 +462,10 @@ static void test_node_admin_transfer_moves_leadership(void **state)
 		if (st.members[k].id != s->nodes[t].cfg.node_id)
 			assert_true(st.members[k].rtt_ns >= STEP_NS && st.members[k].rtt_ns < 100 * STEP_NS);
 	assert_true(metric_value(s->admin[t].nm.is_leader) == 1);
+	/* The new leader timed its win to its no-op applied (the simulated
+	 * network: at least one 100 us step for a follower's acknowledgement). */
+	double ready_s = metric_value(s->admin[t].nm.leader_ready_last); /* seconds */
+	assert_true(ready_s >= STEP_NS * 1e-9 && ready_s < 100 * STEP_NS * 1e-9);
 	assert_true(metric_value(s->admin[l].nm.leader_changes_metric) >= 1);
 	assert_true(metric_value(s->admin[l].nm.has_leader) == 1);
 	/* The dataplane's counters are series too (zero here: no dataplane). */

@@ -51,6 +51,7 @@ static void test_node_metric_set_exposes_every_named_metric(void **state)
 		"hasp_notifications_sent_total", "hasp_notifications_rate_limited_total",
 		"hasp_packets_dropped_total", "hasp_requests_total", "hasp_admin_requests_total",
 		"hasp_watch_events_total", "hasp_watch_capacity", "hasp_watch_bytes_per_watch",
+		"hasp_leader_ready_seconds_last",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (fam_index(p, names[i]) < 0)

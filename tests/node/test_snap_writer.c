@@ -98,7 +98,7 @@ static int job_run(void *arg, uint64_t *written)
 	*written = out;
 	struct snapshot_meta meta = { .last_index = j->index, .last_term = 1, .membership_size = 3,
 				      .data_size = out };
-	return snapshot_save(j->io, &meta, "abc", j->buf, 2);
+	return snapshot_save(j->io, &meta, "abc", j->buf, 2, NULL);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -3,22 +3,18 @@
 geometric mean and 95 % interval, and the verdict it draws (closed loop
 by the rate, higher is better; open loop by the op p99, lower is
 better), on synthetic rows."""
-import importlib.machinery
-import importlib.util
 import math
 import os
 import sys
 import unittest
 
+import perf_script  # tests/perf/perf_script.py, beside this file
+
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
 
 
 def load_engines():
-    loader = importlib.machinery.SourceFileLoader("perf_engines", os.path.join(ROOT, "perf", "engines"))
-    spec = importlib.util.spec_from_loader("perf_engines", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return perf_script.load(ROOT, "engines")
 
 
 def rows(pairs, clients=16):

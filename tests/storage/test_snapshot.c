@@ -30,7 +30,7 @@ static void save(struct storage_io io, uint64_t index, uint64_t term, unsigned k
 		data[i] = (uint8_t)(index + i);
 	m.membership_size = (uint32_t)snprintf(members, sizeof(members), "n1,n2,n3@%llu",
 					       (unsigned long long)index);
-	assert_int_equal(snapshot_save(io, &m, members, data, keep), 0);
+	assert_int_equal(snapshot_save(io, &m, members, data, keep, NULL), 0);
 }
 
 static void check_loaded(const struct snapshot *s, uint64_t index, uint64_t term)
@@ -117,10 +117,62 @@ static void test_snapshot_save_refuses_keep_out_of_range(void **state)
 	struct simdisk *d = disk_new(8);
 	struct snapshot_meta m = { 5, 1, 0, 4 };
 
-	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, "abcd", 0), -HASP_EINVAL);
-	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, "abcd", SNAPSHOT_KEEP_MAX + 1),
+	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, "abcd", 0, NULL), -HASP_EINVAL);
+	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, "abcd", SNAPSHOT_KEEP_MAX + 1, NULL),
 			 -HASP_EINVAL);
 	assert_int_equal(count_snapshots(d, 5, 5), 0);
+	simdisk_destroy(d);
+}
+
+/* What a pace's wait saw: the data bytes out after each piece. */
+struct pace_log {
+	uint64_t written[16];
+	uint32_t count;
+};
+
+static void pace_record(void *arg, uint64_t written)
+{
+	struct pace_log *log = arg;
+	assert_true(log->count < 16);
+	log->written[log->count++] = written;
+}
+
+/* A paced save writes the data in pieces, each pushed to the device before
+ * the wait is told how far it got, and the file loads as an unpaced one
+ * does; a pace without a piece size or a wait is refused. */
+static void test_snapshot_paced_save_writes_pieces_and_waits_after_each(void **state)
+{
+	(void)state;
+	struct simdisk *d = disk_new(11);
+	uint8_t data[5000];
+	struct snapshot_meta m = { 9, 2, 3, sizeof(data) };
+	struct pace_log log = { .count = 0 };
+	struct snapshot_pace pace = { .piece = 1024, .after_piece = pace_record, .arg = &log };
+
+	for (uint32_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7);
+	assert_int_equal(snapshot_save(simdisk_io(d), &m, "a,b", data, 2, &pace), 0);
+	static const uint64_t want[] = { 1024, 2048, 3072, 4096, 5000 };
+	assert_int_equal(log.count, 5);
+	for (uint32_t i = 0; i < 5; i++)
+		assert_int_equal(log.written[i], want[i]);
+	struct simdisk_stats st;
+	simdisk_stats_get(d, &st);
+	assert_int_equal(st.writebacks, 5);
+	struct snapshot snap;
+	assert_int_equal(snapshot_load(simdisk_io(d), &snap), 0);
+	assert_int_equal(snap.meta.last_index, 9);
+	assert_int_equal(snap.meta.data_size, sizeof(data));
+	assert_memory_equal(snap.data, data, sizeof(data));
+	assert_memory_equal(snap.membership, "a,b", 3);
+	snapshot_release(&snap);
+
+	struct snapshot_meta next = { 10, 2, 0, 4 };
+	struct snapshot_pace no_piece = { .piece = 0, .after_piece = pace_record, .arg = &log };
+	struct snapshot_pace no_wait = { .piece = 1024, .after_piece = NULL, .arg = NULL };
+	assert_int_equal(snapshot_save(simdisk_io(d), &next, NULL, "abcd", 2, &no_piece), -HASP_EINVAL);
+	assert_int_equal(snapshot_save(simdisk_io(d), &next, NULL, "abcd", 2, &no_wait), -HASP_EINVAL);
+	assert_int_equal(count_snapshots(d, 10, 10), 0);
 	simdisk_destroy(d);
 }
 
@@ -159,7 +211,7 @@ static void test_snapshot_failed_save_keeps_the_old_one_and_cleans_up(void **sta
 
 	save(simdisk_io(d), 40, 1, 3);
 	simdisk_fail_nth(d, SIMDISK_OP_FSYNC, 0, EIO);
-	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, data, 3), -HASP_EIO);
+	assert_int_equal(snapshot_save(simdisk_io(d), &m, NULL, data, 3, NULL), -HASP_EIO);
 	assert_null(simdisk_file_data(d, "snap-0000000000000032-0000000000000002.snap.tmp", &size));
 	simdisk_crash(d);
 	assert_int_equal(snapshot_load(simdisk_io(d), &s), 0);
@@ -196,7 +248,7 @@ static void test_snapshot_decode_rejects_damage(void **state)
 	uint64_t size;
 	char name[STORAGE_NAME_SIZE_MAX];
 
-	assert_int_equal(snapshot_save(simdisk_io(d), &in, NULL, "abcd", 1), 0);
+	assert_int_equal(snapshot_save(simdisk_io(d), &in, NULL, "abcd", 1, NULL), 0);
 	snapshot_name(name, sizeof(name), 3, 1);
 	memcpy(image, simdisk_file_data(d, name, &size), sizeof(image));
 	assert_int_equal(size, sizeof(image));
@@ -218,6 +270,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_keeps_the_last_n),
 		cmocka_unit_test(test_snapshot_trim_drains_a_backlog_eight_per_save),
 		cmocka_unit_test(test_snapshot_save_refuses_keep_out_of_range),
+		cmocka_unit_test(test_snapshot_paced_save_writes_pieces_and_waits_after_each),
 		cmocka_unit_test(test_snapshot_corrupt_newest_is_skipped),
 		cmocka_unit_test(test_snapshot_failed_save_keeps_the_old_one_and_cleans_up),
 		cmocka_unit_test(test_snapshot_load_removes_stray_temp_files),

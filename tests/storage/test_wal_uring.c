@@ -196,10 +196,10 @@ static void test_uring_hard_state_and_snapshots_on_disk(void **state)
 	 * (getdents64, no opendir) and deletes index 300. */
 	struct snapshot_meta old = m;
 	old.last_index = 300;
-	assert_int_equal(snapshot_save(s.io, &old, "a,b", "oldsnp", 2), 0);
+	assert_int_equal(snapshot_save(s.io, &old, "a,b", "oldsnp", 2, NULL), 0);
 	old.last_index = 400;
-	assert_int_equal(snapshot_save(s.io, &old, "a,b", "oldsnp", 2), 0);
-	assert_int_equal(snapshot_save(s.io, &m, "a,b", "snapdt", 2), 0);
+	assert_int_equal(snapshot_save(s.io, &old, "a,b", "oldsnp", 2, NULL), 0);
+	assert_int_equal(snapshot_save(s.io, &m, "a,b", "snapdt", 2, NULL), 0);
 	char path[256], name[STORAGE_NAME_SIZE_MAX];
 	snapshot_name(name, sizeof(name), 300, 7);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -221,6 +221,44 @@ static void test_uring_hard_state_and_snapshots_on_disk(void **state)
 	assert_int_equal(snapshot_load(s.io, &snap), 0);
 	assert_int_equal(snap.meta.last_index, 500);
 	assert_memory_equal(snap.data, "snapdt", 6);
+	snapshot_release(&snap);
+	storage_close(&s);
+	rm_rf(dir);
+}
+
+static void count_piece(void *arg, uint64_t written)
+{
+	uint64_t *pieces = arg;
+	(*pieces)++;
+	assert_true(written % (64u << 10) == 0 || written == (200u << 10) + 5);
+}
+
+/* A paced snapshot on a real file system: every piece goes through
+ * sync_file_range, and the file reads back whole. */
+static void test_uring_paced_snapshot_reads_back(void **state)
+{
+	(void)state;
+	char dir[128];
+	struct storage s;
+	struct storage_config cfg;
+	struct hard_state loaded;
+	struct snapshot snap;
+	static uint8_t data[(200u << 10) + 5];
+	struct snapshot_meta m = { 77, 3, 3, sizeof(data) };
+	uint64_t pieces = 0;
+	struct snapshot_pace pace = { .piece = 64u << 10, .after_piece = count_piece, .arg = &pieces };
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i ^ (i >> 9));
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	config(&cfg, dir, WAL_SYNC_LINKED);
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	assert_int_equal(snapshot_save(s.io, &m, "a,b", data, 2, &pace), 0);
+	assert_int_equal(pieces, 4);
+	assert_int_equal(snapshot_load(s.io, &snap), 0);
+	assert_int_equal(snap.meta.last_index, 77);
+	assert_int_equal(snap.meta.data_size, sizeof(data));
+	assert_memory_equal(snap.data, data, sizeof(data));
 	snapshot_release(&snap);
 	storage_close(&s);
 	rm_rf(dir);
@@ -391,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_uring_wal_append_reopen_recover_every_sync_mode),
 		cmocka_unit_test(test_uring_wal_truncate_suffix_and_torn_tail_recover),
 		cmocka_unit_test(test_uring_hard_state_and_snapshots_on_disk),
+		cmocka_unit_test(test_uring_paced_snapshot_reads_back),
 		cmocka_unit_test(test_uring_hard_state_damage_refuses_to_start),
 		cmocka_unit_test(test_uring_wal_truncated_or_missing_newest_segment_refuses),
 		cmocka_unit_test(test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns),

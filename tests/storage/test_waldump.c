@@ -68,7 +68,7 @@ static void build_dir(const char *dir)
 	assert_true(hardstate_save(&s.hs, &hs) > 0);
 	while (hardstate_busy(&s.hs))
 		(void)storage_poll(&s, true);
-	assert_int_equal(snapshot_save(s.io, &m, "a,b", "data", 2), 0);
+	assert_int_equal(snapshot_save(s.io, &m, "a,b", "data", 2, NULL), 0);
 	storage_close(&s);
 }
 
