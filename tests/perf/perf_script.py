@@ -7,7 +7,7 @@ import os
 
 def load(root, name):
     """perf/<name> of the tree at `root`, as module perf_<name>."""
-    module_name = "perf_" + name.replace("-", "_")
+    module_name = "perf_" + name.replace("-", "_").replace(".", "_")
     loader = importlib.machinery.SourceFileLoader(module_name, os.path.join(root, "perf", name))
     spec = importlib.util.spec_from_loader(module_name, loader)
     module = importlib.util.module_from_spec(spec)
