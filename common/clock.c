@@ -4,6 +4,7 @@
  */
 #include "common/clock.h"
 
+#include <errno.h>
 #include <time.h>
 
 #include "common/assert.h"
@@ -30,6 +31,14 @@ uint64_t clock_monotonic_us(void)
 uint64_t clock_monotonic_ms(void)
 {
 	return clock_monotonic_ns() / 1000000u;
+}
+
+void clock_sleep_until_ns(uint64_t deadline_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000ull),
+			       .tv_nsec = (long)(deadline_ns % 1000000000ull) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+	}
 }
 
 uint64_t clock_realtime_ns(void)

@@ -14,6 +14,10 @@ uint64_t clock_monotonic_ns(void);
 uint64_t clock_monotonic_us(void);
 uint64_t clock_monotonic_ms(void);
 
+/* Sleeps until CLOCK_MONOTONIC reads deadline_ns (returns at once if it
+ * has); a signal does not end the wait early. Never on an lcore. */
+void clock_sleep_until_ns(uint64_t deadline_ns);
+
 /* CLOCK_REALTIME in nanoseconds, for log lines and reports only. */
 uint64_t clock_realtime_ns(void);
 

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -40,7 +39,6 @@
 LOG_TOPIC_DEFINE(node);
 
 #define NS_PER_MS 1000000ull
-#define NS_PER_S 1000000000ull
 #define NODE_IO_POLL_NS 20000ull /* re-poll storage every 20 us while I/O is in flight */
 #define NODE_SNAP_POLL_NS 1000000ull /* look for the snapshot writer's exit every 1 ms */
 /* Snapshot save failures: retry after 100 ms, doubling up to 30 s; one log
@@ -1102,10 +1100,7 @@ static void snapshot_pace_wait(void *arg, uint64_t written)
 {
 	struct node *n = arg;
 	n->snap_pace_pieces++;
-	uint64_t due = n->snap_pace_start_ns + written * 1000u / n->cfg.snapshot_write_rate;
-	struct timespec ts = { .tv_sec = (time_t)(due / NS_PER_S), .tv_nsec = (long)(due % NS_PER_S) };
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-	}
+	clock_sleep_until_ns(n->snap_pace_start_ns + written * 1000u / n->cfg.snapshot_write_rate);
 }
 
 /* The snapshot job: serializes snap_job_sm (the copy on a real disk, the
@@ -1125,12 +1120,12 @@ static int snapshot_job(void *arg, uint64_t *written)
 	};
 
 	*written = 0;
+	n->snap_pace_pieces = 0;
 	if (size > n->snap_buf_size ||
 	    locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
 		return -HASP_ETOOBIG;
 	*written = out;
 	n->snap_pace_start_ns = clock_monotonic_ns();
-	n->snap_pace_pieces = 0;
 	return save_snapshot(n, n->snap_job_index, n->snap_job_term, &n->snap_job_conf, buf, out,
 			     n->snap_job_paced ? &pace : NULL);
 }
@@ -1143,8 +1138,8 @@ static void snapshot_finish(struct node *n, int rc, uint64_t written, bool repor
 	uint32_t next = n->snap_job_buf;
 	uint64_t index = n->snap_job_index;
 
-	/* The job's own count, read after the thread handed the job back. */
-	n->stats.snapshot_paced_pieces += n->snap_job_paced ? n->snap_pace_pieces : 0;
+	/* The job's own count (0 unpaced), read after the thread handed it back. */
+	n->stats.snapshot_paced_pieces += n->snap_pace_pieces;
 
 	if (rc == -HASP_ETOOBIG) {
 		n->stats.snapshot_too_big++;

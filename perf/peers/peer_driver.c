@@ -67,12 +67,8 @@ static void *worker_main(void *arg)
 			arrival += next_gap_ns(a, &rng);
 			if (arrival >= run_end_ns)
 				break;
-			if (arrival > now) {
-				struct timespec ts = { (time_t)(arrival / 1000000000u),
-						       (long)(arrival % 1000000000u) };
-				while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
-				}
-			}
+			if (arrival > now)
+				clock_sleep_until_ns(arrival);
 			now = arrival;
 		}
 		if (now >= run_end_ns ||

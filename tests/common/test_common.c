@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/prng.h"
 #include "hasp/errors.h"
@@ -211,12 +212,26 @@ static void test_fence_refuses_lower_token_after_newer_grant(void **state)
 
 LOG_TOPIC_DEFINE(testtopic)
 
+/* A deadline already past returns at once; a future one is never left
+ * early (no upper bound: a loaded machine may wake late). */
+static void test_clock_sleep_until_waits_for_the_deadline(void **state)
+{
+	(void)state;
+	uint64_t now = clock_monotonic_ns();
+	clock_sleep_until_ns(now - 1000000u);
+	clock_sleep_until_ns(0);
+	uint64_t deadline = clock_monotonic_ns() + 2000000u;
+	clock_sleep_until_ns(deadline);
+	assert_true(clock_monotonic_ns() >= deadline);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_strerror_names_every_code),
 		cmocka_unit_test(test_status_names),
+		cmocka_unit_test(test_clock_sleep_until_waits_for_the_deadline),
 		cmocka_unit_test(test_status_error_map),
 		cmocka_unit_test(test_prng_same_seed_same_sequence),
 		cmocka_unit_test(test_prng_below_stays_in_bounds_and_covers),
