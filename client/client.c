@@ -352,20 +352,27 @@ int hasp_client_connect_async(struct hasp_client *c, hasp_client_done_fn *fn, vo
 	return client_op_start(c, op, 0, fn, arg, id);
 }
 
-int hasp_client_session_keepalive_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
-					uint64_t *id)
+/* Starts a request of the session with an empty body. Its answer is taken
+ * as the loop's own (ops.c, simple_done_locked): a keepalive's renews the
+ * session's TTL, a watch query's is compared with what was received. */
+static int session_op_start(struct hasp_client *c, uint8_t opcode, hasp_client_done_fn *fn,
+			    void *arg, uint64_t *id)
 {
 	struct hasp_wire_msg m;
 	struct client_op *op;
 
+	memset(&m, 0, sizeof(m));
+	m.hdr.opcode = opcode;
+	op = client_op_new(c);
+	return client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0, fn, arg, id);
+}
+
+int hasp_client_session_keepalive_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
+					uint64_t *id)
+{
 	if (c == NULL || fn == NULL)
 		return -HASP_EINVAL;
-	memset(&m, 0, sizeof(m));
-	m.hdr.opcode = HASP_OP_SESSION_KEEPALIVE;
-	op = client_op_new(c);
-	/* Its answer renews the session's TTL as the loop's own keepalive
-	 * does (ops.c, simple_done_locked). */
-	return client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0, fn, arg, id);
+	return session_op_start(c, HASP_OP_SESSION_KEEPALIVE, fn, arg, id);
 }
 
 uint64_t hasp_client_session_id(struct hasp_client *c)
@@ -425,23 +432,46 @@ void client_lease_note_locked(struct hasp_client *c, uint64_t lease_id, uint32_t
 	}
 }
 
-/* A keepalive was answered and the client watches: does the leader still
- * hold the watches? One that restarted between two keepalives answers
- * like before but has none (session_alive_done in watchdog.c is the
- * asynchronous loop's twin). Best effort: unanswered, the next keepalive
- * asks again. */
-static void watch_count_check(struct hasp_client *c)
+/* Does the leader still hold the watches? One that restarted between two
+ * keepalives answers like before but has none. And did this client get
+ * the last event it sent? (session_alive_done in watchdog.c is the
+ * asynchronous loop's twin.) After each answered keepalive while the
+ * client watches, best effort: unanswered, the next keepalive asks again;
+ * and on demand, hasp_client_watch_progress. */
+static int watch_progress_check(struct hasp_client *c)
 {
 	struct client_call call;
 
 	memset(&call, 0, sizeof(call));
-	call.req.hdr.opcode = HASP_OP_WATCH_COUNT;
-	if (client_call(c, &call) != HASP_STATUS_OK)
-		return;
 	pthread_mutex_lock(&c->mu);
-	client_watch_count_seen_locked(c, call.session_id, call.reply.body.watch_count.count);
+	call.req.hdr.opcode = client_watch_query_op_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	int rc = client_call(c, &call);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->mu);
+	client_watch_query_seen_locked(c, call.session_id, call.req.hdr.opcode, rc, &call.reply);
 	pthread_mutex_unlock(&c->mu);
 	client_watches_resend_if_stale(c);
+	return client_result(rc);
+}
+
+int hasp_client_watch_progress(struct hasp_client *c)
+{
+	if (c == NULL)
+		return -HASP_EINVAL;
+	return watch_progress_check(c);
+}
+
+int hasp_client_watch_progress_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
+				     uint64_t *id)
+{
+	if (c == NULL || fn == NULL)
+		return -HASP_EINVAL;
+	pthread_mutex_lock(&c->mu);
+	uint8_t opcode = client_watch_query_op_locked(c);
+	pthread_mutex_unlock(&c->mu);
+	return session_op_start(c, opcode, fn, arg, id);
 }
 
 int hasp_client_keepalive(struct hasp_client *c)
@@ -481,7 +511,7 @@ int hasp_client_keepalive(struct hasp_client *c)
 			bool watching = client_watches_registered_locked(c) > 0;
 			pthread_mutex_unlock(&c->mu);
 			if (watching)
-				watch_count_check(c);
+				(void)watch_progress_check(c); /* best effort (above) */
 		} else if (rc == HASP_STATUS_SESSION_EXPIRED) {
 			/* Open the next one now so watches come back. */
 			rc = hasp_client_connect(c);

@@ -449,6 +449,10 @@ struct hasp_client {
 	/* WATCH_COUNT answers below the watches registered: the leader had
 	 * lost them (a restart between two keepalives). Internal, as above. */
 	uint64_t watch_counts_short;
+	/* The node answered WATCH_STATUS BAD_OPCODE (older than the opcode):
+	 * ask WATCH_COUNT instead, which tells lost watches but not a lost
+	 * last event. */
+	bool watch_status_unknown;
 	/* The loop's re-registration in progress (client_watches_resend_async):
 	 * WATCH ops not yet complete, and whether one of them failed. */
 	uint32_t watch_resends;
@@ -558,6 +562,19 @@ uint32_t client_watches_registered_locked(const struct hasp_client *c);
  * between), so they are registered again and a RESYNC follows. Called with
  * c->mu held. */
 void client_watch_count_seen_locked(struct hasp_client *c, uint64_t session_id, uint32_t count);
+
+/* The opcode that asks the leader after a keepalive (and for
+ * hasp_client_watch_progress_async): WATCH_STATUS, or WATCH_COUNT from a
+ * node that does not know it. Called with c->mu held. */
+uint8_t client_watch_query_op_locked(const struct hasp_client *c);
+
+/* The answer (status, body) to that query for `session_id`, from the
+ * blocking or the asynchronous path: the watch count as above, and a
+ * WATCH_STATUS's last event, which this client must have received, or it
+ * lost an event no later one would show (a RESYNC follows). Called with
+ * c->mu held. */
+void client_watch_query_seen_locked(struct hasp_client *c, uint64_t session_id, uint8_t op,
+				    int status, const struct hasp_wire_msg *reply);
 
 /* The public return convention (client.h): a reply status or -HASP_E*
  * from client_call becomes 0 or -HASP_E*. */

@@ -168,6 +168,38 @@ static void event_push_locked(struct hasp_client *c, const struct hasp_wire_msg 
 		memcpy(ev->value, m->body.event.value.data, ev->value_size);
 }
 
+/* Events may have been lost, maybe a grant: tell the application (RESYNC),
+ * and every waiter re-reads its lock. */
+static void event_gap_locked(struct hasp_client *c)
+{
+	for (struct waiter *w = c->waiters; w != NULL; w = w->next)
+		w->recheck = true;
+	/* A forced release of a held lock may be among them. */
+	client_kept_verify_locked(c);
+	client_event_resync_locked(c);
+}
+
+static bool event_received_locked(const struct hasp_client *c, uint64_t index, uint32_t sub)
+{
+	for (uint32_t i = 0; i < c->event_recent_count; i++)
+		if (c->event_recent_index[i] == index && c->event_recent_sub[i] == sub)
+			return true;
+	return false;
+}
+
+/* The chain moves to (index, sub), which is remembered: a copy of it that
+ * comes later is dropped. */
+static void event_chain_to_locked(struct hasp_client *c, uint64_t index, uint32_t sub)
+{
+	c->event_last_index = index;
+	c->event_last_sub = sub;
+	c->event_recent_index[c->event_recent_next] = index;
+	c->event_recent_sub[c->event_recent_next] = sub;
+	c->event_recent_next = (c->event_recent_next + 1) % CLIENT_EVENTS_RECENT;
+	if (c->event_recent_count < CLIENT_EVENTS_RECENT)
+		c->event_recent_count++;
+}
+
 static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_msg *m)
 {
 	const struct hasp_wire_event *e = &m->body.event;
@@ -182,31 +214,19 @@ static void dispatch_event_locked(struct hasp_client *c, const struct hasp_wire_
 	/* A duplicate: an event we received recently (the network doubled
 	 * it). Its identity is its Raft index and ordinal, the same from any
 	 * node, so this also holds across leader changes. */
-	for (uint32_t i = 0; i < c->event_recent_count; i++)
-		if (c->event_recent_index[i] == m->hdr.seq && c->event_recent_sub[i] == e->sub) {
-			c->stats.rx_duplicates++;
-			return;
-		}
+	if (event_received_locked(c, m->hdr.seq, e->sub)) {
+		c->stats.rx_duplicates++;
+		return;
+	}
 	bool after_gap = e->prev_index == 0 && e->prev_sub == HASP_WIRE_EVENT_PREV_GAP;
 	if (after_gap || e->prev_index != c->event_last_index || e->prev_sub != c->event_last_sub) {
 		/* The node sent something in between that we did not get, or
 		 * another node sends now (a new leader does not know what the
-		 * old one sent): events may be lost, maybe a grant. Tell the
-		 * application (RESYNC), and every waiter re-reads its lock. */
+		 * old one sent). */
 		c->stats.events_gaps++;
-		for (struct waiter *w = c->waiters; w != NULL; w = w->next)
-			w->recheck = true;
-		/* A forced release of a held lock may be among them. */
-		client_kept_verify_locked(c);
-		client_event_resync_locked(c);
+		event_gap_locked(c);
 	}
-	c->event_last_index = m->hdr.seq;
-	c->event_last_sub = e->sub;
-	c->event_recent_index[c->event_recent_next] = m->hdr.seq;
-	c->event_recent_sub[c->event_recent_next] = e->sub;
-	c->event_recent_next = (c->event_recent_next + 1) % CLIENT_EVENTS_RECENT;
-	if (c->event_recent_count < CLIENT_EVENTS_RECENT)
-		c->event_recent_count++;
+	event_chain_to_locked(c, m->hdr.seq, e->sub);
 
 	if (e->type == HASP_EVENT_LOCK_GRANTED) {
 		for (struct waiter *w = c->waiters; w != NULL; w = w->next) {
@@ -690,6 +710,45 @@ void client_watch_count_seen_locked(struct hasp_client *c, uint64_t session_id, 
 		return;
 	c->watch_counts_short++;
 	watches_forget_registrations_locked(c);
+}
+
+uint8_t client_watch_query_op_locked(const struct hasp_client *c)
+{
+	return c->watch_status_unknown ? HASP_OP_WATCH_COUNT : HASP_OP_WATCH_STATUS;
+}
+
+void client_watch_query_seen_locked(struct hasp_client *c, uint64_t session_id, uint8_t op,
+				    int status, const struct hasp_wire_msg *reply)
+{
+	if (op == HASP_OP_WATCH_STATUS && status == HASP_STATUS_BAD_OPCODE) {
+		c->watch_status_unknown = true; /* a node older than the opcode */
+		return;
+	}
+	if (status != HASP_STATUS_OK || session_id != c->session_id)
+		return;
+	if (op == HASP_OP_WATCH_COUNT) {
+		client_watch_count_seen_locked(c, session_id, reply->body.watch_count.count);
+		return;
+	}
+	const struct hasp_wire_watch_status *st = &reply->body.watch_status;
+	client_watch_count_seen_locked(c, session_id, st->count);
+	/* (0, 0): this node sent the session nothing (a new leader: the
+	 * watch count above and the chain's first event tell the rest). */
+	if (st->last_event_index == 0 && st->last_event_sub == 0)
+		return;
+	/* (0, 1): it dropped events for the session (a stalled leader); else
+	 * the last one it sent must be one we received. One still in flight
+	 * behind this answer (an event lane overtaken) also reads as lost:
+	 * a RESYNC too many, never one too few. */
+	bool dropped = st->last_event_index == 0 && st->last_event_sub == HASP_WIRE_EVENT_PREV_GAP;
+	if (!dropped && event_received_locked(c, st->last_event_index, st->last_event_sub))
+		return;
+	c->stats.events_gaps++; /* a gap no later event showed */
+	event_gap_locked(c);
+	/* The RESYNC covers it: the chain goes on from it, and a late copy is
+	 * dropped as a duplicate. */
+	if (!dropped)
+		event_chain_to_locked(c, st->last_event_index, st->last_event_sub);
 }
 
 static void req_finish(struct client_req *r, int rc)

@@ -304,8 +304,8 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 			c->session_ttl_ms = m.body.session_alive.ttl_ms;
 		break;
 	case HASP_OP_WATCH_COUNT:
-		if (status == HASP_STATUS_OK)
-			client_watch_count_seen_locked(c, op->req.session_id, m.body.watch_count.count);
+	case HASP_OP_WATCH_STATUS:
+		client_watch_query_seen_locked(c, op->req.session_id, op->res.op, status, &m);
 		break;
 	default:
 		break;

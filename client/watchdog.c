@@ -316,7 +316,9 @@ static void session_alive_done(struct hasp_client *c, const struct hasp_result *
 		return;
 	}
 	memset(&m, 0, sizeof(m));
-	m.hdr.opcode = HASP_OP_WATCH_COUNT;
+	pthread_mutex_lock(&c->mu);
+	m.hdr.opcode = client_watch_query_op_locked(c);
+	pthread_mutex_unlock(&c->mu);
 	if (client_op_start(c, op, client_op_prepare(c, op, &m), session_keepalive_done, NULL, NULL) != 0)
 		session_keepalive_done(c, res, arg);
 }

@@ -87,6 +87,7 @@ static bool opcode_known(uint8_t opcode)
 	case HASP_OP_UNWATCH:
 	case HASP_OP_EVENT:
 	case HASP_OP_WATCH_COUNT:
+	case HASP_OP_WATCH_STATUS:
 	case HASP_OP_KV_PUT:
 	case HASP_OP_KV_GET:
 	case HASP_OP_KV_DELETE:
@@ -348,6 +349,23 @@ enum hasp_status hasp_wire_error_status(int err)
 		return HASP_STATUS_TOO_LARGE;
 	default:
 		return HASP_STATUS_BAD_REQUEST;
+	}
+}
+
+bool hasp_wire_op_is_command(uint8_t opcode)
+{
+	switch (opcode) {
+	case HASP_OP_LOCK_READ:
+	case HASP_OP_CHECK:
+	case HASP_OP_KV_GET:
+	case HASP_OP_KV_RANGE:
+	case HASP_OP_WATCH:
+	case HASP_OP_UNWATCH:
+	case HASP_OP_WATCH_COUNT:
+	case HASP_OP_WATCH_STATUS:
+		return false;
+	default:
+		return true;
 	}
 }
 

@@ -96,7 +96,7 @@ static void c_rest(struct wire_codec *c, struct hasp_wire_bytes *b)
  *
  * SESSION_OPEN (12)          0 u64 client nonce, 8 u32 ttl_ms
  *   v2 (13+i)                then 12 u8 i, 13 identity (1..32 name bytes)
- * SESSION_KEEPALIVE (0), SESSION_CLOSE (0), WATCH_COUNT (0)
+ * SESSION_KEEPALIVE (0), SESSION_CLOSE (0), WATCH_COUNT (0), WATCH_STATUS (0)
  * LEASE_GRANT (4)            0 u32 ttl_ms
  * LEASE_KEEPALIVE (8), LEASE_REVOKE (8)
  *                            0 u64 lease id
@@ -128,6 +128,7 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
 	case HASP_OP_SESSION_KEEPALIVE:
 	case HASP_OP_SESSION_CLOSE:
 	case HASP_OP_WATCH_COUNT:
+	case HASP_OP_WATCH_STATUS:
 		return 0;
 	case HASP_OP_LEASE_GRANT:
 		c_u32(c, &m->body.lease_grant.ttl_ms);
@@ -234,6 +235,8 @@ static int codec_request(struct wire_codec *c, uint8_t opcode, struct hasp_wire_
  * OK to SESSION_OPEN (12)          0 u64 session id, 8 u32 ttl_ms
  * OK to SESSION_KEEPALIVE (4)      0 u32 ttl_ms
  * OK to WATCH_COUNT (4)            0 u32 watch count
+ * OK to WATCH_STATUS (16)          0 u32 watch count, 4 u32 last event sub,
+ *                                  8 u64 last event index
  * OK to LEASE_GRANT, LEASE_KEEPALIVE (12)
  *                                  0 u64 lease id, 8 u32 ttl_ms
  * OK to LOCK_READ (32)             0 u64 holder session, 8 u64 token,
@@ -295,6 +298,11 @@ static int codec_reply(struct wire_codec *c, uint8_t opcode, uint16_t status,
 		return 0;
 	case HASP_OP_WATCH_COUNT:
 		c_u32(c, &m->body.watch_count.count);
+		return 0;
+	case HASP_OP_WATCH_STATUS:
+		c_u32(c, &m->body.watch_status.count);
+		c_u32(c, &m->body.watch_status.last_event_sub);
+		c_u64(c, &m->body.watch_status.last_event_index);
 		return 0;
 	case HASP_OP_LEASE_GRANT:
 	case HASP_OP_LEASE_KEEPALIVE:

@@ -698,22 +698,6 @@ static bool authenticate(struct node *n, const uint8_t *payload, size_t size, in
 	return true;
 }
 
-static bool op_mutates(uint8_t op)
-{
-	switch (op) {
-	case HASP_OP_LOCK_READ:
-	case HASP_OP_CHECK:
-	case HASP_OP_KV_GET:
-	case HASP_OP_KV_RANGE:
-	case HASP_OP_WATCH:
-	case HASP_OP_UNWATCH:
-	case HASP_OP_WATCH_COUNT:
-		return false;
-	default:
-		return true;
-	}
-}
-
 /* The request digest the reply cache compares (locks_cmd.digest): the tag
  * with authentication, else a checksum of the bytes; never 0 (unchecked). */
 static uint64_t request_digest(const struct node *n, const struct hasp_wire_msg *m,
@@ -774,7 +758,7 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 	 * state machine: answer it here rather than spend a Raft entry, once
 	 * the state machine is current; before, the entry decides. */
 	if (!session_known && sm_current && m.hdr.opcode != HASP_OP_SESSION_OPEN &&
-	    op_mutates(m.hdr.opcode)) {
+	    hasp_wire_op_is_command(m.hdr.opcode)) {
 		n->stats.client_no_session++;
 		dispatch_reply_status(n, ip, port, &m.hdr, HASP_STATUS_SESSION_EXPIRED, who.key);
 		return;
@@ -802,11 +786,14 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 				      who.key);
 		return;
 	case HASP_OP_WATCH_COUNT:
+	case HASP_OP_WATCH_STATUS:
 		/* Watches are node-local: a restarted node, or one that was
 		 * not the leader when they were sent, has none, and without
 		 * this count a client whose leader restarted between two of
 		 * its requests could not tell (docs/PROTOCOL.md "Watches are
-		 * node-local"). */
+		 * node-local"). Events are not acknowledged: the last one sent
+		 * tells a client that lost it (the last of a burst is not
+		 * followed by one whose prev would show the gap). */
 		if (!session_known) {
 			n->stats.client_unavailable += !sm_current;
 			dispatch_reply_status(n, ip, port, &m.hdr,
@@ -817,7 +804,10 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		}
 		struct hasp_wire_msg count;
 		hasp_wire_reply_init(&count, &m.hdr, HASP_STATUS_OK);
-		count.body.watch_count.count = notify_watch_count(n, m.hdr.session_id);
+		if (m.hdr.opcode == HASP_OP_WATCH_STATUS)
+			notify_watch_status(n, m.hdr.session_id, &count.body.watch_status);
+		else
+			count.body.watch_count.count = notify_watch_count(n, m.hdr.session_id);
 		send_reply(n, ip, port, &count, reply_key(n, who.key), n->now_ns);
 		return;
 	default: {

@@ -29,7 +29,7 @@ static const char *const op_names[NODE_OPS] = {
 	[HASP_OP_RENEW] = "RENEW",                     [HASP_OP_CHECK] = "CHECK",
 	[HASP_OP_LOCK_READ] = "LOCK_READ",             [HASP_OP_CANCEL] = "CANCEL",
 	[HASP_OP_WATCH] = "WATCH",                     [HASP_OP_UNWATCH] = "UNWATCH",
-	[HASP_OP_WATCH_COUNT] = "WATCH_COUNT",
+	[HASP_OP_WATCH_COUNT] = "WATCH_COUNT",         [HASP_OP_WATCH_STATUS] = "WATCH_STATUS",
 	[HASP_OP_KV_PUT] = "KV_PUT",                   [HASP_OP_KV_GET] = "KV_GET",
 	[HASP_OP_KV_DELETE] = "KV_DELETE",             [HASP_OP_KV_CAS] = "KV_CAS",
 	[HASP_OP_KV_RANGE] = "KV_RANGE",

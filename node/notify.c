@@ -434,6 +434,18 @@ uint32_t notify_watch_count(struct node *n, uint64_t session_id)
 	return s == NULL ? 0 : watch_index_session_count(&n->watches, s->watch_head);
 }
 
+void notify_watch_status(struct node *n, uint64_t session_id, struct hasp_wire_watch_status *st)
+{
+	const struct node_session *s = session_find(n, session_id);
+
+	*st = (struct hasp_wire_watch_status){ 0 };
+	if (s == NULL)
+		return;
+	st->count = watch_index_session_count(&n->watches, s->watch_head);
+	st->last_event_index = s->last_event_index;
+	st->last_event_sub = s->last_event_sub;
+}
+
 bool notify_flush(struct node *n, uint64_t *deadline_ns)
 {
 	bool did = false;

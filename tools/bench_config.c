@@ -37,6 +37,7 @@ const char *bench_op_name(uint8_t opcode)
 	case HASP_OP_RELEASE: return "RELEASE";
 	case HASP_OP_LOCK_READ: return "LOCK_READ";
 	case HASP_OP_WATCH: return "WATCH";
+	case HASP_OP_WATCH_STATUS: return "WATCH_STATUS";
 	case HASP_OP_KV_PUT: return "KV_PUT";
 	case HASP_OP_KV_GET: return "KV_GET";
 	default: return NULL;
@@ -221,6 +222,7 @@ void bench_result_merge(struct bench_result *target, const struct bench_result *
 	target->storm_granted += source->storm_granted;
 	target->storm_told += source->storm_told;
 	target->storm_coalesced += source->storm_coalesced;
+	target->storm_resynced += source->storm_resynced;
 }
 
 uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf *zipf,

@@ -148,6 +148,9 @@ struct bench_result {
 	 * of told whose event carried the gap marker (the node replaced a
 	 * held event with it, docs/PROTOCOL.md "The watch event set"). */
 	uint64_t storm_granted, storm_told, storm_coalesced;
+	/* storm: watchers told by a RESYNC and a re-read (their last event was
+	 * lost, and the leader's WATCH_STATUS said so), counted in told too */
+	uint64_t storm_resynced;
 };
 
 /* Defaults: closed loop, 16 clients, 1024 keys, TRY, 10 s, 1000000 ops. */

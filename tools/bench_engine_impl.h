@@ -52,7 +52,7 @@ struct client {
 	uint64_t req_first_ns;  /* first send of the request in flight */
 	uint64_t req_due_ns;    /* retransmit when now >= this */
 	uint64_t acq_first_ns;  /* first send of the (last) ACQUIRE */
-	uint64_t last_answer_ns;
+	uint64_t renewed_ns;    /* last answer to a command: it renewed the session */
 	uint64_t wait_since_ns; /* queued, or last re-read */
 	uint32_t key;
 	uint16_t node;
@@ -71,6 +71,13 @@ struct client {
 	bool gap;
 	uint8_t event_type;
 	uint64_t told_ns;
+	/* storm watcher: the identity of the last event received (what the
+	 * leader's WATCH_STATUS is compared with) and, once that showed a
+	 * lost event, the holder's token its re-read saw (0: none), when */
+	uint64_t event_index;
+	uint32_t event_sub;
+	uint64_t read_token;
+	uint64_t read_ns;
 };
 
 enum phase { PHASE_OPEN, PHASE_RUN, PHASE_CLOSE, PHASE_DONE };
@@ -177,6 +184,13 @@ void bench_storm_init(struct bench_engine *e);
 void bench_storm_step(struct bench_engine *e);
 /* A waiter was granted (reply, event or re-read). */
 void bench_storm_granted(struct bench_engine *e, uint32_t index);
+/* A storm watcher's WATCH_STATUS answer: an event sent that it did not
+ * receive starts its re-read of the lock (LOCK_READ), whose answer
+ * bench_storm_watch_read keeps. */
+void bench_storm_watch_status(struct bench_engine *e, uint32_t index, uint16_t status,
+			      const struct hasp_wire_watch_status *st);
+void bench_storm_watch_read(struct bench_engine *e, uint32_t index, uint16_t status,
+			    const struct hasp_wire_lock_info *info);
 /* An event for a watcher. */
 void bench_storm_watch_event(struct bench_engine *e, uint32_t index,
 			     const struct hasp_wire_event *ev);

@@ -89,6 +89,11 @@ struct lh_client {
 	uint64_t token;
 	uint64_t told_ns;
 	uint64_t op_id;       /* the WAIT acquire in progress, for a cancel */
+	/* storm watcher: told it lost events (RESYNC), it re-reads its lock */
+	bool reread_due;      /* another RESYNC came while a re-read was in flight */
+	bool asking;          /* a hasp_client_watch_progress_async in flight */
+	uint64_t read_token;  /* the holder's token the last re-read saw (0: none) */
+	uint64_t read_ns;
 };
 
 /* ---- tools/bench_libhasp.c ---- */
@@ -106,6 +111,10 @@ void lh_acquire(struct lh_client *s, bool wait);
 void lh_release(struct lh_client *s);
 void lh_read_queue(struct lh_client *s);
 bool lh_has_session(const struct lh_client *s);
+/* A storm watcher asks the leader for the last event it sent it (one
+ * question at a time): a lost one comes back as a RESYNC, and the watcher
+ * re-reads its lock. */
+void lh_watch_progress(struct lh_client *s);
 uint32_t lh_count_round_state(const struct lh_engine *e, uint32_t first, uint8_t state);
 /* Cancels the waits still queued, once (a lost storm, the run's end). */
 void lh_cancel_waits(struct lh_engine *e);

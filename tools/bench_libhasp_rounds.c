@@ -201,7 +201,9 @@ bool lh_has_session(const struct lh_client *s)
 	return hasp_client_session_id(s->c) != 0;
 }
 
-/* ---- the holder's view of its queue ---- */
+/* ---- reads: the holder's view of its queue, a storm watcher's re-read ---- */
+
+static void watcher_reread(struct lh_client *s);
 
 static void on_read(struct hasp_client *c, const struct hasp_result *r, void *arg)
 {
@@ -212,6 +214,19 @@ static void on_read(struct hasp_client *c, const struct hasp_result *r, void *ar
 	op_end(s);
 	s->reading = false;
 	lh_count_status(e, HASP_OP_LOCK_READ, r->rc);
+	if (lh_round_is_watcher(e, s->index)) {
+		if (s->reread_due) {
+			/* A RESYNC came after this read began: it may predate
+			 * what was lost. */
+			watcher_reread(s);
+			return;
+		}
+		if (r->rc != 0 || !bench_storm_listening(&e->storm))
+			return;
+		s->read_token = r->info.token;
+		s->read_ns = clock_monotonic_ns();
+		return;
+	}
 	if (r->rc != 0 || r->info.token != s->token)
 		return;
 	if (storm(e))
@@ -220,23 +235,61 @@ static void on_read(struct hasp_client *c, const struct hasp_result *r, void *ar
 		e->round_queued = r->info.waiter_count;
 }
 
-/* Holder s reads its lock (one read at a time). */
-void lh_read_queue(struct lh_client *s)
+/* One read at a time per client. */
+static void read_start(struct lh_client *s)
 {
-	if (s->reading || s->round_state != LR_HOLDING)
-		return;
 	if (hasp_client_lock_read_async(s->c, s->name, on_read, s, NULL) == 0) {
 		s->reading = true;
 		op_begin(s);
 	}
 }
 
+/* Holder s reads its lock. */
+void lh_read_queue(struct lh_client *s)
+{
+	if (!s->reading && s->round_state == LR_HOLDING)
+		read_start(s);
+}
+
 /* ---- watchers' events ---- */
+
+/* What an application does on RESYNC: read what it watches. */
+static void watcher_reread(struct lh_client *s)
+{
+	if (s->reading) {
+		s->reread_due = true;
+		return;
+	}
+	s->reread_due = false;
+	read_start(s);
+}
+
+static void on_progress(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+
+	(void)c;
+	op_end(s);
+	s->asking = false;
+	lh_count_status(s->e, HASP_OP_WATCH_STATUS, r->rc);
+}
+
+void lh_watch_progress(struct lh_client *s)
+{
+	if (s->asking || !lh_has_session(s))
+		return;
+	if (hasp_client_watch_progress_async(s->c, on_progress, s, NULL) == 0) {
+		s->asking = true;
+		op_begin(s);
+	}
+}
 
 static void watcher_event(struct lh_engine *e, struct lh_client *s, const struct hasp_event *ev)
 {
 	if (ev->type == HASP_EVENT_RESYNC) {
 		s->gap_pending = true;
+		if (storm(e) && bench_storm_listening(&e->storm))
+			watcher_reread(s);
 		return;
 	}
 	bool gap = s->gap_pending;

@@ -44,6 +44,9 @@ static bool storm_round_start(void *engine)
 		s->event_type = 0;
 		s->told_ns = 0;
 		s->queued = false;
+		s->reread_due = false;
+		s->read_token = 0;
+		s->read_ns = 0;
 	}
 	return true;
 }
@@ -118,7 +121,9 @@ static void storm_lock_view(void *engine, uint32_t i, struct bench_storm_lock *v
 					.watcher_type = x->event_type,
 					.watcher_token = x->token,
 					.watcher_gap = x->gap,
-					.watcher_ns = x->told_ns };
+					.watcher_ns = x->told_ns,
+					.watcher_read_token = x->read_token,
+					.watcher_read_ns = x->read_ns };
 }
 
 /* The waiters give back what they were granted, OPENS_INFLIGHT_MAX at once;
@@ -152,6 +157,11 @@ static void storm_lost(void *engine)
 	lh_cancel_waits(e);
 }
 
+static void storm_progress(void *engine, uint32_t i)
+{
+	lh_watch_progress(watcher_of(engine, i));
+}
+
 static const struct bench_storm_ops storm_ops = {
 	.start = storm_round_start,
 	.holders = storm_holders,
@@ -160,6 +170,7 @@ static const struct bench_storm_ops storm_ops = {
 	.view = storm_lock_view,
 	.cleanup = storm_cleanup,
 	.lost = storm_lost,
+	.progress = storm_progress,
 };
 
 void lh_storm_init(struct lh_engine *e)

@@ -150,10 +150,11 @@ void bench_report_table(FILE *out, const struct bench_config *cfg, const struct 
 	fprintf(out, ", sessions %u\n", res->sessions);
 	if (cfg->workload == BENCH_WL_STORM)
 		fprintf(out, "storm: locks %u window %u ms: waiters granted %llu missing %llu, "
-			     "watchers told %llu (coalesced %llu) missing %llu\n",
+			     "watchers told %llu (coalesced %llu, resynced %llu) missing %llu\n",
 			cfg->storm_locks, cfg->window_ms, (unsigned long long)res->storm_granted,
 			(unsigned long long)res->err.storm_waiters_missing,
 			(unsigned long long)res->storm_told, (unsigned long long)res->storm_coalesced,
+			(unsigned long long)res->storm_resynced,
 			(unsigned long long)res->err.storm_watchers_missing);
 	fprintf(out, "%-10s %10s %10s %10s %10s %10s %10s %10s\n", "latency", "count", "mean_us",
 		"p50_us", "p90_us", "p99_us", "p99.9_us", "max_us");
@@ -222,13 +223,14 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 	bench_json_string(out, cfg->cluster != NULL ? cfg->cluster : "");
 	fprintf(out, "},\"results\":{\"ops\":%llu,\"ops_per_s\":%.1f,\"cycles\":%llu,"
 		     "\"cycles_per_s\":%.1f,\"busy\":%llu,\"elapsed_s\":%.6f,\"sessions\":%u,"
-		     "\"storm\":{\"granted\":%llu,\"told\":%llu,\"coalesced\":%llu},"
+		     "\"storm\":{\"granted\":%llu,\"told\":%llu,\"coalesced\":%llu,"
+		     "\"resynced\":%llu},"
 		     "\"latency_us\":{",
 		(unsigned long long)res->ops, per_s(res->ops, res->elapsed_ns),
 		(unsigned long long)res->cycles, per_s(res->cycles, res->elapsed_ns),
 		(unsigned long long)res->busy, (double)res->elapsed_ns / 1e9, res->sessions,
 		(unsigned long long)res->storm_granted, (unsigned long long)res->storm_told,
-		(unsigned long long)res->storm_coalesced);
+		(unsigned long long)res->storm_coalesced, (unsigned long long)res->storm_resynced);
 	bool first = true;
 	for (int l = 0; l < BENCH_LAT_COUNT; l++) {
 		if (res->lat[l]->count == 0)

@@ -35,7 +35,7 @@ uint64_t bench_storm_verdict_ns(const struct bench_config *cfg)
 
 /* The round's tally, lock by lock. */
 struct bench_storm_tally {
-	uint32_t locks, granted, told, coalesced;
+	uint32_t locks, granted, told, coalesced, resynced;
 	uint64_t grant_last_ns, told_last_ns;
 };
 
@@ -77,12 +77,44 @@ static void tally_add(struct bench_storm_tally *t, const struct bench_storm_lock
 	t->granted++;
 	if (lock->waiter_ns > t->grant_last_ns)
 		t->grant_last_ns = lock->waiter_ns;
-	if (lock->watcher_type != HASP_EVENT_LOCK_GRANTED || lock->watcher_token != lock->waiter_token)
+	uint64_t told_ns;
+	if (lock->watcher_type == HASP_EVENT_LOCK_GRANTED && lock->watcher_token == lock->waiter_token) {
+		t->coalesced += lock->watcher_gap;
+		told_ns = lock->watcher_ns;
+	} else if (lock->watcher_read_token == lock->waiter_token) {
+		/* Told that it lost events, then read the last state: the
+		 * loss was not silent, which is what the storm checks. A read
+		 * without that warning is never made (it would hide a loss). */
+		t->resynced++;
+		told_ns = lock->watcher_read_ns;
+	} else {
 		return;
+	}
 	t->told++;
-	t->coalesced += lock->watcher_gap;
-	if (lock->watcher_ns > t->told_last_ns)
-		t->told_last_ns = lock->watcher_ns;
+	if (told_ns > t->told_last_ns)
+		t->told_last_ns = told_ns;
+}
+
+/* Watchers of granted locks not told yet: each asks the leader which event
+ * it sent last, once per STORM_PROGRESS_NS from that long after the window
+ * on. The answer turns a lost last event into a RESYNC, and the watcher
+ * re-reads (tally_add). */
+static void progress_due(struct bench_storm_round *r, uint64_t now)
+{
+	uint64_t window_ns = (uint64_t)r->cfg->window_ms * 1000000ull;
+
+	if (r->ops->progress == NULL || now - r->release_ns < window_ns + STORM_PROGRESS_NS ||
+	    now < r->progress_ns)
+		return;
+	r->progress_ns = now + STORM_PROGRESS_NS;
+	for (uint32_t i = 0; i < r->locks; i++) {
+		struct bench_storm_tally one = { 0 };
+		struct bench_storm_lock v;
+		r->ops->view(r->engine, i, &v);
+		tally_add(&one, &v);
+		if (one.granted == 1 && one.told == 0)
+			r->ops->progress(r->engine, i);
+	}
 }
 
 /* Every lock complete, or the verdict's time after the window is up. */
@@ -104,6 +136,7 @@ static bool verdict(struct bench_result *res, const struct bench_storm_tally *t,
 	res->storm_granted += t->granted;
 	res->storm_told += t->told;
 	res->storm_coalesced += t->coalesced;
+	res->storm_resynced += t->resynced;
 	res->err.storm_waiters_missing += t->locks - t->granted;
 	res->err.storm_watchers_missing += t->locks - t->told;
 	if (measured) {
@@ -138,8 +171,10 @@ static bool judge(struct bench_storm_round *r, uint64_t measure_start_ns, uint64
 		r->ops->view(r->engine, i, &v);
 		tally_add(&t, &v);
 	}
-	if (!verdict_due(r->cfg, &t, r->release_ns, now))
+	if (!verdict_due(r->cfg, &t, r->release_ns, now)) {
+		progress_due(r, now);
 		return false;
+	}
 	*measured = r->start_ns >= measure_start_ns;
 	*lost = verdict(r->res, &t, *measured, r->start_ns, r->release_ns, now);
 	return true;
@@ -176,6 +211,7 @@ bool bench_storm_advance(struct bench_storm_round *r, bool admitting, uint64_t m
 		if (r->ops->waiters(r->engine) || late) {
 			r->next = 0;
 			r->release_ns = now;
+			r->progress_ns = 0;
 			r->phase = S_RELEASING;
 			release_due(r, now);
 		}

@@ -20,6 +20,11 @@
 #define STORM_SETUP_NS 30000000000ull  /* storm: holders acquire, waiters queue, at most */
 #define STORM_VERDICT_NS 5000000000ull /* storm: after the window, every lock told (at least) */
 #define STORM_SCAN_NS 1000000ull       /* storm: the O(L) set-up and verdict scans, at most this often */
+/* storm: a watcher not told this long after the window, and every such
+ * period after, asks the leader which event it sent last (WATCH_STATUS):
+ * the last event of the round, lost, is followed by none that would show
+ * the gap */
+#define STORM_PROGRESS_NS 1000000000ull
 
 /* How long a burst round may take: 2 s, plus 100 ms per waiter, because a
  * FIFO hand-off chain costs one committed command per waiter (watchers are
@@ -58,6 +63,11 @@ struct bench_storm_lock {
 	uint64_t watcher_token;
 	bool watcher_gap;      /* that event followed lost or held-back events */
 	uint64_t watcher_ns;
+	/* The watcher was told it lost events (libhasp's RESYNC, or the
+	 * leader's WATCH_STATUS naming an event it did not get) and re-read
+	 * the lock: the holder's token it read (0: no such re-read), when. */
+	uint64_t watcher_read_token;
+	uint64_t watcher_read_ns;
 };
 
 /* The phases of a storm round (tools/bench_storm.c has the story):
@@ -86,6 +96,10 @@ struct bench_storm_ops {
 	bool (*cleanup)(void *engine);
 	/* A round lost a lock: the run ends (the engine stops admitting). */
 	void (*lost)(void *engine);
+	/* Lock `lock`'s watcher asks the leader what it sent it last (the
+	 * application's hasp_client_watch_progress), unless it is busy: the
+	 * round asks again a period later (STORM_PROGRESS_NS). NULL: never. */
+	void (*progress)(void *engine, uint32_t lock);
 };
 
 /* A storm round's schedule, the same for every engine. */
@@ -99,6 +113,7 @@ struct bench_storm_round {
 	uint32_t next;     /* the next holder or waiter to start or release */
 	uint64_t start_ns, release_ns;
 	uint64_t scan_ns;  /* the engine's O(L) scans run again from this */
+	uint64_t progress_ns; /* untold watchers ask (ops->progress) again from this */
 };
 
 /* Advances the round at now_ns: a new round starts only while

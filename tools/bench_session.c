@@ -138,6 +138,7 @@ int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf)
 		break;
 	case HASP_OP_SESSION_KEEPALIVE:
 	case HASP_OP_SESSION_CLOSE:
+	case HASP_OP_WATCH_STATUS:
 		break;
 	case HASP_OP_ACQUIRE:
 		m.body.acquire.name = nb;
@@ -389,7 +390,12 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 	}
 
 	c->opcode = 0;
-	c->last_answer_ns = e->now;
+	/* Only a committed command renewed the session on the node: a read or
+	 * a watch query must not put the keepalive off (a waiter re-reading
+	 * its lock, a storm watcher asking WATCH_STATUS round after round,
+	 * would lose its session). */
+	if (hasp_wire_op_is_command(opcode))
+		c->renewed_ns = e->now;
 	set_leader_hint(e, c->node);
 	if (status == HASP_STATUS_SESSION_EXPIRED) {
 		/* Everything this session held is gone; its operation failed. */
@@ -457,7 +463,14 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 			op_done(e, index, false);
 		}
 		return;
+	case HASP_OP_WATCH_STATUS:
+		bench_storm_watch_status(e, index, status, &m->body.watch_status);
+		return;
 	case HASP_OP_LOCK_READ:
+		if (c->state == C_WATCHING) {
+			bench_storm_watch_read(e, index, status, &m->body.lock_info);
+			return;
+		}
 		if (c->state != C_WAITING) {
 			/* The grant event won the race: send what it left pending. */
 			start_pending_request(e, index);
@@ -505,6 +518,8 @@ static void handle_event(struct bench_engine *e, uint32_t index, const struct ha
 	const struct hasp_wire_event *ev = &m->body.event;
 
 	e->res->events++;
+	c->event_index = m->hdr.seq;
+	c->event_sub = ev->sub;
 	if (ev->name.size != size || memcmp(ev->name.data, name, size) != 0)
 		return;
 	if (e->cfg->workload == BENCH_WL_STORM && storm_role(e, index) == STORM_WATCHER) {
@@ -638,7 +653,7 @@ void bench_session_scan_timers(struct bench_engine *e)
 		}
 		if ((c->state == C_IDLE || c->state == C_WAITING || c->state == C_WATCHING ||
 		     c->state == C_HOLDING) &&
-		    e->now - c->last_answer_ns >= keepalive_ns) {
+		    e->now - c->renewed_ns >= keepalive_ns) {
 			bench_session_request(e, i, HASP_OP_SESSION_KEEPALIVE);
 			c->background = true;
 		}

@@ -27,11 +27,20 @@
  * carries the gap marker (prev (0, 1)) still reports the newest state of
  * the one lock this watcher watches, since the node replaces a held event
  * with the newer one (docs/PROTOCOL.md "The watch event set"): it counts
- * as told and, separately, as coalesced. A watcher is never "resolved" by
- * reading the lock: the read would show the state but hide that an event
- * was lost, which is what the storm is to find out. A round with any lock
- * missing either ends the run (the engine then drains and closes), and
- * hasp-bench exits 4.
+ * as told and, separately, as coalesced.
+ *
+ * Events are not acknowledged, and the last event of the round, lost, is
+ * followed by none whose prev would show the gap. So a watcher not told a
+ * second after the window (STORM_PROGRESS_NS, and every second after) asks
+ * the leader which event it sent it last (WATCH_STATUS, what libhasp's
+ * hasp_client_watch_progress asks); when that is not the last event it
+ * received, it lost one, and it re-reads the lock (LOCK_READ), as an
+ * application does on libhasp's RESYNC. A re-read that shows the waiter's
+ * token counts as told and, separately, as resynced. A watcher is never
+ * "resolved" by a read without that warning: the read would show the state
+ * but hide that an event was lost, which is what the storm is to find out.
+ * A round with any lock missing ends the run (the engine then drains and
+ * closes), and hasp-bench exits 4.
  */
 #include "tools/bench_engine_impl.h"
 
@@ -67,6 +76,8 @@ static bool storm_round_start(void *engine)
 		c->gap = false;
 		c->event_type = 0;
 		c->told_ns = 0;
+		c->read_token = 0;
+		c->read_ns = 0;
 	}
 	return true;
 }
@@ -137,7 +148,21 @@ static void storm_lock_view(void *engine, uint32_t i, struct bench_storm_lock *v
 					.watcher_type = watcher->event_type,
 					.watcher_token = watcher->token,
 					.watcher_gap = watcher->gap,
-					.watcher_ns = watcher->told_ns };
+					.watcher_ns = watcher->told_ns,
+					.watcher_read_token = watcher->read_token,
+					.watcher_read_ns = watcher->read_ns };
+}
+
+/* Lock i's watcher asks the leader which event it sent it last, when it has
+ * no request in flight (a keepalive: asked again a period later). */
+static void storm_progress(void *engine, uint32_t i)
+{
+	struct bench_engine *e = engine;
+	uint32_t index = 2u * e->storm_locks + i;
+	const struct client *c = &e->clients[index];
+
+	if (c->state == C_WATCHING && c->opcode == 0)
+		bench_session_request(e, index, HASP_OP_WATCH_STATUS);
 }
 
 /* The waiters give back what they were granted; true when none is left. */
@@ -181,6 +206,7 @@ static const struct bench_storm_ops storm_ops = {
 	.view = storm_lock_view,
 	.cleanup = storm_cleanup,
 	.lost = storm_lost,
+	.progress = storm_progress,
 };
 
 void bench_storm_init(struct bench_engine *e)
@@ -205,6 +231,33 @@ void bench_storm_granted(struct bench_engine *e, uint32_t index)
 		return; /* granted before any release: the holder lost its lock */
 	c->told = true;
 	c->told_ns = e->now;
+}
+
+void bench_storm_watch_status(struct bench_engine *e, uint32_t index, uint16_t status,
+			      const struct hasp_wire_watch_status *st)
+{
+	struct client *c = &e->clients[index];
+
+	/* (0, 0): this leader sent it nothing (a new one: the watch was
+	 * registered again, and its chain starts over). Else the last event
+	 * sent must be the last received: the libhasp engine's rule, which
+	 * also knows older events it received (client/exchange.c), stricter
+	 * here and never laxer: a mismatch only costs a read. */
+	if (status != HASP_STATUS_OK || (st->last_event_index == 0 && st->last_event_sub == 0) ||
+	    (st->last_event_index == c->event_index && st->last_event_sub == c->event_sub))
+		return;
+	bench_session_request(e, index, HASP_OP_LOCK_READ);
+}
+
+void bench_storm_watch_read(struct bench_engine *e, uint32_t index, uint16_t status,
+			    const struct hasp_wire_lock_info *info)
+{
+	struct client *c = &e->clients[index];
+
+	if (status != HASP_STATUS_OK || !bench_storm_listening(&e->storm))
+		return;
+	c->read_token = info->token;
+	c->read_ns = e->now;
 }
 
 void bench_storm_watch_event(struct bench_engine *e, uint32_t index,

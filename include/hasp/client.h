@@ -368,6 +368,19 @@ int hasp_client_watch(struct hasp_client *client, const char *name, bool prefix)
 /* 0 or -HASP_ENOENT. */
 int hasp_client_unwatch(struct hasp_client *client, const char *name, bool prefix)
 	__attribute__((warn_unused_result));
+/* Asks the leader now what the keepalive asks after each answer while the
+ * client watches (etcd's RequestProgress): does it still hold this
+ * session's watches, and which event did it send the session last? Events
+ * are not acknowledged, and a lost event shows in the next one's chain,
+ * so the last of a burst, lost, shows only here. Lost watches are
+ * registered again, and an event that was sent but not received becomes
+ * a RESYNC (hasp_client_next_event), queued before this returns (before
+ * the callback runs). Returns 0 when the leader answered, or -HASP_E*
+ * (-HASP_ESESSION: no session; -HASP_EOPCODE: the leader is older than the
+ * question, and later calls only ask it how many watches it holds). Call
+ * it when the application must know that it has seen everything up to
+ * now, e.g. after the last change it expects. Since libhasp 1.4. */
+int hasp_client_watch_progress(struct hasp_client *client) __attribute__((warn_unused_result));
 /* Takes the next pushed event, waiting up to timeout_ms (0: do not wait).
  * Returns 0 (ev filled), -HASP_ETIMEDOUT or -HASP_ESYS. */
 int hasp_client_next_event(struct hasp_client *client, struct hasp_event *ev,
@@ -467,6 +480,11 @@ int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id
  * first. Since libhasp 1.3. */
 int hasp_client_session_keepalive_async(struct hasp_client *client, hasp_client_done_fn *fn,
 					void *arg, uint64_t *id) __attribute__((warn_unused_result));
+/* hasp_client_watch_progress: res->op is HASP_OP_WATCH_STATUS
+ * (HASP_OP_WATCH_COUNT from a node older than the opcode, which cannot
+ * tell a lost last event), rc 0 when answered. Since libhasp 1.4. */
+int hasp_client_watch_progress_async(struct hasp_client *client, hasp_client_done_fn *fn,
+				     void *arg, uint64_t *id) __attribute__((warn_unused_result));
 /* Opens the session (hasp_client_connect): res->op is HASP_OP_SESSION_OPEN,
  * rc 0 once it is open (hasp_client_session_id names it). A cancel ends the
  * call, not an open under way. */

@@ -30,6 +30,8 @@ enum hasp_op {
 	HASP_OP_UNWATCH = 25,
 	HASP_OP_EVENT = 26, /* server to client push */
 	HASP_OP_WATCH_COUNT = 27, /* how many of this session's watches the node holds */
+	/* WATCH_COUNT and the last event the node sent the session */
+	HASP_OP_WATCH_STATUS = 28,
 
 	HASP_OP_KV_PUT = 32,
 	HASP_OP_KV_GET = 33,

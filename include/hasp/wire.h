@@ -207,6 +207,15 @@ struct hasp_wire_watch_count { /* OK to WATCH_COUNT */
 	uint32_t count; /* this session's watches on the answering node */
 };
 
+/* OK to WATCH_STATUS: the watch count and the identity of the last event
+ * the answering node sent the session ((0, 0) none; (0, 1) it dropped
+ * some: docs/PROTOCOL.md "Event identity and gaps"). */
+struct hasp_wire_watch_status {
+	uint32_t count;
+	uint32_t last_event_sub;
+	uint64_t last_event_index;
+};
+
 struct hasp_wire_lease_ok { /* OK to LEASE_GRANT, LEASE_KEEPALIVE */
 	uint64_t lease_id;
 	uint32_t ttl_ms;
@@ -298,6 +307,7 @@ struct hasp_wire_msg {
 		struct hasp_wire_session_opened session_opened;
 		struct hasp_wire_session_alive session_alive;
 		struct hasp_wire_watch_count watch_count;
+		struct hasp_wire_watch_status watch_status;
 		struct hasp_wire_lease_ok lease_ok;
 		struct hasp_wire_lock_info lock_info;
 		struct hasp_wire_kv_revision kv_revision;
@@ -378,5 +388,11 @@ enum hasp_status hasp_wire_error_status(int err);
  * -HASP_ETRUNCATED or -HASP_EMAGIC) and the datagram is not itself a reply
  * (never answer a reply: no loops, no reflection). Otherwise drop and count. */
 bool hasp_wire_error_answerable(int err, const struct hasp_wire_header *hdr);
+
+/* True when a request with this opcode is proposed as a Raft command and
+ * answered once committed; false for what the leader answers from its own
+ * state (reads, watches, the watch queries). Only a command changes the
+ * state machine, and only a command renews its session's TTL. */
+bool hasp_wire_op_is_command(uint8_t opcode);
 
 #endif

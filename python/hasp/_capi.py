@@ -199,6 +199,11 @@ _protos = {
     "hasp_strerror_name": (c_char_p, [c_int]),
     "hasp_fence_admit": (c_bool, [c_void_p, u64]),
 }
+# libhasp 1.4: a missed last event told on demand (docs/CLIENT.md "The last
+# event").
+HAS_WATCH_PROGRESS = hasattr(lib, "hasp_client_watch_progress")
+if HAS_WATCH_PROGRESS:
+    _protos["hasp_client_watch_progress"] = (c_int, [c_void_p])
 # The asynchronous core (libhasp.so.1): one pollable fd, a next deadline,
 # completions through a callback (docs/CLIENT.md "Python and asyncio").
 HAS_ASYNC = hasattr(lib, "hasp_client_acquire_async")
@@ -232,6 +237,7 @@ _ASYNC_ARGS = {
     "kv_get": [c_char_p],
     "kv_delete": [c_char_p],
     "kv_cas": [c_char_p, c_void_p],
+    "watch_progress": [],
 }
 ASYNC = {n for n in _ASYNC_ARGS if HAS_ASYNC and hasattr(lib, "hasp_client_%s_async" % n)}
 for _name in ASYNC:

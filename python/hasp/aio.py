@@ -461,6 +461,11 @@ class AsyncClient:
         check(r.rc)
         return r.lease.lease_id
 
+    @_core_or("watch_progress", Client.watch_progress)
+    async def watch_progress(self):
+        """Client.watch_progress: a missed last event becomes a RESYNC."""
+        check((await self._op("watch_progress")).rc)
+
     @_core_or("lease_revoke", Client.revoke_lease)
     async def revoke_lease(self, lease_id: int):
         """Client.revoke_lease: the locks and keys on it end with it."""

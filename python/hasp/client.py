@@ -494,6 +494,17 @@ class Client:
 
     # ---- watches ----
 
+    def watch_progress(self):
+        """Asks the leader now which event it sent this client last. Events
+        are not acknowledged, and the last of a burst, lost on the way,
+        shows in no later event: a missed one comes to every watch as a
+        RESYNC event, queued before this returns (etcd's RequestProgress;
+        docs/CLIENT.md "The last event"). The keepalive asks the same on
+        its own, once per keepalive interval. Needs libhasp 1.4."""
+        if not _capi.HAS_WATCH_PROGRESS:
+            raise NotImplementedError("the loaded libhasp is older than 1.4")
+        check(_capi.call("client_watch_progress", self._handle()))
+
     def watch(self, name: str, *, prefix: bool = False) -> "Watch":
         """Watches a lock or key (or every name under a prefix); iterate the
         result for Events. Close it (or use `with`) to unwatch."""

@@ -76,6 +76,7 @@ async def every_call(a, b, name):
     ev = await next_event(w)
     assert (ev.type, ev.name) == ("LOCK_RELEASED", name + "/l")
     assert await a.read_lock(name + "/l") is None
+    await a.watch_progress()  # answered (nothing missed: at most a RESYNC)
     await w.close()
     assert w.sync not in a.sync._watches
     with pytest.raises(hasp.ClosedError):
@@ -239,7 +240,7 @@ def test_every_async_form_runs_on_the_core(cluster, name):
     """No job reaches the executor (NoExecutor would raise into the call)."""
     assert {"connect", "watch", "unwatch", "kv_range", "kv_get", "kv_put", "kv_cas",
             "kv_delete", "lock_read", "release", "check", "renew", "lease_grant",
-            "lease_revoke"} <= _capi.ASYNC
+            "lease_revoke", "watch_progress"} <= _capi.ASYNC
     executor = NoExecutor()
     run_with_executor(cluster, name, executor)
     assert executor.jobs == []

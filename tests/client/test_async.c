@@ -490,6 +490,7 @@ static void test_blocking_threads_and_the_loop_share_a_client(void **state)
 
 struct watch_script {
 	uint32_t checks; /* the 1st and 3rd CHECK answer SESSION_EXPIRED */
+	uint64_t last_index; /* WATCH_STATUS: the last event sent, (index, 0) */
 };
 
 static void script_watches(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -502,6 +503,16 @@ static void script_watches(struct responder *r, int node, const struct hasp_wire
 	if (req->hdr.opcode == HASP_OP_WATCH && req->body.watch.name.size == 4 &&
 	    memcmp(req->body.watch.name.data, "deny", 4) == 0) {
 		reply_status(r, node, req, from, HASP_STATUS_FORBIDDEN);
+		return;
+	}
+	if (req->hdr.opcode == HASP_OP_WATCH_STATUS) {
+		struct hasp_wire_msg rep;
+		responder_reply_init(&rep, req, HASP_STATUS_OK);
+		responder_lock(r);
+		rep.body.watch_status.count = 1;
+		rep.body.watch_status.last_event_index = s->last_index;
+		responder_unlock(r);
+		responder_send(r, node, from, &rep);
 		return;
 	}
 	if (req->hdr.opcode == HASP_OP_CHECK) {
@@ -649,6 +660,28 @@ static void test_connect_watch_unwatch_async(void **state)
 	assert_int_equal(ev.type, HASP_EVENT_KV_PUT);
 	assert_string_equal(ev.name, "svc/b");
 
+	/* watch progress: the loop completes the WATCH_STATUS; an event the
+	 * leader names as sent but that never came is a RESYNC, queued before
+	 * the callback runs (the blocking form: test_client.c). */
+	assert_int_equal(hasp_client_watch_progress_async(c, NULL, NULL, NULL), -HASP_EINVAL);
+	responder_lock(&r);
+	s.last_index = 1; /* the KV_PUT above: received */
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_watch_progress_async(c, on_done, &out, &id), 0);
+	run_loop(c, &out, 4);
+	assert_int_equal(out.ops[3], HASP_OP_WATCH_STATUS);
+	assert_int_equal(out.rcs[3], 0);
+	assert_int_equal(out.ids[3], id);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), -HASP_ETIMEDOUT);
+	responder_lock(&r);
+	s.last_index = 2; /* sent, lost */
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_watch_progress_async(c, on_done, &out, NULL), 0);
+	run_loop(c, &out, 5);
+	assert_int_equal(out.rcs[4], 0);
+	assert_int_equal(hasp_client_next_event(c, &ev, 0), 0);
+	assert_int_equal(ev.type, HASP_EVENT_RESYNC);
+
 	/* A new session registers the accepted watch again, not the refused
 	 * one: the table followed both completions. */
 	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ESESSION);
@@ -658,9 +691,9 @@ static void test_connect_watch_unwatch_async(void **state)
 
 	/* unwatch: sent, and forgotten (the next session does not restore it). */
 	assert_int_equal(hasp_client_unwatch_async(c, "svc/", true, on_done, &out, NULL), 0);
-	run_loop(c, &out, 4);
-	assert_int_equal(out.ops[3], HASP_OP_UNWATCH);
-	assert_int_equal(out.rcs[3], 0);
+	run_loop(c, &out, 6);
+	assert_int_equal(out.ops[5], HASP_OP_UNWATCH);
+	assert_int_equal(out.rcs[5], 0);
 	assert_int_equal(requests_distinct(&r, HASP_OP_UNWATCH, "svc/"), 1);
 	assert_int_equal(hasp_client_check(c, "job", 1), -HASP_ESESSION);
 	assert_int_equal(hasp_client_check(c, "job", 1), 0);

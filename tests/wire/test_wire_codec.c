@@ -183,6 +183,10 @@ static void assert_body_equal(const struct hasp_wire_msg *a, const struct hasp_w
 	case HASP_OP_WATCH_COUNT:
 		assert_int_equal(a->body.watch_count.count, b->body.watch_count.count);
 		break;
+	case HASP_OP_WATCH_STATUS:
+		assert_memory_equal(&a->body.watch_status, &b->body.watch_status,
+				    sizeof(a->body.watch_status));
+		break;
 	case HASP_OP_LEASE_GRANT:
 	case HASP_OP_LEASE_KEEPALIVE:
 		assert_int_equal(a->body.lease_ok.lease_id, b->body.lease_ok.lease_id);
@@ -381,7 +385,7 @@ static void test_wire_rejects_bad_magic_version_opcode_flags(void **state)
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 	int n = encode_sample(sample("req_acquire_ttl"), buf);
 	uint8_t bad[HASP_DATAGRAM_SIZE_MAX];
-	static const uint8_t bad_ops[] = { 0, 4, 7, 22, 28, 31, 37, 255, HASP_OP_EVENT };
+	static const uint8_t bad_ops[] = { 0, 4, 7, 22, 29, 31, 37, 255, HASP_OP_EVENT };
 	static const uint16_t bad_flags[] = { 0x0002, 0x0100, 0x8000, 0xffff };
 
 	memcpy(bad, buf, (size_t)n);
@@ -895,6 +899,25 @@ static void test_wire_mutated_encodings_decode_safely(void **state)
 	assert_true(rejected > rounds / 4);
 }
 
+/* What the node proposes (and what renews a session) against what the
+ * leader answers from its own state: the node's short cut for unknown
+ * sessions and hasp-bench's keepalive clock both ask this. */
+static void test_wire_commands_are_told_from_leader_answers(void **state)
+{
+	static const uint8_t commands[] = { HASP_OP_SESSION_OPEN, HASP_OP_SESSION_KEEPALIVE,
+					    HASP_OP_SESSION_CLOSE, HASP_OP_LEASE_GRANT,
+					    HASP_OP_ACQUIRE, HASP_OP_RELEASE, HASP_OP_RENEW,
+					    HASP_OP_CANCEL, HASP_OP_KV_PUT, HASP_OP_KV_CAS };
+	static const uint8_t answers[] = { HASP_OP_LOCK_READ, HASP_OP_CHECK, HASP_OP_KV_GET,
+					   HASP_OP_KV_RANGE, HASP_OP_WATCH, HASP_OP_UNWATCH,
+					   HASP_OP_WATCH_COUNT, HASP_OP_WATCH_STATUS };
+	(void)state;
+	for (size_t i = 0; i < sizeof(commands); i++)
+		assert_true(hasp_wire_op_is_command(commands[i]));
+	for (size_t i = 0; i < sizeof(answers); i++)
+		assert_false(hasp_wire_op_is_command(answers[i]));
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
@@ -902,6 +925,7 @@ int main(void)
 	assert_true(sample_count <= WIRE_SAMPLES_MAX);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_every_body_round_trips),
+		cmocka_unit_test(test_wire_commands_are_told_from_leader_answers),
 		cmocka_unit_test(test_wire_acquire_matches_documented_layout),
 		cmocka_unit_test(test_wire_granted_and_not_leader_match_documented_layout),
 		cmocka_unit_test(test_wire_rejects_truncated_datagrams_at_every_length),

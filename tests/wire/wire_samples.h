@@ -61,6 +61,7 @@ static inline size_t wire_samples(struct wire_sample *s)
 	wire_sample_add(s, &n, "req_session_keepalive", HASP_OP_SESSION_KEEPALIVE, 0, 0);
 	wire_sample_add(s, &n, "req_session_close", HASP_OP_SESSION_CLOSE, 0, 0);
 	wire_sample_add(s, &n, "req_watch_count", HASP_OP_WATCH_COUNT, 0, 0);
+	wire_sample_add(s, &n, "req_watch_status", HASP_OP_WATCH_STATUS, 0, 0);
 	x = wire_sample_add(s, &n, "req_lease_grant", HASP_OP_LEASE_GRANT, 0, 0);
 	x->msg.body.lease_grant.ttl_ms = 5000;
 	x = wire_sample_add(s, &n, "req_lease_keepalive", HASP_OP_LEASE_KEEPALIVE, 0, 0);
@@ -157,6 +158,9 @@ static inline size_t wire_samples(struct wire_sample *s)
 	wire_sample_add(s, &n, "rep_session_closed", HASP_OP_SESSION_CLOSE, R, HASP_STATUS_OK);
 	x = wire_sample_add(s, &n, "rep_watch_count", HASP_OP_WATCH_COUNT, R, HASP_STATUS_OK);
 	x->msg.body.watch_count.count = 3;
+	x = wire_sample_add(s, &n, "rep_watch_status", HASP_OP_WATCH_STATUS, R, HASP_STATUS_OK);
+	x->msg.body.watch_status = (struct hasp_wire_watch_status){ .count = 2, .last_event_sub = 1,
+								    .last_event_index = 0x0102030405060708ull };
 	x = wire_sample_add(s, &n, "rep_lease_granted", HASP_OP_LEASE_GRANT, R, HASP_STATUS_OK);
 	x->msg.body.lease_ok.lease_id = 77;
 	x->msg.body.lease_ok.ttl_ms = 5000;
