@@ -18,6 +18,7 @@
 #include "tools/bench_report.h"
 
 #define THREADS_MAX 1024u
+#define WOKE_LATE_NS 1000000ull
 
 struct worker {
 	const struct peer_args *args;
@@ -25,6 +26,13 @@ struct worker {
 	uint32_t index;
 	struct bench_hist *acquire, *release, *cycle;
 	uint64_t cycles, busy, errors, reconnects;
+	/* Open loop, measured: arrivals; those that found their thread still
+	 * in its previous cycle (each thread has its own Poisson stream and
+	 * one call at a time, so an arrival waits for its own thread); and
+	 * those whose thread woke from its sleep more than WOKE_LATE_NS after
+	 * the arrival (the client machine's delay). The latency, counted from
+	 * the arrival, includes both waits. */
+	uint64_t arrivals, behind, woke_late;
 	uint64_t last_done_ns;
 	pthread_t thread;
 };
@@ -67,8 +75,14 @@ static void *worker_main(void *arg)
 			arrival += next_gap_ns(a, &rng);
 			if (arrival >= run_end_ns)
 				break;
-			if (arrival > now)
+			bool slept = arrival > now;
+			if (slept)
 				clock_sleep_until_ns(arrival);
+			if (arrival >= measure_start_ns) {
+				w->arrivals++;
+				w->behind += !slept;
+				w->woke_late += slept && clock_monotonic_ns() - arrival > WOKE_LATE_NS;
+			}
 			now = arrival;
 		}
 		if (now >= run_end_ns ||
@@ -190,6 +204,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		}
 	}
 	uint64_t cycles = 0, busy = 0, errors = 0, reconnects = 0, last = 0;
+	uint64_t arrivals = 0, behind = 0, woke_late = 0;
 	for (uint32_t i = 0; i < a.clients; i++) {
 		pthread_join(w[i].thread, NULL);
 		if (i > 0) {
@@ -201,6 +216,9 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		busy += w[i].busy;
 		errors += w[i].errors;
 		reconnects += w[i].reconnects;
+		arrivals += w[i].arrivals;
+		behind += w[i].behind;
+		woke_late += w[i].woke_late;
 		if (w[i].last_done_ns > last)
 			last = w[i].last_done_ns;
 	}
@@ -241,8 +259,11 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		bench_json_hist(out, w[0].acquire);
 		fprintf(out, ",\"release\":");
 		bench_json_hist(out, w[0].release);
-		fprintf(out, "},\"errors\":{\"failed_ops\":%llu,\"reconnects\":%llu}}}\n",
-			(unsigned long long)errors, (unsigned long long)reconnects);
+		fprintf(out, "},\"errors\":{\"failed_ops\":%llu,\"reconnects\":%llu},"
+			     "\"driver\":{\"arrivals\":%llu,\"behind\":%llu,\"woke_late_1ms\":%llu}}}\n",
+			(unsigned long long)errors, (unsigned long long)reconnects,
+			(unsigned long long)arrivals, (unsigned long long)behind,
+			(unsigned long long)woke_late);
 		if (k == 1)
 			fclose(out);
 	}

@@ -89,6 +89,13 @@ in_ns "$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --clients 2 --keys 64 
 	--duration 5 --warmup 0 --out "$out" > /dev/null || fail "peer-hasp exited $?"
 expect "peer-hasp: some cycles" True "$(field "j['results']['cycles'] > 0")"
 expect "peer-hasp: failed ops" 0 "$(field "j['results']['errors']['failed_ops']")"
+# Open loop: the driver counts its arrivals and those its threads woke
+# late for (their delay is in the latency; docs/PERFORMANCE.md, the sweep).
+in_ns "$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --clients 2 --keys 64 --count 2000 \
+	--duration 2 --warmup 0 --rate 200 --out "$out" > /dev/null || fail "peer-hasp --rate exited $?"
+expect "peer-hasp open loop: arrivals counted" True "$(field "j['results']['driver']['arrivals'] > 0")"
+expect "peer-hasp open loop: late wakes and arrivals behind within arrivals" True \
+	"$(field "j['results']['driver']['woke_late_1ms'] + j['results']['driver']['behind'] <= j['results']['driver']['arrivals']")"
 echo "itest: perf/peers' libhasp client"
 # A small release storm (tools/bench_storm.c) on each engine: 200 locks,
 # each held, waited for and watched (600 sessions), the holders' releases
