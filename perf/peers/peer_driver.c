@@ -26,12 +26,12 @@ struct worker {
 	uint32_t index;
 	struct bench_hist *acquire, *release, *cycle;
 	uint64_t cycles, busy, errors, reconnects;
-	/* Open loop, measured: arrivals; those that found their thread still
-	 * in its previous cycle (each thread has its own Poisson stream and
-	 * one call at a time, so an arrival waits for its own thread); and
-	 * those whose thread woke from its sleep more than WOKE_LATE_NS after
-	 * the arrival (the client machine's delay). The latency, counted from
-	 * the arrival, includes both waits. */
+	/* Open loop, measured: arrivals; those that waited for a thread
+	 * (`behind`: --arrivals thread, its own thread was still in its
+	 * previous cycle; shared, every thread was busy); and those whose
+	 * thread woke from its sleep more than WOKE_LATE_NS after the arrival
+	 * (the client machine's delay). The latency, counted from the
+	 * arrival, includes both waits. */
 	uint64_t arrivals, behind, woke_late;
 	uint64_t last_done_ns;
 	pthread_t thread;
@@ -39,15 +39,32 @@ struct worker {
 
 static uint64_t started_count; /* atomic: cycles started by all threads */
 
-/* Open loop: the gap to this thread's next arrival, exponential with mean
- * clients / rate seconds (Poisson arrivals at `rate` over all threads). */
-static uint64_t next_gap_ns(const struct peer_args *a, uint64_t *rng)
+/* Open loop: an exponential gap with mean `mean_s` seconds. */
+static uint64_t next_gap_ns(double mean_s, uint64_t *rng)
 {
 	*rng ^= *rng << 13; /* xorshift64 */
 	*rng ^= *rng >> 7;
 	*rng ^= *rng << 17;
 	double u = ((double)(*rng >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
-	return (uint64_t)(-log(u) * 1e9 * (double)a->clients / a->rate);
+	return (uint64_t)(-log(u) * 1e9 * mean_s);
+}
+
+/* --arrivals shared: the one stream, taken in order by whichever thread is
+ * free (struct peer_args). */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t shared_arrival_ns, shared_rng = 0x9e3779b97f4a7c15ull;
+
+/* This thread's next arrival: of its own stream, or the oldest of the
+ * shared one not taken yet. */
+static uint64_t next_arrival_ns(const struct peer_args *a, uint64_t own_ns, uint64_t *rng)
+{
+	if (a->per_thread_arrivals)
+		return own_ns + next_gap_ns((double)a->clients / a->rate, rng);
+	pthread_mutex_lock(&shared_mu);
+	shared_arrival_ns += next_gap_ns(1.0 / a->rate, &shared_rng);
+	uint64_t t = shared_arrival_ns;
+	pthread_mutex_unlock(&shared_mu);
+	return t;
 }
 static uint64_t measure_start_ns, run_end_ns;
 
@@ -72,7 +89,7 @@ static void *worker_main(void *arg)
 		if (a->rate > 0) {
 			/* Latency runs from the intended arrival, so a server
 			 * stall shows as queueing (no coordinated omission). */
-			arrival += next_gap_ns(a, &rng);
+			arrival = next_arrival_ns(a, arrival, &rng);
 			if (arrival >= run_end_ns)
 				break;
 			bool slept = arrival > now;
@@ -139,7 +156,8 @@ static void usage(const char *system)
 	fprintf(stderr,
 		"usage: peer-%s --endpoints LIST [--clients N] [--keys K] [--ttl MS]\n"
 		"       [--count N] [--duration S] [--warmup S] [--durability LABEL]\n"
-		"       [--prefix P] [--rate CYCLES_PER_S] [--out FILE]\n",
+		"       [--prefix P] [--rate CYCLES_PER_S] [--arrivals thread|shared]\n"
+		"       [--out FILE]\n",
 		system);
 }
 
@@ -157,10 +175,12 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		{ "prefix", required_argument, NULL, 'p' },
 		{ "out", required_argument, NULL, 'o' },
 		{ "rate", required_argument, NULL, 'r' },
+		{ "arrivals", required_argument, NULL, 'a' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct peer_args a = { .clients = 16, .keys = 1024, .ttl_ms = 5000, .count_max = 1000000,
-			       .duration_ms = 10000, .durability = "default", .prefix = "hp" };
+			       .duration_ms = 10000, .durability = "default", .prefix = "hp",
+			       .per_thread_arrivals = true };
 	int opt;
 
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -176,6 +196,13 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		case 'p': a.prefix = optarg; break;
 		case 'o': a.out_path = optarg; break;
 		case 'r': a.rate = atof(optarg); break;
+		case 'a':
+			if (strcmp(optarg, "thread") != 0 && strcmp(optarg, "shared") != 0) {
+				usage(ops->system);
+				return 2;
+			}
+			a.per_thread_arrivals = strcmp(optarg, "thread") == 0;
+			break;
 		default: usage(ops->system); return 2;
 		}
 	}
@@ -188,6 +215,7 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 	}
 	struct worker *w = calloc(a.clients, sizeof(*w));
 	uint64_t start = clock_monotonic_ns();
+	shared_arrival_ns = start;
 	measure_start_ns = start + (uint64_t)a.warmup_ms * 1000000u;
 	run_end_ns = measure_start_ns + (uint64_t)a.duration_ms * 1000000u;
 	for (uint32_t i = 0; i < a.clients; i++) {
@@ -241,9 +269,11 @@ int peer_main(int argc, char **argv, const struct peer_ops *ops)
 		bench_json_string(out, m.cpu);
 		fprintf(out, "},\"config\":{\"workload\":\"cycle\",\"clients\":%u,\"keys\":%u,"
 			     "\"contended\":false,\"mode\":\"try\",\"loop\":\"%s\",\"rate\":%.1f,"
+			     "\"arrivals\":\"%s\","
 			     "\"count_max\":%llu,\"duration_ms\":%u,\"warmup_ms\":%u,\"lock_ttl_ms\":%u,"
 			     "\"endpoints\":",
 			a.clients, a.keys, a.rate > 0 ? "open" : "closed", a.rate,
+			a.per_thread_arrivals ? "thread" : "shared",
 			(unsigned long long)a.count_max, a.duration_ms, a.warmup_ms,
 			a.ttl_ms);
 		bench_json_string(out, a.endpoints);

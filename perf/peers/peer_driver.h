@@ -21,6 +21,7 @@
 #ifndef HASP_PERF_PEERS_PEER_DRIVER_H
 #define HASP_PERF_PEERS_PEER_DRIVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct peer_args {
@@ -35,6 +36,12 @@ struct peer_args {
 	const char *prefix;
 	const char *out_path;
 	double rate; /* > 0: open loop, Poisson arrivals at this many cycles/s */
+	/* Open loop: true (--arrivals thread, the default), each thread its
+	 * own stream at rate/clients, an arrival waiting for its own thread;
+	 * false (--arrivals shared), one stream at `rate` whose arrivals the
+	 * threads take in order as they come free, a queue served by every
+	 * thread as hasp-bench's backlog is. */
+	bool per_thread_arrivals;
 };
 
 enum peer_outcome {

@@ -96,6 +96,15 @@ in_ns "$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --clients 2 --keys 64 
 expect "peer-hasp open loop: arrivals counted" True "$(field "j['results']['driver']['arrivals'] > 0")"
 expect "peer-hasp open loop: late wakes and arrivals behind within arrivals" True \
 	"$(field "j['results']['driver']['woke_late_1ms'] + j['results']['driver']['behind'] <= j['results']['driver']['arrivals']")"
+expect "peer-hasp open loop: per-thread streams by default" thread "$(field "j['config']['arrivals']")"
+in_ns "$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --clients 2 --keys 64 --count 2000 \
+	--duration 2 --warmup 0 --rate 200 --arrivals shared --out "$out" > /dev/null ||
+	fail "peer-hasp --arrivals shared exited $?"
+expect "peer-hasp shared stream: named" shared "$(field "j['config']['arrivals']")"
+expect "peer-hasp shared stream: cycles" True "$(field "j['results']['cycles'] > 0 and j['results']['driver']['arrivals'] > 0")"
+rc=0
+"$build/perf/peer-hasp" --endpoints "$HASP_CLUSTER" --rate 10 --arrivals both > /dev/null 2>&1 || rc=$?
+expect "peer-hasp: an unknown --arrivals is refused" 2 "$rc"
 echo "itest: perf/peers' libhasp client"
 # A small release storm (tools/bench_storm.c) on each engine: 200 locks,
 # each held, waited for and watched (600 sessions), the holders' releases
