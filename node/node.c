@@ -1391,6 +1391,8 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	}
 	if (!n->stopping && !n->failed)
 		snapshot_failing_handoff(n);
+	/* Compacted segments' blocks, a step at a time (storage/wal.h). */
+	did |= wal_retire_step(&n->st.wal, now_ns, deadline_ns);
 	/* Without a ring fd (the simulated disk) look again soon while I/O
 	 * is in flight; with one, the dataplane's idle wait (ppoll) wakes on
 	 * the ring's completions. */

@@ -65,6 +65,8 @@ struct storage_io_ops {
 	int (*allocate)(void *ctx, int fd, uint64_t size);
 	/* Makes [offset, offset + size) read as zeros; size stays (ZERO_RANGE). */
 	int (*zero_range)(void *ctx, int fd, uint64_t offset, uint64_t size);
+	/* Shrinks the file to `size` bytes (ftruncate), freeing what follows. */
+	int (*truncate)(void *ctx, int fd, uint64_t size);
 	int (*size)(void *ctx, int fd, uint64_t *size);
 	int (*rename)(void *ctx, const char *from, const char *to);
 	int (*unlink)(void *ctx, const char *name);

@@ -429,6 +429,23 @@ static int sim_allocate(void *ctx, int fd, uint64_t size)
 	return 0;
 }
 
+/* Shrinks at once, durably: hasp truncates only files already unlinked. */
+static int sim_truncate(void *ctx, int fd, uint64_t size)
+{
+	struct simdisk *d = ctx;
+	struct sim_fd *sfd = sim_fd_get(d, fd);
+
+	if (sfd == NULL)
+		return -EBADF;
+	struct sim_file *f = &d->files[sfd->file];
+	if (size > f->size)
+		return -EINVAL;
+	f->size = size;
+	if (f->durable_size > size)
+		f->durable_size = size;
+	return 0;
+}
+
 static int sim_zero_range(void *ctx, int fd, uint64_t offset, uint64_t size)
 {
 	struct simdisk *d = ctx;
@@ -728,6 +745,7 @@ static const struct storage_io_ops simdisk_ops = {
 	.writeback = sim_writeback,
 	.allocate = sim_allocate,
 	.zero_range = sim_zero_range,
+	.truncate = sim_truncate,
 	.size = sim_size,
 	.rename = sim_rename,
 	.unlink = sim_unlink,

@@ -254,6 +254,12 @@ static int ur_allocate(void *ctx, int fd, uint64_t size)
 	return ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
 }
 
+static int ur_truncate(void *ctx, int fd, uint64_t size)
+{
+	(void)ctx;
+	return ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+}
+
 static int ur_zero_range(void *ctx, int fd, uint64_t offset, uint64_t size)
 {
 	static const uint8_t zeros[4096] __attribute__((aligned(4096)));
@@ -478,6 +484,7 @@ static const struct storage_io_ops uring_ops = {
 	.writeback = ur_writeback,
 	.allocate = ur_allocate,
 	.zero_range = ur_zero_range,
+	.truncate = ur_truncate,
 	.size = ur_size,
 	.rename = ur_rename,
 	.unlink = ur_unlink,

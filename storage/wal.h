@@ -98,6 +98,7 @@ struct wal_stats {
 	uint64_t rollovers;
 	uint64_t truncations;
 	uint64_t segments_dropped;
+	uint64_t retire_steps;    /* truncations of dropped segments (wal_retire_step) */
 	uint64_t recovered_torn_tails;
 	uint64_t spare_waits;       /* rollovers that found the next segment not ready */
 	uint64_t watermark_writes;  /* empty batches written by wal_idle/wal_drain */
@@ -151,6 +152,17 @@ struct wal_segment {
 	int fd;
 };
 
+/* A dropped segment whose name is gone and whose blocks are freed a step
+ * at a time (wal_retire_step). */
+struct wal_retiring {
+	int fd;
+	uint64_t size; /* what is left to free */
+};
+
+#define WAL_RETIRING_MAX 8u
+#define WAL_RETIRE_STEP (2ull << 20)       /* bytes freed per step */
+#define WAL_RETIRE_PACE_NS 5000000ull      /* between two steps */
+
 struct wal {
 	struct wal_config cfg;
 	bool direct;      /* O_DIRECT granted on the segments */
@@ -192,6 +204,9 @@ struct wal {
 	struct wal_scan_marker *markers; /* from recovery, for wal_replay */
 	uint32_t marker_count;
 	bool replay_allowed;
+	struct wal_retiring retiring[WAL_RETIRING_MAX];
+	uint32_t retiring_count;
+	uint64_t retire_next_ns; /* the next step, CLOCK_MONOTONIC */
 	struct wal_stats stats;
 };
 
@@ -263,9 +278,20 @@ int wal_truncate_suffix(struct wal *w, uint64_t index) __attribute__((warn_unuse
 
 /* Deletes whole segments, oldest first, whose entries are all <= index
  * (after a snapshot at index is durable). Never the active segment or one
- * with writes in flight. Blocking (unlink, directory fsync). Returns the
- * number of segments deleted or a negative error. */
+ * with writes in flight. Blocking (unlink, directory fsync), but the blocks
+ * of a deleted segment are freed later, a step at a time
+ * (wal_retire_step): one unlink of a written 64 MiB segment took 14-19 ms
+ * on ext4 and held every fdatasync of the file system up by as long. Returns
+ * the number of segments deleted or a negative error. */
 int wal_compact(struct wal *w, uint64_t index) __attribute__((warn_unused_result));
+
+/* Frees WAL_RETIRE_STEP bytes of the oldest deleted segment still open
+ * (ftruncate of its unlinked file), at most one step per
+ * WAL_RETIRE_PACE_NS, then closes it once empty. Returns true when it
+ * did a step; *deadline_ns is lowered to the next step's time while
+ * segments remain. A crash meanwhile loses nothing: the files have no
+ * name, and the kernel frees them. */
+bool wal_retire_step(struct wal *w, uint64_t now_ns, uint64_t *deadline_ns);
 
 /* Empties the log so the next append is index + 1 (after installing a
  * snapshot at index that is ahead of the log). Drains, deletes every

@@ -218,6 +218,8 @@ void wal_close(struct wal *w)
 		w->cfg.io.ops->close(w->cfg.io.ctx, w->spare.fd);
 	for (uint32_t i = 0; i < w->segment_count; i++)
 		w->cfg.io.ops->close(w->cfg.io.ctx, w->segments[i].fd);
+	for (uint32_t i = 0; i < w->retiring_count; i++)
+		w->cfg.io.ops->close(w->cfg.io.ctx, w->retiring[i].fd);
 	if (w->writes != NULL) {
 		for (uint32_t i = 0; i < w->write_count; i++)
 			hasp_free(w->writes[i].buf);

@@ -251,8 +251,14 @@ int wal_compact(struct wal *w, uint64_t index)
 	if (drop == 0)
 		return 0;
 	for (uint32_t i = 0; i < drop; i++) {
-		io.ops->close(io.ctx, w->segments[i].fd);
+		/* The name goes now; the blocks, freed by the last close, go
+		 * in steps (wal_retire_step), unless the queue is full. */
 		rc = io.ops->unlink(io.ctx, w->segments[i].name);
+		if (w->retiring_count < WAL_RETIRING_MAX && (rc == 0 || rc == -ENOENT))
+			w->retiring[w->retiring_count++] = (struct wal_retiring){
+				.fd = w->segments[i].fd, .size = w->segments[i].size };
+		else
+			io.ops->close(io.ctx, w->segments[i].fd);
 		if (rc != 0 && rc != -ENOENT) {
 			LOG_ERROR(storage, "wal unlink failed file=%s err=%d (%s)", w->segments[i].name,
 				  -rc, strerror(-rc));
@@ -279,6 +285,32 @@ int wal_compact(struct wal *w, uint64_t index)
 		return -HASP_EIO;
 	}
 	return (int)drop;
+}
+
+bool wal_retire_step(struct wal *w, uint64_t now_ns, uint64_t *deadline_ns)
+{
+	struct storage_io io = w->cfg.io;
+
+	if (w->retiring_count == 0)
+		return false;
+	if (now_ns < w->retire_next_ns) {
+		if (w->retire_next_ns < *deadline_ns)
+			*deadline_ns = w->retire_next_ns;
+		return false;
+	}
+	struct wal_retiring *r = &w->retiring[0];
+	r->size = r->size > WAL_RETIRE_STEP ? r->size - WAL_RETIRE_STEP : 0;
+	int rc = io.ops->truncate(io.ctx, r->fd, r->size);
+	w->stats.retire_steps++;
+	if (rc != 0 || r->size == 0) {
+		/* Done, or the file system refused: the close frees the rest. */
+		io.ops->close(io.ctx, r->fd);
+		memmove(w->retiring, w->retiring + 1, --w->retiring_count * sizeof(w->retiring[0]));
+	}
+	w->retire_next_ns = now_ns + WAL_RETIRE_PACE_NS;
+	if (w->retiring_count > 0 && w->retire_next_ns < *deadline_ns)
+		*deadline_ns = w->retire_next_ns;
+	return true;
 }
 
 int wal_reset(struct wal *w, uint64_t index)

@@ -148,6 +148,12 @@ static int shim_allocate(void *ctx, int fd, uint64_t size)
 	SHIM_CALL(rc = g_disk_ops->allocate(ctx, fd, size));
 	return rc;
 }
+static int shim_truncate(void *ctx, int fd, uint64_t size)
+{
+	int rc;
+	SHIM_CALL(rc = g_disk_ops->truncate(ctx, fd, size));
+	return rc;
+}
 static int shim_zero_range(void *ctx, int fd, uint64_t offset, uint64_t size)
 {
 	int rc;
@@ -235,6 +241,7 @@ struct storage_io forbid_io_wrap(struct storage_io io)
 	g_shim_ops = (struct storage_io_ops){
 		.open = shim_open, .close = shim_close, .pread = shim_pread, .pwrite = shim_pwrite,
 		.fsync = shim_fsync, .writeback = shim_writeback, .allocate = shim_allocate, .zero_range = shim_zero_range,
+		.truncate = shim_truncate,
 		.size = shim_size, .rename = shim_rename, .unlink = shim_unlink,
 		.sync_dir = shim_sync_dir, .list = shim_list, .submit_write = shim_submit_write,
 		.submit_fsync = shim_submit_fsync, .submit_sync_dir = shim_submit_sync_dir,

@@ -358,11 +358,32 @@ static void test_wal_compact_drops_whole_segments_below_the_index(void **state)
 	assert_int_equal(wal_drain(&f->wal), 0);
 	uint32_t before = f->wal.segment_count;
 	uint64_t second_first = f->wal.segments[1].first_index;
+	char oldest[sizeof(f->wal.segments[0].name)];
+	memcpy(oldest, f->wal.segments[0].name, sizeof(oldest));
 	/* Nothing below the second segment's first entry minus one: keep. */
 	assert_int_equal(wal_compact(&f->wal, second_first - 2), 0);
 	int dropped = wal_compact(&f->wal, 150);
 	assert_int_equal(dropped, (int)(before - f->wal.segment_count));
 	assert_true(f->wal.segment_count < before);
+	/* The names are gone at once; the files stay open until their blocks
+	 * are freed, a paced step at a time (one each here: 32 KiB). */
+	uint64_t size;
+	assert_null(simdisk_file_data(f->disk, oldest, &size));
+	assert_int_equal(f->wal.retiring_count, dropped < (int)WAL_RETIRING_MAX ? dropped : (int)WAL_RETIRING_MAX);
+	uint64_t now = 1000, deadline = UINT64_MAX, steps = 0;
+	while (f->wal.retiring_count > 0) {
+		assert_true(wal_retire_step(&f->wal, now, &deadline));
+		steps++;
+		/* Paced: nothing more at the same time, and the next step's
+		 * time is the deadline. */
+		deadline = UINT64_MAX;
+		assert_false(wal_retire_step(&f->wal, now, &deadline));
+		if (f->wal.retiring_count > 0)
+			assert_int_equal(deadline, now + WAL_RETIRE_PACE_NS);
+		now += WAL_RETIRE_PACE_NS;
+	}
+	assert_int_equal(steps, dropped < (int)WAL_RETIRING_MAX ? dropped : (int)WAL_RETIRING_MAX);
+	assert_int_equal(f->wal.stats.retire_steps, steps);
 	assert_true(wal_first_index(&f->wal) <= 151);
 	assert_true(wal_first_index(&f->wal) > 1);
 	uint64_t first = wal_first_index(&f->wal);
