@@ -869,7 +869,13 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 						client_kept_verify_locked(c);
 					}
 				} else if (r->first_send_ns > c->session_last_ok_send_ns &&
-					   c->session_id == r->session_id) {
+					   c->session_id == r->session_id &&
+					   hasp_wire_op_is_command(r->opcode)) {
+					/* Only a committed command renewed the
+					 * session on the cluster: a read, a watch
+					 * or a watch query must not put the
+					 * keepalive off (a waiter re-reading its
+					 * lock every 500 ms lost its session). */
 					c->session_last_ok_send_ns = r->first_send_ns;
 				}
 				client_wake_locked(c); /* a slot freed */

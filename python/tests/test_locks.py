@@ -5,7 +5,7 @@ import time
 import pytest
 
 import hasp
-from conftest import eventually
+from conftest import DEADLINE, eventually
 
 
 def test_try_lock_is_exclusive_and_reports_the_holder(client, other, name):
@@ -161,3 +161,38 @@ def test_lock_on_a_lease_is_lost_with_the_lease(client, other, name):
         assert eventually(lambda: lost == [lk])
         assert lk.lost_reason == "ELEASE" and not lk.safe()
     lk.release()
+
+
+def test_a_waiter_keeps_its_session_past_its_ttl(cluster, name):
+    """Only a committed command renews a session on the cluster. libhasp
+    counted any answer, so a waiter whose re-reads (LOCK_READ every
+    500 ms while queued) came more often than a third of its session TTL
+    sent no keepalive, lost its session on the cluster, and with it its
+    place in the queue (ESESSION after about one TTL)."""
+    holder = hasp.Client(cluster, deadline=DEADLINE)
+    waiter = hasp.Client(cluster, deadline=DEADLINE, session_ttl=3.0)
+    try:
+        held = holder.lock(name, ttl=60.0, blocking=False)
+        waiter.connect()
+        session = waiter.session_id
+        got = {}
+
+        def wait():
+            try:
+                got["lock"] = waiter.lock(name, ttl=30.0, timeout=60)
+            except hasp.HaspError as e:
+                got["error"] = e
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(10.0)  # over three session TTLs, re-reading all along
+        held.release()
+        t.join(60)
+        assert "error" not in got, got
+        assert got["lock"].token > held.token
+        assert waiter.session_id == session
+        assert waiter.stats()["wait_rechecks"] >= 2
+        got["lock"].release()
+    finally:
+        waiter.close()
+        holder.close()
+
