@@ -804,10 +804,12 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		}
 		struct hasp_wire_msg count;
 		hasp_wire_reply_init(&count, &m.hdr, HASP_STATUS_OK);
+		struct hasp_wire_watch_status st;
+		notify_watch_status(n, m.hdr.session_id, &st);
 		if (m.hdr.opcode == HASP_OP_WATCH_STATUS)
-			notify_watch_status(n, m.hdr.session_id, &count.body.watch_status);
+			count.body.watch_status = st;
 		else
-			count.body.watch_count.count = notify_watch_count(n, m.hdr.session_id);
+			count.body.watch_count.count = st.count;
 		send_reply(n, ip, port, &count, reply_key(n, who.key), n->now_ns);
 		return;
 	default: {

@@ -427,13 +427,6 @@ enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct 
 	return HASP_STATUS_OK;
 }
 
-uint32_t notify_watch_count(struct node *n, uint64_t session_id)
-{
-	const struct node_session *s = session_find(n, session_id);
-
-	return s == NULL ? 0 : watch_index_session_count(&n->watches, s->watch_head);
-}
-
 void notify_watch_status(struct node *n, uint64_t session_id, struct hasp_wire_watch_status *st)
 {
 	const struct node_session *s = session_find(n, session_id);

@@ -29,10 +29,9 @@ void notify_events(struct node *n, uint64_t index, const struct locks_event *eve
 /* WATCH / UNWATCH: a status. */
 enum hasp_status notify_watch(struct node *n, uint64_t session_id, const struct hasp_wire_watch *w,
 			      bool add) __attribute__((warn_unused_result));
-/* WATCH_COUNT: how many watches this node holds for the session. */
-uint32_t notify_watch_count(struct node *n, uint64_t session_id);
-/* WATCH_STATUS: that count and the identity of the last event this node
- * sent the session ((0, 0) none, (0, 1) some were dropped since). */
+/* WATCH_STATUS (and WATCH_COUNT, its count alone): how many watches this
+ * node holds for the session, and the identity of the last event it sent
+ * the session ((0, 0) none, (0, 1) some were dropped since). */
 void notify_watch_status(struct node *n, uint64_t session_id, struct hasp_wire_watch_status *st);
 /* Sends held watch events while tokens last; lowers *deadline_ns. */
 bool notify_flush(struct node *n, uint64_t *deadline_ns);
