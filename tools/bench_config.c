@@ -27,6 +27,15 @@ const char *bench_lat_name(enum bench_lat l)
 	return lat_names[l];
 }
 
+void bench_record(const struct bench_config *cfg, struct bench_result *res, enum bench_lat l,
+		  uint64_t start_ns, uint64_t end_ns)
+{
+	bench_hist_record(res->lat[l], end_ns - start_ns);
+	if (cfg->latency_log != NULL)
+		fprintf(cfg->latency_log, "%s %llu %llu\n", bench_lat_name(l),
+			(unsigned long long)start_ns, (unsigned long long)(end_ns - start_ns));
+}
+
 const char *bench_op_name(uint8_t opcode)
 {
 	switch (opcode) {

@@ -94,6 +94,12 @@ struct bench_config {
 	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
 	bool libhasp;         /* run by bench_run_libhasp (hasp-bench --engine); reported */
 	FILE *progress;       /* non-NULL: bench_run() prints a progress line a second there */
+	/* non-NULL: every measured latency sample is also written there, one
+	 * line "<kind> <start_ns> <latency_ns>" (kind as in the JSON's
+	 * latency_us, start on CLOCK_MONOTONIC, which every process on the
+	 * machine shares): hasp-bench --latency-log, read by perf/storm_during
+	 * to place another run's samples against a storm's windows */
+	FILE *latency_log;
 	/* Wire v2 (docs/PROTOCOL.md "Authentication"): every session opens as
 	 * this identity; bench_config_auth() fills them from HASP_ID and
 	 * HASP_KEY_FILE. auth false: wire v1 (client_auth = off). */
@@ -236,6 +242,10 @@ void bench_engine_destroy(struct bench_engine *e);
 
 const char *bench_workload_name(enum bench_workload w);
 const char *bench_lat_name(enum bench_lat l);
+/* One measured sample of kind l that started at start_ns and ended at
+ * end_ns (CLOCK_MONOTONIC): into res's histogram and cfg's latency log. */
+void bench_record(const struct bench_config *cfg, struct bench_result *res, enum bench_lat l,
+		  uint64_t start_ns, uint64_t end_ns);
 /* "ACQUIRE", ...; NULL for opcodes hasp-bench never sends. */
 const char *bench_op_name(uint8_t opcode);
 

@@ -161,7 +161,7 @@ void bench_session_open(struct bench_engine *e, uint32_t index);
 void bench_session_start_op(struct bench_engine *e, uint32_t index, uint64_t intended_ns);
 /* Makes client `index` idle; in open loop it takes a waiting arrival. */
 void bench_session_make_idle(struct bench_engine *e, uint32_t index);
-void bench_session_record(struct bench_engine *e, bool measured, enum bench_lat l, uint64_t ns);
+void bench_session_record(struct bench_engine *e, bool measured, enum bench_lat l, uint64_t start_ns);
 /* Decodes, matches and handles one received datagram. */
 void bench_session_receive(struct bench_engine *e, const uint8_t *data, size_t size);
 /* Retransmits, wait re-reads, background keepalives, given-up requests. */

@@ -33,10 +33,11 @@ static void op_start(struct lh_client *s, uint64_t now);
 static void op_start_at(struct lh_client *s, uint64_t intended_ns, uint64_t now);
 static void connect_more(struct lh_engine *e);
 
-static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t ns)
+static void record(struct lh_engine *e, bool measured, enum bench_lat l, uint64_t start_ns,
+		   uint64_t now)
 {
 	if (measured)
-		bench_hist_record(e->res->lat[l], ns);
+		bench_record(e->cfg, e->res, l, start_ns, now);
 }
 
 void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc)
@@ -65,7 +66,7 @@ static void op_done(struct lh_client *s, bool ok, uint64_t now)
 
 	if (s->measured) {
 		e->res->ops++;
-		record(e, true, BENCH_LAT_OP, now - s->op_start_ns);
+		record(e, true, BENCH_LAT_OP, s->op_start_ns, now);
 		if (now > e->last_done_ns)
 			e->last_done_ns = now;
 		if (!ok)
@@ -92,7 +93,7 @@ static void on_released(struct hasp_client *c, const struct hasp_result *r, void
 	lh_count_status(e, HASP_OP_RELEASE, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
-	record(e, s->measured, BENCH_LAT_RELEASE, now - s->req_start_ns);
+	record(e, s->measured, BENCH_LAT_RELEASE, s->req_start_ns, now);
 	if (r->rc == 0 && s->measured)
 		e->res->cycles++;
 	op_done(s, r->rc == 0, now);
@@ -117,7 +118,7 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 		op_done(s, false, now);
 		return;
 	}
-	record(e, s->measured, BENCH_LAT_ACQUIRE, now - s->req_start_ns);
+	record(e, s->measured, BENCH_LAT_ACQUIRE, s->req_start_ns, now);
 	s->req_start_ns = now;
 	int rc = hasp_client_release_async(c, s->name, r->lock.token, on_released, s, NULL);
 	if (rc != 0)
@@ -140,7 +141,7 @@ static void on_single(struct hasp_client *c, const struct hasp_result *r, void *
 	lh_count_status(e, r->op, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)
 		e->res->err.timeouts++;
-	record(e, s->measured, lat, now - s->req_start_ns);
+	record(e, s->measured, lat, s->req_start_ns, now);
 	op_done(s, r->rc == 0 || r->rc == -HASP_ENOENT, now);
 }
 

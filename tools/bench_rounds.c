@@ -22,9 +22,9 @@ void bench_burst_round_end(const struct bench_config *cfg, struct bench_result *
 	if (round->start_ns < measure_start_ns)
 		return;
 	res->ops++;
-	bench_hist_record(res->lat[BENCH_LAT_OP], now_ns - round->start_ns);
+	bench_record(cfg, res, BENCH_LAT_OP, round->start_ns, now_ns);
 	if (round->told > 0)
-		bench_hist_record(res->lat[BENCH_LAT_NOTIFY], round->last_told_ns - round->release_ns);
+		bench_record(cfg, res, BENCH_LAT_NOTIFY, round->release_ns, round->last_told_ns);
 }
 
 uint64_t bench_storm_verdict_ns(const struct bench_config *cfg)
@@ -130,8 +130,9 @@ static bool verdict_due(const struct bench_config *cfg, const struct bench_storm
 /* Counts the round into res and, when measured, one operation (round
  * start to now), the last grant and the last watcher told (from the
  * window's start). True when a lock was missing. */
-static bool verdict(struct bench_result *res, const struct bench_storm_tally *t, bool measured,
-		    uint64_t round_start_ns, uint64_t release_ns, uint64_t now_ns)
+static bool verdict(const struct bench_config *cfg, struct bench_result *res,
+		    const struct bench_storm_tally *t, bool measured, uint64_t round_start_ns,
+		    uint64_t release_ns, uint64_t now_ns)
 {
 	res->storm_granted += t->granted;
 	res->storm_told += t->told;
@@ -141,11 +142,11 @@ static bool verdict(struct bench_result *res, const struct bench_storm_tally *t,
 	res->err.storm_watchers_missing += t->locks - t->told;
 	if (measured) {
 		res->ops++;
-		bench_hist_record(res->lat[BENCH_LAT_OP], now_ns - round_start_ns);
+		bench_record(cfg, res, BENCH_LAT_OP, round_start_ns, now_ns);
 		if (t->granted > 0)
-			bench_hist_record(res->lat[BENCH_LAT_GRANT_LAST], t->grant_last_ns - release_ns);
+			bench_record(cfg, res, BENCH_LAT_GRANT_LAST, release_ns, t->grant_last_ns);
 		if (t->told > 0)
-			bench_hist_record(res->lat[BENCH_LAT_NOTIFY], t->told_last_ns - release_ns);
+			bench_record(cfg, res, BENCH_LAT_NOTIFY, release_ns, t->told_last_ns);
 	}
 	return t->granted < t->locks || t->told < t->locks;
 }
@@ -176,7 +177,7 @@ static bool judge(struct bench_storm_round *r, uint64_t measure_start_ns, uint64
 		return false;
 	}
 	*measured = r->start_ns >= measure_start_ns;
-	*lost = verdict(r->res, &t, *measured, r->start_ns, r->release_ns, now);
+	*lost = verdict(r->cfg, r->res, &t, *measured, r->start_ns, r->release_ns, now);
 	return true;
 }
 

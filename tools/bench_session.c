@@ -292,10 +292,11 @@ static void start_pending_request(struct bench_engine *e, uint32_t index)
 		bench_session_request(e, index, c->put ? HASP_OP_KV_PUT : HASP_OP_KV_GET);
 }
 
-void bench_session_record(struct bench_engine *e, bool measured, enum bench_lat l, uint64_t ns)
+/* A sample that started at start_ns and ends now (e->now). */
+void bench_session_record(struct bench_engine *e, bool measured, enum bench_lat l, uint64_t start_ns)
 {
 	if (measured)
-		bench_hist_record(e->res->lat[l], ns);
+		bench_record(e->cfg, e->res, l, start_ns, e->now);
 }
 
 void bench_session_make_idle(struct bench_engine *e, uint32_t index)
@@ -320,7 +321,7 @@ static void op_done(struct bench_engine *e, uint32_t index, bool ok)
 
 	if (c->measured) {
 		e->res->ops++;
-		bench_session_record(e, true, BENCH_LAT_OP, e->now - c->op_start_ns);
+		bench_session_record(e, true, BENCH_LAT_OP, c->op_start_ns);
 		if (e->now > e->last_done_ns)
 			e->last_done_ns = e->now;
 		if (!ok)
@@ -335,7 +336,7 @@ static void granted(struct bench_engine *e, uint32_t index, uint64_t token)
 	struct client *c = &e->clients[index];
 
 	c->token = token;
-	bench_session_record(e, c->measured, BENCH_LAT_ACQUIRE, e->now - c->acq_first_ns);
+	bench_session_record(e, c->measured, BENCH_LAT_ACQUIRE, c->acq_first_ns);
 	if (c->hold) {
 		c->state = C_HOLDING;
 		if (e->cfg->workload == BENCH_WL_STORM)
@@ -360,7 +361,6 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 	const struct bench_config *cfg = e->cfg;
 	uint8_t opcode = c->opcode;
 	uint16_t status = m->hdr.status;
-	uint64_t rtt = e->now - c->req_first_ns;
 	bool background = c->background;
 
 	/* Statuses that mean "send the same request again". */
@@ -441,12 +441,13 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 			start_pending_request(e, index);
 			return;
 		}
-		bench_session_record(e, c->measured, BENCH_LAT_KEEPALIVE, rtt);
+		bench_session_record(e, c->measured, BENCH_LAT_KEEPALIVE, c->req_first_ns);
 		op_done(e, index, status == HASP_STATUS_OK);
 		return;
 	case HASP_OP_KV_PUT:
 	case HASP_OP_KV_GET:
-		bench_session_record(e, c->measured, opcode == HASP_OP_KV_PUT ? BENCH_LAT_PUT : BENCH_LAT_GET, rtt);
+		bench_session_record(e, c->measured, opcode == HASP_OP_KV_PUT ? BENCH_LAT_PUT : BENCH_LAT_GET,
+				     c->req_first_ns);
 		op_done(e, index, status == HASP_STATUS_OK || status == HASP_STATUS_NOT_FOUND);
 		return;
 	case HASP_OP_ACQUIRE:
@@ -486,7 +487,7 @@ static void handle_reply(struct bench_engine *e, uint32_t index, const struct ha
 		}
 		return;
 	case HASP_OP_RELEASE:
-		bench_session_record(e, c->measured, BENCH_LAT_RELEASE, rtt);
+		bench_session_record(e, c->measured, BENCH_LAT_RELEASE, c->req_first_ns);
 		if (status == HASP_STATUS_OK && c->measured)
 			e->res->cycles++;
 		if (cfg->workload == BENCH_WL_BURST && index == 0) {

@@ -70,6 +70,10 @@ static void usage(FILE *out)
 		"                     group per thread; kernel mode)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
+		"  --latency-log FILE write every measured latency sample to FILE, a line\n"
+		"                     each: KIND START_NS LATENCY_NS (KIND as in the JSON's\n"
+		"                     latency_us, START_NS on CLOCK_MONOTONIC; for\n"
+		"                     placing one run's samples in another's time)\n"
 		"DPDK mode (EAL arguments after --, e.g. -l 1 --no-huge -m 64 --no-pci\n"
 		"  --file-prefix hb --vdev=net_tap0,iface=hbtap0):\n"
 		"  --dpdk             send from an own DPDK port\n"
@@ -189,6 +193,7 @@ int main(int argc, char **argv)
 		{ "prefix", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "out", required_argument, NULL, 'O' },
+		{ "latency-log", required_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "dpdk", no_argument, NULL, 'D' },
 		{ "ip", required_argument, NULL, 'I' },
@@ -205,7 +210,7 @@ int main(int argc, char **argv)
 	};
 	struct bench_config cfg;
 	struct bench_result res;
-	const char *out_path = NULL;
+	const char *out_path = NULL, *latency_log_path = NULL;
 	bool json = false, ok = true, dpdk = false, have_ip = false, have_mac = false;
 	int engine = 0; /* 0 wire, 1 libhasp (docs/PERFORMANCE.md "Engines") */
 	struct bench_dpdk_config dcfg = { .local_port = 7100, .settle_ms = 2000, .idle = 1 };
@@ -274,6 +279,7 @@ int main(int argc, char **argv)
 		case 'P': snprintf(cfg.prefix, sizeof(cfg.prefix), "%s", optarg); break;
 		case 'j': json = true; break;
 		case 'O': out_path = optarg; break;
+		case 'Y': latency_log_path = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'D': dpdk = true; break;
 		case 'I': {
@@ -376,6 +382,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cfg.libhasp = engine == 1;
+	if (latency_log_path != NULL) {
+		cfg.latency_log = fopen(latency_log_path, "w");
+		if (cfg.latency_log == NULL) {
+			perror(latency_log_path);
+			bench_result_deinit(&res);
+			return 1;
+		}
+		/* A line per sample: written in large blocks, not per line. */
+		(void)setvbuf(cfg.latency_log, NULL, _IOFBF, 1u << 20);
+	}
 	/* A long run on a terminal shows it is alive (kernel mode, one
 	 * engine); piped or --json output stays one report. */
 	if (!json && !dpdk && cfg.threads == 1 && isatty(STDOUT_FILENO))
@@ -384,6 +400,12 @@ int main(int argc, char **argv)
 		 : cfg.threads > 1 ? run_threads(&cfg, &res)
 		 : engine == 1 ? bench_run_libhasp(&cfg, &res)
 				   : bench_run(&cfg, &res);
+	/* A log that could not be written in full is an error, not a shorter log. */
+	if (cfg.latency_log != NULL && (ferror(cfg.latency_log) | fclose(cfg.latency_log)) != 0) {
+		perror(latency_log_path);
+		if (rc == 0)
+			rc = -HASP_ESYS;
+	}
 	if (rc != 0) {
 		fprintf(stderr, "hasp-bench: %s\n", hasp_strerror(rc));
 		bench_result_deinit(&res);

@@ -829,6 +829,107 @@ static void test_libhasp_storm_grants_every_waiter_and_tells_every_watcher(void 
 	storm_grants_every_waiter_and_tells_every_watcher(true);
 }
 
+/* The samples of a latency log, by kind: how many, and whether every one
+ * lies inside [from_ns, to_ns] (the run's own clock span). */
+struct logged {
+	uint32_t count[BENCH_LAT_COUNT];
+	bool inside;
+	uint64_t release_start[4]; /* storm: the notify samples' starts */
+	uint64_t grant_start[4];   /* storm: the grant_last samples' starts */
+	uint64_t notify_ns[4];
+};
+
+static void read_latency_log(FILE *f, uint64_t from_ns, uint64_t to_ns, struct logged *out)
+{
+	char kind[32];
+	unsigned long long start, lat;
+
+	memset(out, 0, sizeof(*out));
+	out->inside = true;
+	rewind(f);
+	while (fscanf(f, "%31s %llu %llu", kind, &start, &lat) == 3) {
+		int l = 0;
+		while (l < BENCH_LAT_COUNT && strcmp(kind, bench_lat_name((enum bench_lat)l)) != 0)
+			l++;
+		assert_true(l < BENCH_LAT_COUNT); /* a kind of the JSON's latency_us */
+		uint32_t i = out->count[l]++;
+		out->inside &= start >= from_ns && start + lat <= to_ns;
+		if (l == BENCH_LAT_NOTIFY && i < 4) {
+			out->release_start[i] = start;
+			out->notify_ns[i] = lat;
+		}
+		if (l == BENCH_LAT_GRANT_LAST && i < 4)
+			out->grant_start[i] = start;
+	}
+	assert_true(feof(f));
+}
+
+/* hasp-bench --latency-log: every measured sample, a line each, with its
+ * start on the clock of the process (CLOCK_MONOTONIC), so that another
+ * run's samples can be placed against it (perf/storm_during). Cycles: one
+ * op, acquire and release line per cycle; a storm: per round one op, and a
+ * notify and grant_last line that both start at the round's first release
+ * and last at least the window. */
+static void latency_log_holds_every_sample(bool libhasp)
+{
+	struct bench_config cfg;
+	struct bench_result res;
+	struct logged got;
+
+	start(1);
+	config(&cfg);
+	cfg.libhasp = libhasp;
+	cfg.clients = 4;
+	cfg.count_max = 200;
+	cfg.latency_log = tmpfile();
+	assert_non_null(cfg.latency_log);
+	uint64_t from = clock_monotonic_ns();
+	run_on_engine(&cfg, &res);
+	uint64_t to = clock_monotonic_ns();
+	read_latency_log(cfg.latency_log, from, to, &got);
+	assert_true(got.inside);
+	assert_int_equal(res.cycles, 200);
+	assert_int_equal(got.count[BENCH_LAT_OP], 200);
+	assert_int_equal(got.count[BENCH_LAT_ACQUIRE], 200);
+	assert_int_equal(got.count[BENCH_LAT_RELEASE], 200);
+	assert_int_equal(got.count[BENCH_LAT_NOTIFY], 0);
+	fclose(cfg.latency_log);
+	bench_result_deinit(&res);
+
+	start(1);
+	storm_config(&cfg, libhasp, 4, 40, 2);
+	cfg.latency_log = tmpfile();
+	assert_non_null(cfg.latency_log);
+	from = clock_monotonic_ns();
+	run_on_engine(&cfg, &res);
+	to = clock_monotonic_ns();
+	read_latency_log(cfg.latency_log, from, to, &got);
+	assert_true(got.inside);
+	assert_int_equal(res.storm_granted, 2 * 4);
+	assert_int_equal(got.count[BENCH_LAT_OP], 2);
+	assert_int_equal(got.count[BENCH_LAT_NOTIFY], 2);
+	assert_int_equal(got.count[BENCH_LAT_GRANT_LAST], 2);
+	for (int i = 0; i < 2; i++) {
+		assert_true(got.release_start[i] == got.grant_start[i]);
+		assert_true(got.notify_ns[i] >= 40u * 1000000u * 3 / 4); /* the last release's event */
+	}
+	assert_true(got.release_start[1] > got.release_start[0] + got.notify_ns[0]);
+	fclose(cfg.latency_log);
+	bench_result_deinit(&res);
+}
+
+static void test_latency_log_holds_every_sample(void **state)
+{
+	(void)state;
+	latency_log_holds_every_sample(false);
+}
+
+static void test_libhasp_latency_log_holds_every_sample(void **state)
+{
+	(void)state;
+	latency_log_holds_every_sample(true);
+}
+
 /* A watcher whose last event is the release, not the hand-off grant, was
  * not told the end: every lock counts missing and the first such round
  * ends the run. */
@@ -1507,6 +1608,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_storm_grants_every_waiter_and_tells_every_watcher,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_libhasp_opens_at_most_256_sessions_at_once,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_latency_log_holds_every_sample, responder_teardown),
+		cmocka_unit_test_teardown(test_libhasp_latency_log_holds_every_sample,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_libhasp_burst_tells_every_waiter, responder_teardown),
 		cmocka_unit_test_teardown(test_libhasp_burst_tells_every_watcher, responder_teardown),

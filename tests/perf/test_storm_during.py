@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""perf/storm_during's sorting without a cluster: the storm's windows from
+its latency log, the other clients' acquires placed inside or outside them
+by their start, nearest-rank percentiles and the p99 ratios to alone, on
+synthetic logs."""
+import os
+import sys
+import tempfile
+import unittest
+
+import perf_script  # tests/perf/perf_script.py, beside this file
+
+ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+MS = 1000000
+
+
+class StormDuring(unittest.TestCase):
+    def setUp(self):
+        self.m = perf_script.load(ROOT, "storm_during")
+
+    def test_a_window_ends_at_the_later_of_last_grant_and_last_told(self):
+        storm = [("op", 0, 3000 * MS),
+                 ("grant_last", 1000 * MS, 1200 * MS), ("notify", 1000 * MS, 1100 * MS),
+                 ("notify", 5000 * MS, 1000 * MS), ("grant_last", 5000 * MS, 1300 * MS),
+                 ("acquire", 9000 * MS, 5 * MS)]
+        self.assertEqual(self.m.storm_windows(storm),
+                         [(1000 * MS, 2200 * MS), (5000 * MS, 6300 * MS)])
+
+    def test_acquires_are_placed_by_their_start(self):
+        windows = [(1000 * MS, 2000 * MS)]
+        during = [("acquire", 999 * MS, 2 * MS),    # starts before, ends inside: outside
+                  ("acquire", 1000 * MS, 3 * MS),   # the window's first instant: inside
+                  ("acquire", 2000 * MS, 4 * MS),   # its last: inside
+                  ("acquire", 2001 * MS, 5 * MS),
+                  ("release", 1500 * MS, 6 * MS)]   # not an acquire
+        ins, outs = self.m.split_acquires(during, windows)
+        self.assertEqual(ins, [3000.0, 4000.0])
+        self.assertEqual(outs, [2000.0, 5000.0])
+
+    def test_nearest_rank_percentiles(self):
+        values = list(range(1, 101))
+        self.assertEqual(self.m.percentile(values, 50), 50)
+        self.assertEqual(self.m.percentile(values, 99), 99)
+        self.assertEqual(self.m.percentile([7.0], 99), 7.0)
+        self.assertIsNone(self.m.percentile([], 99))
+
+    def test_ratios_are_to_the_alone_p99_and_windows_are_counted_when_covered(self):
+        alone = [("acquire", i * MS, 100000) for i in range(100)]             # 100 us each
+        during = [("acquire", i * MS, 200000) for i in range(0, 1000, 10)]    # 200 us outside
+        during += [("acquire", i * MS, 300000) for i in range(1000, 2000, 5)]   # 300 us, half inside
+        during += [("acquire", 3000 * MS, 200000)]
+        storm = [("notify", 1000 * MS, 500 * MS), ("grant_last", 1000 * MS, 400 * MS),
+                 ("notify", 2900 * MS, 1000 * MS)]                            # ends after the run
+        s = self.m.summarize_pair(alone, during, storm)
+        self.assertEqual(s["alone"]["p99_us"], 100.0)
+        self.assertEqual(s["in_windows"]["count"], 102)  # 1000..1500 ms, and 3000 ms
+        self.assertEqual(s["outside_windows"]["count"], 199)
+        self.assertEqual(s["in_windows"]["p99_us"], 300.0)
+        self.assertEqual(s["outside_windows"]["p99_us"], 300.0)  # the 1501..1999 ms ones
+        self.assertAlmostEqual(s["in_windows"]["p99_ratio"], 3.0)
+        self.assertEqual(s["windows"], 2)
+        self.assertEqual(s["windows_covered"], 1)
+        self.assertEqual(s["window_ms"], [500.0])
+
+    def test_the_log_is_read_as_written(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".lat", delete=False) as f:
+            f.write("acquire 12 34\nnotify 100 2000\n")
+        try:
+            self.assertEqual(self.m.read_log(f.name), [("acquire", 12, 34), ("notify", 100, 2000)])
+        finally:
+            os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
