@@ -49,6 +49,8 @@ LOG_TOPIC_DEFINE(node);
 /* A paced snapshot's piece (snapshot_write_rate): what a WAL fdatasync may
  * find ahead of it in the device's cache at most. */
 #define NODE_SNAPSHOT_PIECE (256u << 10)
+/* A paced wait looks for the lcore's hurry this often. */
+#define NODE_SNAP_HURRY_CHECK_NS (2ull * NS_PER_MS)
 
 static void node_send(struct node *n, uint32_t ip, uint16_t dst_port, uint16_t src_port,
 		      const void *payload, size_t size)
@@ -1099,8 +1101,35 @@ const char *node_degraded(const struct node *n, char *buf, size_t size)
 static void snapshot_pace_wait(void *arg, uint64_t written)
 {
 	struct node *n = arg;
+	uint64_t until = n->snap_pace_start_ns + written * 1000u / n->cfg.snapshot_write_rate;
+
 	n->snap_pace_pieces++;
-	clock_sleep_until_ns(n->snap_pace_start_ns + written * 1000u / n->cfg.snapshot_write_rate);
+	/* In slices, so that a hurry (node_snapshot_should_hurry) set during
+	 * a long wait (a piece is 262 ms at 1 MB/s) is seen within one. */
+	for (;;) {
+		if (atomic_load_explicit(&n->snap_hurry, memory_order_relaxed)) {
+			n->snap_hurry_pieces++;
+			return;
+		}
+		uint64_t now = clock_monotonic_ns();
+		if (now >= until)
+			return;
+		clock_sleep_until_ns(until - now > NODE_SNAP_HURRY_CHECK_NS ? now + NODE_SNAP_HURRY_CHECK_NS
+									    : until);
+	}
+}
+
+/* A paced snapshot must hurry once the raft log window is half full: the
+ * log is compacted only when the file is done, and a full window refuses
+ * every command (OVERLOADED). Half leaves the other half for the commands
+ * that arrive while the rest is written at the disk's speed; config_ok
+ * keeps threshold + trailing within that half, so a snapshot started on
+ * time never hurries unless writing it takes longer than the next
+ * window/2 - threshold commands. */
+bool node_snapshot_should_hurry(uint64_t log_first, uint64_t log_last, uint64_t window)
+{
+	uint64_t held = log_last + 1 >= log_first ? log_last + 1 - log_first : 0;
+	return held >= window / 2;
 }
 
 /* The snapshot job: serializes snap_job_sm (the copy on a real disk, the
@@ -1121,6 +1150,7 @@ static int snapshot_job(void *arg, uint64_t *written)
 
 	*written = 0;
 	n->snap_pace_pieces = 0;
+	n->snap_hurry_pieces = 0;
 	if (size > n->snap_buf_size ||
 	    locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
 		return -HASP_ETOOBIG;
@@ -1140,6 +1170,7 @@ static void snapshot_finish(struct node *n, int rc, uint64_t written, bool repor
 
 	/* The job's own count (0 unpaced), read after the thread handed it back. */
 	n->stats.snapshot_paced_pieces += n->snap_pace_pieces;
+	n->stats.snapshot_hurried_pieces += n->snap_hurry_pieces;
 
 	if (rc == -HASP_ETOOBIG) {
 		n->stats.snapshot_too_big++;
@@ -1204,6 +1235,7 @@ static void take_snapshot(struct node *n)
 		uint64_t took = clock_monotonic_ns() - t0;
 		n->snap_job_sm = &n->snap_copy;
 		n->snap_job_paced = n->cfg.snapshot_write_rate > 0;
+		atomic_store_explicit(&n->snap_hurry, false, memory_order_relaxed);
 		if (snap_writer_start(&n->snap_writer, snapshot_job, n) == 0) {
 			n->snap_copies++;
 			n->snap_copy_ns_last = took;
@@ -1374,6 +1406,13 @@ bool node_work(struct node *n, uint64_t now_ns, uint64_t *deadline_ns)
 	if (snap_writer_running(&n->snap_writer)) {
 		int rc;
 		uint64_t written;
+		if (n->snap_job_paced && !atomic_load_explicit(&n->snap_hurry, memory_order_relaxed) &&
+		    node_snapshot_should_hurry(n->raft.log.first, raft_last_index(&n->raft),
+					       n->raft.log.window)) {
+			atomic_store_explicit(&n->snap_hurry, true, memory_order_relaxed);
+			n->stats.snapshot_hurried++;
+			did = true;
+		}
 		if (snap_writer_done(&n->snap_writer, false, &rc, &written)) {
 			snapshot_finish(n, rc, written, !n->failed);
 			did = true;

@@ -20,6 +20,7 @@
 #ifndef HASP_NODE_NODE_H
 #define HASP_NODE_NODE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,6 +146,8 @@ struct node_stats {
 	uint64_t sessions_pruned;      /* addresses dropped after InstallSnapshot (session gone) */
 	uint64_t snapshots_taken;
 	uint64_t snapshot_paced_pieces; /* pieces of snapshot files written at snapshot_write_rate */
+	uint64_t snapshot_hurried;        /* paced snapshots told to write the rest at once */
+	uint64_t snapshot_hurried_pieces; /* pieces of those written without the wait */
 	uint64_t snapshots_installed;
 	uint64_t snapshot_too_big;     /* snapshot larger than the buffer: not taken */
 	uint64_t snapshot_failures;    /* snapshot saves that failed (ENOSPC, EIO) */
@@ -363,6 +366,12 @@ struct node {
 	bool snap_job_paced;       /* on the writer thread, snapshot_write_rate set */
 	uint64_t snap_pace_start_ns; /* the writer thread's: when the job's file began */
 	uint64_t snap_pace_pieces;   /* the writer thread's: pieces of the job so far */
+	/* Set by the lcore while a paced job runs and the raft log window is
+	 * half full: the writer thread writes the rest without waiting, since
+	 * the log is compacted only when the file is done, and a full window
+	 * refuses commands (docs/STORAGE.md, "Snapshot write rate"). */
+	atomic_bool snap_hurry;
+	uint64_t snap_hurry_pieces;  /* the writer thread's: pieces of the job written unpaced */
 	/* How long each copy stopped the lcore (locks_copy). */
 	uint64_t snap_copies;
 	uint64_t snap_copy_ns_last;
@@ -416,6 +425,9 @@ struct node {
  * in a row", "member 3 lags 5000 entries"), written to buf; NULL when
  * nothing is degraded. Health reports it (docs/CONTROL.md). */
 const char *node_degraded(const struct node *n, char *buf, size_t size);
+/* A paced snapshot write stops waiting when the raft log holds
+ * (log_first..log_last) half its window or more (node.c). */
+bool node_snapshot_should_hurry(uint64_t log_first, uint64_t log_last, uint64_t window);
 
 int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
 	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)

@@ -64,6 +64,8 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(sessions_pruned) \
 	X(snapshots_taken) \
 	X(snapshot_paced_pieces) \
+	X(snapshot_hurried) \
+	X(snapshot_hurried_pieces) \
 	X(snapshots_installed) \
 	X(snapshot_too_big) \
 	X(snap_chunk_dropped) \
