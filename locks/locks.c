@@ -40,7 +40,6 @@ void locks_config_default(struct locks_config *cfg)
 }
 
 #define LOCKS_PER_X_MAX (1u << 20)
-#define LOCKS_WINDOW_MAX 1024u
 
 int locks_config_check(const struct locks_config *cfg)
 {

@@ -216,6 +216,8 @@ struct locks_result {
  * locks_config_default() fills modest values; locks_memory_size() gives the
  * bytes they cost (the sizing sum lives in locks.c).
  */
+#define LOCKS_WINDOW_MAX 1024u /* the largest session_window */
+
 struct locks_config {
 	uint32_t locks_max;             /* held locks (a lock exists while held) */
 	uint32_t leases_max;            /* shared leases + one private lease per TTL lock or TTL waiter */
@@ -227,7 +229,7 @@ struct locks_config {
 	uint32_t locks_per_lease_max;   /* locks + waiters on one shared lease */
 	uint32_t keys_per_lease_max;    /* KV entries attached to one lease */
 	uint32_t locks_per_session_max; /* locks held + waited for by one live session */
-	uint32_t session_window;        /* cached replies per session (pipelining depth) */
+	uint32_t session_window;        /* cached replies per session (pipelining depth), <= LOCKS_WINDOW_MAX */
 	uint64_t hash_seed;             /* may differ per node: hash layout is never observable */
 	/* Debug builds (HASP_DEBUG_ASSERTS) walk every table to check every
 	 * invariant after each `invariants_every`th applied command: 1 in the

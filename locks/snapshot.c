@@ -4,7 +4,7 @@
  * | offset | size | field                                                  |
  * |--------|------|--------------------------------------------------------|
  * | 0      | 4    | magic "HLSM"                                           |
- * | 4      | 2    | version (3; 2 is still read)                           |
+ * | 4      | 2    | version (4; 3 and 2 are still read)                    |
  * | 6      | 2    | flags (0)                                              |
  * | 8      | 8    | total size in bytes, trailer included                  |
  * | 16     | 44   | capacities: locks, leases, sessions, waiters, kv       |
@@ -19,8 +19,14 @@
  * Records (slot u32 first; links are slot numbers, 0xffffffff for none):
  *   session: id, deadline, seq_max, nonce, open_deadline (u64); ttl,
  *            waiter_head, lock_count, waiter_count (u32); v3: owner (u64),
- *            flags (u8); then `window` cached replies (seq u64, v3:
- *            digest u64, reply 48 bytes)
+ *            flags (u8); then the cached replies. v4: a bitmap of the
+ *            window's slots in use (seq != 0; ceil(window / 8) bytes, bit k
+ *            of byte k / 8 for slot k), then for each such slot in order:
+ *            seq, digest (u64), status, reason (u8), a mask (u8) of the
+ *            reply's nonzero fields among reserved (u16), position, ttl,
+ *            reserved2 (u32), token, id, revision, deadline (u64), bit 0
+ *            first, and those fields. v2/v3: all `window` slots, each seq
+ *            (u64), v3: digest (u64), and the reply's 48 bytes in full
  *   lease:   id, deadline (u64); ttl, lock_head, waiter_head, kv_head,
  *            lock_count, waiter_count, kv_count, flags (u32)
  *   lock:    token, holder_session_id (u64; the session may have ended);
@@ -45,7 +51,6 @@
 #include "locks/waiters.h"
 
 #define SNAP_HEADER_SIZE 108u
-#define SNAP_REPLY_SIZE 48u
 
 static void snap_cfg_write(struct byte_writer *w, const struct locks_config *c)
 {
@@ -62,20 +67,6 @@ static void snap_cfg_write(struct byte_writer *w, const struct locks_config *c)
 	byte_writer_u32(w, c->session_window);
 }
 
-static void snap_reply_write(struct byte_writer *w, const struct locks_reply *r)
-{
-	byte_writer_u8(w, r->status);
-	byte_writer_u8(w, r->reason);
-	byte_writer_u16(w, r->reserved);
-	byte_writer_u32(w, r->position);
-	byte_writer_u32(w, r->ttl_ms);
-	byte_writer_u32(w, r->reserved2);
-	byte_writer_u64(w, r->token);
-	byte_writer_u64(w, r->id);
-	byte_writer_u64(w, r->revision);
-	byte_writer_u64(w, r->deadline_ms);
-}
-
 static void snap_reply_read(struct byte_reader *r, struct locks_reply *out)
 {
 	out->status = byte_reader_u8(r);
@@ -88,6 +79,120 @@ static void snap_reply_read(struct byte_reader *r, struct locks_reply *out)
 	out->id = byte_reader_u64(r);
 	out->revision = byte_reader_u64(r);
 	out->deadline_ms = byte_reader_u64(r);
+}
+
+/* v4's reply: status, reason, a mask of the nonzero fields, those fields. */
+enum {
+	SNAP_R_RESERVED = 1u << 0, SNAP_R_POSITION = 1u << 1, SNAP_R_TTL = 1u << 2,
+	SNAP_R_RESERVED2 = 1u << 3, SNAP_R_TOKEN = 1u << 4, SNAP_R_ID = 1u << 5,
+	SNAP_R_REVISION = 1u << 6, SNAP_R_DEADLINE = 1u << 7,
+};
+
+static uint8_t snap_reply_mask(const struct locks_reply *r)
+{
+	return (uint8_t)((r->reserved ? SNAP_R_RESERVED : 0) | (r->position ? SNAP_R_POSITION : 0) |
+			 (r->ttl_ms ? SNAP_R_TTL : 0) | (r->reserved2 ? SNAP_R_RESERVED2 : 0) |
+			 (r->token ? SNAP_R_TOKEN : 0) | (r->id ? SNAP_R_ID : 0) |
+			 (r->revision ? SNAP_R_REVISION : 0) | (r->deadline_ms ? SNAP_R_DEADLINE : 0));
+}
+
+static size_t snap_reply_compact_size(const struct locks_reply *r)
+{
+	uint8_t m = snap_reply_mask(r);
+	return 3 + (m & SNAP_R_RESERVED ? 2 : 0) +
+	       4 * (size_t)(!!(m & SNAP_R_POSITION) + !!(m & SNAP_R_TTL) + !!(m & SNAP_R_RESERVED2)) +
+	       8 * (size_t)(!!(m & SNAP_R_TOKEN) + !!(m & SNAP_R_ID) + !!(m & SNAP_R_REVISION) +
+			    !!(m & SNAP_R_DEADLINE));
+}
+
+static void snap_reply_write_compact(struct byte_writer *w, const struct locks_reply *r)
+{
+	uint8_t m = snap_reply_mask(r);
+
+	byte_writer_u8(w, r->status);
+	byte_writer_u8(w, r->reason);
+	byte_writer_u8(w, m);
+	if (m & SNAP_R_RESERVED)
+		byte_writer_u16(w, r->reserved);
+	if (m & SNAP_R_POSITION)
+		byte_writer_u32(w, r->position);
+	if (m & SNAP_R_TTL)
+		byte_writer_u32(w, r->ttl_ms);
+	if (m & SNAP_R_RESERVED2)
+		byte_writer_u32(w, r->reserved2);
+	if (m & SNAP_R_TOKEN)
+		byte_writer_u64(w, r->token);
+	if (m & SNAP_R_ID)
+		byte_writer_u64(w, r->id);
+	if (m & SNAP_R_REVISION)
+		byte_writer_u64(w, r->revision);
+	if (m & SNAP_R_DEADLINE)
+		byte_writer_u64(w, r->deadline_ms);
+}
+
+/* A field the mask names must be nonzero, or the same reply would have two
+ * encodings (and snapshot(restore(s)) != s). */
+static bool snap_reply_read_compact(struct byte_reader *r, struct locks_reply *out)
+{
+	out->status = byte_reader_u8(r);
+	out->reason = byte_reader_u8(r);
+	uint8_t m = byte_reader_u8(r);
+	if (m & SNAP_R_RESERVED)
+		out->reserved = byte_reader_u16(r);
+	if (m & SNAP_R_POSITION)
+		out->position = byte_reader_u32(r);
+	if (m & SNAP_R_TTL)
+		out->ttl_ms = byte_reader_u32(r);
+	if (m & SNAP_R_RESERVED2)
+		out->reserved2 = byte_reader_u32(r);
+	if (m & SNAP_R_TOKEN)
+		out->token = byte_reader_u64(r);
+	if (m & SNAP_R_ID)
+		out->id = byte_reader_u64(r);
+	if (m & SNAP_R_REVISION)
+		out->revision = byte_reader_u64(r);
+	if (m & SNAP_R_DEADLINE)
+		out->deadline_ms = byte_reader_u64(r);
+	return !r->failed && snap_reply_mask(out) == m;
+}
+
+static size_t snap_bitmap_size(uint32_t window)
+{
+	return ((size_t)window + 7) / 8;
+}
+
+/* A session's cached replies as v4 writes them. */
+static size_t snap_session_replies_size(const struct locks *sm, uint32_t slot)
+{
+	uint32_t window = sm->cfg.session_window;
+	size_t size = snap_bitmap_size(window);
+
+	for (uint32_t k = 0; k < window; k++) {
+		const struct locks_cached_reply *cr = &sm->replies[(uint64_t)slot * window + k];
+		if (cr->seq != 0)
+			size += 16 + snap_reply_compact_size(&cr->reply);
+	}
+	return size;
+}
+
+static void snap_session_replies_write(struct byte_writer *w, const struct locks *sm, uint32_t slot)
+{
+	uint32_t window = sm->cfg.session_window;
+	const struct locks_cached_reply *ring = &sm->replies[(uint64_t)slot * window];
+
+	for (uint32_t byte = 0; byte < snap_bitmap_size(window); byte++) {
+		uint8_t bits = 0;
+		for (uint32_t b = 0; b < 8 && byte * 8 + b < window; b++)
+			bits |= (uint8_t)((ring[byte * 8 + b].seq != 0) << b);
+		byte_writer_u8(w, bits);
+	}
+	for (uint32_t k = 0; k < window; k++) {
+		if (ring[k].seq == 0)
+			continue;
+		byte_writer_u64(w, ring[k].seq);
+		byte_writer_u64(w, ring[k].digest);
+		snap_reply_write_compact(w, &ring[k].reply);
+	}
 }
 
 /* Writes everything but the trailer; with a NULL-sized writer it measures. */
@@ -124,12 +229,7 @@ static void snap_body_write(const struct locks *sm, struct byte_writer *w, uint6
 		byte_writer_u32(w, s->waiter_count);
 		byte_writer_u64(w, s->owner);
 		byte_writer_u8(w, s->flags);
-		for (uint32_t k = 0; k < c->session_window; k++) {
-			const struct locks_cached_reply *cr = &sm->replies[(uint64_t)i * c->session_window + k];
-			byte_writer_u64(w, cr->seq);
-			byte_writer_u64(w, cr->digest);
-			snap_reply_write(w, &cr->reply);
-		}
+		snap_session_replies_write(w, sm, i);
 	}
 	byte_writer_u32(w, sm->lease_slots.used_count);
 	for (uint32_t i = 0; i < c->leases_max; i++) {
@@ -205,8 +305,10 @@ size_t locks_snapshot_size(const struct locks *sm)
 {
 	/* Must match snap_body_write() field for field (asserted there). */
 	size_t size = SNAP_HEADER_SIZE;
-	size += 4 + (size_t)sm->session_slots.used_count *
-			    (4 + 40 + 16 + 9 + (size_t)sm->cfg.session_window * (16 + SNAP_REPLY_SIZE));
+	size += 4 + (size_t)sm->session_slots.used_count * (4 + 40 + 16 + 9);
+	for (uint32_t i = 0; i < sm->cfg.sessions_max; i++)
+		if (slots_used(&sm->session_slots, i))
+			size += snap_session_replies_size(sm, i);
 	size += 4 + (size_t)sm->lease_slots.used_count * (4 + 16 + 32);
 	size += 4 + (size_t)sm->lock_slots.used_count * (4 + 24 + 24 + 1) + sm->lock_name_bytes;
 	size += 4 + (size_t)sm->waiter_slots.used_count * (4 + 36);
@@ -247,6 +349,49 @@ static bool snap_slot(struct byte_reader *r, uint32_t *slot, int64_t *prev, uint
 		return false;
 	*prev = *slot;
 	return true;
+}
+
+/* A session's cached replies, in the snapshot's version; v4: a slot the
+ * bitmap names holds a seq other than 0, and the bitmap's spare bits are 0
+ * (one encoding per state). */
+static int snap_session_replies_read(struct locks *sm, struct byte_reader *r, uint16_t version,
+				     uint32_t slot, bool load)
+{
+	uint32_t window = sm->cfg.session_window;
+	struct locks_cached_reply *ring = &sm->replies[(uint64_t)slot * window];
+	uint8_t bitmap[(LOCKS_WINDOW_MAX + 7) / 8];
+
+	if (version < 4) {
+		for (uint32_t k = 0; k < window; k++) {
+			struct locks_cached_reply cr = { 0 };
+			cr.seq = byte_reader_u64(r);
+			if (version >= 3)
+				cr.digest = byte_reader_u64(r);
+			snap_reply_read(r, &cr.reply);
+			if (load)
+				ring[k] = cr;
+		}
+		return r->failed ? -HASP_ECORRUPT : 0;
+	}
+	size_t bytes = snap_bitmap_size(window);
+	const uint8_t *taken = byte_reader_take(r, bytes);
+	if (taken == NULL || bytes > sizeof(bitmap))
+		return -HASP_ECORRUPT;
+	memcpy(bitmap, taken, bytes);
+	if (window % 8 != 0 && (bitmap[bytes - 1] >> (window % 8)) != 0)
+		return -HASP_ECORRUPT;
+	for (uint32_t k = 0; k < window; k++) {
+		struct locks_cached_reply cr = { 0 };
+		if (bitmap[k / 8] & (1u << (k % 8))) {
+			cr.seq = byte_reader_u64(r);
+			cr.digest = byte_reader_u64(r);
+			if (!snap_reply_read_compact(r, &cr.reply) || cr.seq == 0)
+				return -HASP_ECORRUPT;
+		}
+		if (load)
+			ring[k] = cr;
+	}
+	return 0;
 }
 
 static int snap_parse(struct locks *sm, struct byte_reader *r, uint16_t version, bool load)
@@ -294,15 +439,8 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, uint16_t version,
 		}
 		if (r->failed || (s.flags & ~LOCKS_CMD_OWNER_RELEASE) != 0 || locks_id_slot(s.id) != slot || !snap_link_ok(s.waiter_head, c->waiters_max))
 			return -HASP_ECORRUPT;
-		for (uint32_t k = 0; k < c->session_window; k++) {
-			struct locks_cached_reply cr = { 0 };
-			cr.seq = byte_reader_u64(r);
-			if (version >= 3)
-				cr.digest = byte_reader_u64(r);
-			snap_reply_read(r, &cr.reply);
-			if (load)
-				sm->replies[(uint64_t)slot * c->session_window + k] = cr;
-		}
+		if (snap_session_replies_read(sm, r, version, slot, load) != 0)
+			return -HASP_ECORRUPT;
 		if (load) {
 			memcpy(&sm->sessions[slot], &s, sizeof(s));
 			slots_take(&sm->session_slots, slot);
@@ -458,7 +596,7 @@ static int snap_header(const struct locks *sm, const uint8_t *buf, size_t size, 
 	if (byte_reader_u32(r) != LOCKS_SNAPSHOT_MAGIC)
 		return -HASP_EMAGIC;
 	*version = byte_reader_u16(r);
-	if (*version != LOCKS_SNAPSHOT_VERSION && *version != 2)
+	if (*version != LOCKS_SNAPSHOT_VERSION && *version != 3 && *version != 2)
 		return -HASP_EVERSION;
 	if (byte_reader_u16(r) != 0)
 		return -HASP_ECORRUPT;

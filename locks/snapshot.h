@@ -24,7 +24,10 @@
 /* 2: locks store their holder's session id (not a slot) and no session list
  * links; sessions store their open nonce and the open's deadline. Version 1
  * snapshots are refused (-HASP_EVERSION). */
-#define LOCKS_SNAPSHOT_VERSION 3u /* 2 is still read (owners and digests 0) */
+/* 4: a session's cached replies are sparse and compact (a bitmap of the
+ * slots in use, then only those, each reply's zero fields left out): a
+ * session that made a few requests no longer costs window x 64 bytes. */
+#define LOCKS_SNAPSHOT_VERSION 4u /* 3 and 2 are still read (2: owners and digests 0) */
 
 /* Exact bytes locks_snapshot_write() produces for the current state. O(n). */
 size_t locks_snapshot_size(const struct locks *sm);

@@ -11,6 +11,7 @@
 #include "locks/locks.h"
 #include "locks/snapshot.h"
 #include "tests/locks/locks_harness.h"
+#include "tests/locks/snapshot_v3_rich.h"
 #include "tests/test_util.h"
 
 #define TRY HASP_ACQUIRE_TRY
@@ -726,6 +727,76 @@ static void test_snapshot_restore_identical_state_and_replies(void **state)
 	harness_deinit(&h2);
 }
 
+/* Version 3 (every reply slot written in full) is still read: the state a
+ * v3 image of build_rich_state() restores writes the same v4 bytes as the
+ * state that function builds. */
+static void test_snapshot_v3_is_still_read(void **state)
+{
+	(void)state;
+	struct harness h1, h2;
+	uint64_t a, b, lease;
+	size_t size1, size2;
+
+	harness_init(&h1);
+	harness_init(&h2);
+	build_rich_state(&h1, &a, &b, &lease);
+	assert_int_equal(snapshot_v3_rich[4], 3);
+	assert_int_equal(locks_snapshot_restore(&h2.sm, snapshot_v3_rich, sizeof(snapshot_v3_rich)), 0);
+	assert_true(locks_invariants_ok(&h2.sm));
+	uint8_t *snap1 = snapshot_take(&h1.sm, &size1);
+	uint8_t *snap2 = snapshot_take(&h2.sm, &size2);
+	assert_int_equal(snap1[4], LOCKS_SNAPSHOT_VERSION);
+	assert_int_equal(size1, size2);
+	assert_memory_equal(snap1, snap2, size1);
+	assert_true(size1 < sizeof(snapshot_v3_rich)); /* sparse replies */
+	free(snap1);
+	free(snap2);
+	harness_deinit(&h1);
+	harness_deinit(&h2);
+}
+
+/* v4 writes a session's cached replies sparsely: a new session costs its
+ * record and the bitmap, each cached reply its seq, digest, status,
+ * reason, mask and nonzero fields, and an empty slot nothing (v3 wrote
+ * every slot's 64 bytes). */
+static void test_snapshot_writes_only_the_replies_in_use(void **state)
+{
+	(void)state;
+	struct harness h;
+	size_t size0, size1, size2, size3;
+
+	harness_init(&h);
+	uint64_t keep = harness_session(&h, 5000);
+	harness_acquire(&h, keep, 1, "keep", TRY, 1000, 0);
+	free(snapshot_take(&h.sm, &size0));
+	uint64_t s = harness_session(&h, 5000);
+	free(snapshot_take(&h.sm, &size1));
+	assert_int_equal(size1 - size0, 4 + 40 + 16 + 9 + (h.sm.cfg.session_window + 7) / 8);
+	const struct locks_reply *g = harness_acquire(&h, s, 1, "x", TRY, 1000, 0);
+	assert_int_equal(g->status, HASP_STATUS_GRANTED);
+	assert_int_equal(harness_release(&h, s, 2, "x", g->token)->status, HASP_STATUS_OK);
+	free(snapshot_take(&h.sm, &size2));
+	/* Two replies, the lock gone again: 19 bytes each and their fields. */
+	assert_true(size2 - size1 >= 2 * 19 && size2 - size1 <= 2 * (19 + 2 + 3 * 4 + 4 * 8));
+	/* The whole window in use costs at most window x 65 bytes, and the
+	 * restored machine writes the same bytes. */
+	for (uint64_t seq = 3; seq < 3 + 2 * h.sm.cfg.session_window; seq++)
+		assert_int_equal(harness_put(&h, s, seq, "k", "v", 0)->status, HASP_STATUS_OK);
+	uint8_t *snap = snapshot_take(&h.sm, &size3);
+	assert_true(size3 - size2 <= (size_t)h.sm.cfg.session_window * 65 + 64);
+	struct harness h2;
+	harness_init(&h2);
+	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size3), 0);
+	size_t size4;
+	uint8_t *again = snapshot_take(&h2.sm, &size4);
+	assert_int_equal(size4, size3);
+	assert_memory_equal(again, snap, size3);
+	free(snap);
+	free(again);
+	harness_deinit(&h2);
+	harness_deinit(&h);
+}
+
 static void test_corrupt_snapshot_refused_target_untouched(void **state)
 {
 	(void)state;
@@ -755,7 +826,7 @@ static void test_corrupt_snapshot_refused_target_untouched(void **state)
 	snap[0] ^= 1;
 	snap[4] = 1; /* version 1 (sessions owned locks) is refused */
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EVERSION);
-	snap[4] = 4;
+	snap[4] = LOCKS_SNAPSHOT_VERSION + 1; /* a version from the future */
 	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), -HASP_EVERSION);
 	snap[4] = LOCKS_SNAPSHOT_VERSION;
 	snap[size - 1] ^= 1;
@@ -1479,6 +1550,8 @@ int main(void)
 		cmocka_unit_test(test_revoke_shared_lease_releases_all_locks),
 		cmocka_unit_test(test_duplicate_request_returns_identical_reply),
 		cmocka_unit_test(test_snapshot_restore_identical_state_and_replies),
+		cmocka_unit_test(test_snapshot_v3_is_still_read),
+		cmocka_unit_test(test_snapshot_writes_only_the_replies_in_use),
 		cmocka_unit_test(test_corrupt_snapshot_refused_target_untouched),
 		cmocka_unit_test(test_keepalive_committed_before_stale_expire_wins),
 		cmocka_unit_test(test_new_term_does_not_shorten_or_reset_deadlines),
