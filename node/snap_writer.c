@@ -56,6 +56,9 @@ static void *writer_main(void *arg)
 	 * CPU with them, a snapshot takes longer rather than delaying
 	 * requests. Best effort (nice is per thread on Linux). */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SNAP_WRITER_NICE);
+	/* Its own name in top -H, ps -L and /proc/PID/task/TID/comm, beside
+	 * the lcores' (best effort). */
+	(void)pthread_setname_np(pthread_self(), SNAP_WRITER_THREAD_NAME);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->pending && !w->stop)

@@ -29,6 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The writer thread's name (top -H, /proc/PID/task/TID/comm). */
+#define SNAP_WRITER_THREAD_NAME "hasp-snap"
+
 /* The job, run on the writer thread: returns 0 or a negative hasp error
  * and sets *written (bytes it produced). It may read only what the lcore
  * leaves alone until snap_writer_done() reports it. */
