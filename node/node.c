@@ -1126,7 +1126,7 @@ static void snapshot_pace_wait(void *arg, uint64_t written)
  * keeps threshold + trailing within that half, so a snapshot started on
  * time never hurries unless writing it takes longer than the next
  * window/2 - threshold commands. */
-bool node_snapshot_should_hurry(uint64_t log_first, uint64_t log_last, uint64_t window)
+static bool node_snapshot_should_hurry(uint64_t log_first, uint64_t log_last, uint64_t window)
 {
 	uint64_t held = log_last + 1 >= log_first ? log_last + 1 - log_first : 0;
 	return held >= window / 2;
@@ -1143,7 +1143,7 @@ static int snapshot_job(void *arg, uint64_t *written)
 {
 	struct node *n = arg;
 	uint8_t *buf = n->snap_buf[n->snap_job_buf];
-	size_t size = locks_snapshot_size(n->snap_job_sm), out = 0;
+	size_t out = 0;
 	const struct snapshot_pace pace = {
 		.piece = NODE_SNAPSHOT_PIECE, .after_piece = snapshot_pace_wait, .arg = n,
 	};
@@ -1151,8 +1151,9 @@ static int snapshot_job(void *arg, uint64_t *written)
 	*written = 0;
 	n->snap_pace_pieces = 0;
 	n->snap_hurry_pieces = 0;
-	if (size > n->snap_buf_size ||
-	    locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
+	/* It measures the state itself (a walk of every session's replies
+	 * since version 4) and refuses a buffer too small. */
+	if (locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
 		return -HASP_ETOOBIG;
 	*written = out;
 	n->snap_pace_start_ns = clock_monotonic_ns();

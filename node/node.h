@@ -425,9 +425,6 @@ struct node {
  * in a row", "member 3 lags 5000 entries"), written to buf; NULL when
  * nothing is degraded. Health reports it (docs/CONTROL.md). */
 const char *node_degraded(const struct node *n, char *buf, size_t size);
-/* A paced snapshot write stops waiting when the raft log holds
- * (log_first..log_last) half its window or more (node.c). */
-bool node_snapshot_should_hurry(uint64_t log_first, uint64_t log_last, uint64_t window);
 
 int node_init(struct node *n, const struct node_config *cfg, struct storage_io io,
 	      const struct node_net *net, uint64_t now_ns, char *err, size_t err_size)

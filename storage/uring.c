@@ -243,21 +243,20 @@ static int ur_writeback(void *ctx, int fd, uint64_t offset, uint64_t size)
 	return 0;
 }
 
-static int ur_allocate(void *ctx, int fd, uint64_t size)
+static int ur_truncate(void *ctx, int fd, uint64_t size)
 {
 	(void)ctx;
+	return ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+}
+
+static int ur_allocate(void *ctx, int fd, uint64_t size)
+{
 	if (fallocate(fd, 0, 0, (off_t)size) == 0)
 		return 0;
 	if (errno != EOPNOTSUPP)
 		return -errno;
 	/* No fallocate: extend the file so reads of the tail return zeros. */
-	return ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
-}
-
-static int ur_truncate(void *ctx, int fd, uint64_t size)
-{
-	(void)ctx;
-	return ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+	return ur_truncate(ctx, fd, size);
 }
 
 static int ur_zero_range(void *ctx, int fd, uint64_t offset, uint64_t size)
