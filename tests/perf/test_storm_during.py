@@ -70,6 +70,28 @@ class StormDuring(unittest.TestCase):
         finally:
             os.unlink(f.name)
 
+    def test_histogram_quantile_counts_only_what_came_between(self):
+        def text(counts):
+            # Two label sets whose buckets add up; the sum and count lines
+            # are not buckets.
+            out = []
+            for op in ("acquire", "release"):
+                for le, c in zip(('0.0001', '0.001', '0.01', '+Inf'), counts[op]):
+                    out.append('hasp_x_seconds_bucket{op="%s",le="%s"} %d' % (op, le, c))
+                out.append('hasp_x_seconds_count{op="%s"} %d' % (op, counts[op][-1]))
+            out.append('hasp_x_seconds_other_bucket{le="+Inf"} 7')
+            return "\n".join(out) + "\n"
+        before = text({"acquire": [90, 100, 100, 100], "release": [0, 0, 0, 0]})
+        # Between: 100 samples, 98 under 100 us, 1 under 1 ms, 1 under 10 ms.
+        after = text({"acquire": [140, 150, 150, 150], "release": [48, 49, 50, 50]})
+        q = self.m.histogram_quantile
+        self.assertEqual(q(before, after, "hasp_x_seconds", 0.98), 100.0)
+        self.assertEqual(q(before, after, "hasp_x_seconds", 0.99), 1000.0)
+        self.assertEqual(q(before, after, "hasp_x_seconds", 1.0), 10000.0)
+        # Nothing counted between, or no such histogram: no quantile.
+        self.assertIsNone(q(after, after, "hasp_x_seconds", 0.99))
+        self.assertIsNone(q(before, after, "hasp_y_seconds", 0.99))
+
 
 if __name__ == "__main__":
     unittest.main()
