@@ -95,6 +95,8 @@ uint64_t locks_memory_size(const struct locks_config *cfg)
 		      + slots_memory_size(cfg->locks_max) + slots_memory_size(cfg->leases_max)
 		      + slots_memory_size(cfg->sessions_max) + slots_memory_size(cfg->waiters_max)
 		      + slots_memory_size(cfg->kv_entries_max)
+		/* which reply records changed since the last copy (locks_copy),     */
+		      + dirty_memory_size((uint64_t)cfg->sessions_max * cfg->session_window)
 		/* hash indexes (4 bytes per bucket, load <= 3/4): lock names, KV
 		 * keys, and open nonces (4..8 bytes per session; the nonce and the
 		 * open's deadline are 16 more bytes in each session record),         */
@@ -141,6 +143,8 @@ void locks_reset(struct locks *sm)
 	memset(sm->kvs, 0, (size_t)sm->cfg.kv_entries_max * sizeof(*sm->kvs));
 	memset(sm->replies, 0,
 	       (size_t)sm->cfg.sessions_max * sm->cfg.session_window * sizeof(*sm->replies));
+	sm->replies_unrecorded = true;
+	sm->copy_of = NULL;
 }
 
 /* Copies records [0, max(src's, dst's high water)) of one table: src's
@@ -159,7 +163,39 @@ static void copy_records(void *dst, const void *src, size_t record_size, uint32_
 	copy_records((dst)->table, (src)->table, sizeof(*(src)->table),                          \
 		     slots_high_water(&(dst)->slots), slots_high_water(&(src)->slots))
 
-void locks_copy(struct locks *dst, const struct locks *src)
+struct reply_copy {
+	struct locks_cached_reply *dst;
+	const struct locks_cached_reply *src;
+};
+
+static void copy_reply_run(void *ctx, uint64_t first, uint64_t count)
+{
+	struct reply_copy *c = ctx;
+
+	memcpy(&c->dst[first], &c->src[first], (size_t)count * sizeof(*c->src));
+}
+
+/* dst's reply records made equal to src's: only those src wrote since the
+ * copy dst still is, or all of them. Before slots_copy: the whole copy
+ * reads dst's extent from its bitmap. */
+static uint64_t copy_replies(struct locks *dst, struct locks *src)
+{
+	uint64_t window = src->cfg.session_window;
+
+	if (dst->copy_of == src && dst->copy_of_generation == src->copy_generation &&
+	    !src->replies_unrecorded) {
+		struct reply_copy c = { .dst = dst->replies, .src = src->replies };
+		return dirty_drain(&src->replies_written, copy_reply_run, &c);
+	}
+	uint32_t src_high = slots_high_water(&src->session_slots);
+	copy_records(dst->replies, src->replies, sizeof(*src->replies) * window,
+		     slots_high_water(&dst->session_slots), src_high);
+	(void)dirty_drain(&src->replies_written, NULL, NULL);
+	src->replies_unrecorded = false;
+	return (uint64_t)src_high * window;
+}
+
+uint64_t locks_copy(struct locks *dst, struct locks *src)
 {
 	/* The same shape; the bitmaps, indexes, arenas and heaps assert theirs. */
 	HASP_ASSERT(dst->cfg.session_window == src->cfg.session_window &&
@@ -176,8 +212,11 @@ void locks_copy(struct locks *dst, const struct locks *src)
 	COPY_TABLE(dst, src, kvs, kv_slots);
 	COPY_TABLE(dst, src, sessions, session_slots);
 	/* A session's reply window lives at its slot * session_window. */
-	copy_records(dst->replies, src->replies, sizeof(*src->replies) * src->cfg.session_window,
-		     slots_high_water(&dst->session_slots), slots_high_water(&src->session_slots));
+	uint64_t replies_copied = copy_replies(dst, src);
+	src->copy_generation++;
+	dst->copy_of = src;
+	dst->copy_of_generation = src->copy_generation;
+	dst->replies_unrecorded = true; /* what the copy wrote, dst's own set lacks */
 
 	slots_copy(&dst->lock_slots, &src->lock_slots);
 	slots_copy(&dst->lease_slots, &src->lease_slots);
@@ -201,6 +240,7 @@ void locks_copy(struct locks *dst, const struct locks *src)
 	dst->lock_name_bytes = src->lock_name_bytes;
 	dst->kv_bytes = src->kv_bytes;
 	dst->stats = src->stats;
+	return replies_copied;
 }
 
 /* Rewrites one byte in every 4 KiB of [p, p + size) with itself: enough to
@@ -231,6 +271,9 @@ void locks_prefault(struct locks *sm)
 	touch_pages(sm->waiters, (size_t)c->waiters_max * sizeof(*sm->waiters));
 	touch_pages(sm->kvs, (size_t)c->kv_entries_max * sizeof(*sm->kvs));
 	touch_pages(sm->replies, (size_t)c->sessions_max * c->session_window * sizeof(*sm->replies));
+	touch_pages(sm->replies_written.words, sm->replies_written.word_count * sizeof(uint64_t));
+	touch_pages(sm->replies_written.summary,
+		    sm->replies_written.summary_count * sizeof(uint64_t));
 	touch_slots(&sm->lock_slots);
 	touch_slots(&sm->lease_slots);
 	touch_slots(&sm->session_slots);
@@ -265,7 +308,9 @@ int locks_init(struct locks *sm, const struct locks_config *cfg)
 	if (sm->locks == NULL || sm->leases == NULL || sm->sessions == NULL ||
 	    sm->waiters == NULL || sm->kvs == NULL || sm->replies == NULL)
 		goto fail;
-	if ((rc = slots_init(&sm->lock_slots, cfg->locks_max)) != 0 ||
+	if ((rc = dirty_init(&sm->replies_written,
+			     (uint64_t)cfg->sessions_max * cfg->session_window)) != 0 ||
+	    (rc = slots_init(&sm->lock_slots, cfg->locks_max)) != 0 ||
 	    (rc = slots_init(&sm->lease_slots, cfg->leases_max)) != 0 ||
 	    (rc = slots_init(&sm->session_slots, cfg->sessions_max)) != 0 ||
 	    (rc = slots_init(&sm->waiter_slots, cfg->waiters_max)) != 0 ||
@@ -304,6 +349,7 @@ void locks_deinit(struct locks *sm)
 	slots_deinit(&sm->session_slots);
 	slots_deinit(&sm->lease_slots);
 	slots_deinit(&sm->lock_slots);
+	dirty_deinit(&sm->replies_written);
 	hasp_free(sm->replies);
 	hasp_free(sm->kvs);
 	hasp_free(sm->waiters);

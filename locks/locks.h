@@ -36,6 +36,7 @@
 #include "hasp/types.h"
 #include "locks/arena.h"
 #include "locks/dheap.h"
+#include "locks/dirty.h"
 #include "locks/hindex.h"
 #include "locks/slots.h"
 
@@ -296,6 +297,18 @@ struct locks {
 	struct locks_result *res;
 	bool bumped;
 
+	/* What locks_copy needs to copy only the reply records that changed
+	 * (neither replicated nor derived: nothing else reads it). As a source:
+	 * the records written since the last copy from this machine, unless
+	 * some writes went unrecorded (a reset, or being a copy's destination);
+	 * a count of copies made from it. As a destination: the machine and
+	 * copy this one still equals, or NULL once anything has written it. */
+	struct dirty_set replies_written;
+	bool replies_unrecorded;
+	uint64_t copy_generation;
+	const struct locks *copy_of;
+	uint64_t copy_of_generation;
+
 	struct locks_stats stats;
 };
 
@@ -322,10 +335,13 @@ void locks_deinit(struct locks *sm);
  * (docs/STORAGE.md "Snapshots off the lcore"). dst must have been
  * initialised with src's configuration (asserted) and may hold an older
  * copy. Allocates nothing. Cost: the records up to each table's highest
- * used slot, the bitmaps, indexes and heaps, and the arenas' used bytes
- * (about 1.4 ms for 100,000 locks on their own leases and 1,000 sessions:
- * docs/PERFORMANCE.md). */
-void locks_copy(struct locks *dst, const struct locks *src);
+ * used slot, the bitmaps, indexes and heaps, the arenas' used bytes (about
+ * 1.4 ms for 100,000 locks on their own leases and 1,000 sessions:
+ * docs/PERFORMANCE.md), and the cached replies: when dst is still the last
+ * copy made from src, only the reply records src wrote since; otherwise
+ * every live session's window. Changes src's copy bookkeeping only.
+ * Returns the reply records copied. */
+uint64_t locks_copy(struct locks *dst, struct locks *src);
 
 /* Writes every page of sm's tables once (each byte it writes keeps its
  * value), so that later writes, locks_copy's included, take no page fault:

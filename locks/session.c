@@ -62,9 +62,33 @@ uint32_t session_find_nonce(const struct locks *sm, uint64_t nonce)
 	return s == HINDEX_NONE ? LOCKS_NONE : s;
 }
 
-static struct locks_cached_reply *session_ring(const struct locks *sm, uint32_t s, uint64_t seq)
+static uint64_t session_reply_index(const struct locks *sm, uint32_t s, uint64_t seq)
 {
-	return &sm->replies[(uint64_t)s * sm->cfg.session_window + seq % sm->cfg.session_window];
+	return (uint64_t)s * sm->cfg.session_window + seq % sm->cfg.session_window;
+}
+
+/* Every write of the cached replies comes through here, so that locks_copy
+ * copies only the records written since the last copy; and a machine that
+ * was a copy is one no longer. */
+static void session_replies_written(struct locks *sm, uint64_t first, uint64_t count)
+{
+	dirty_mark_range(&sm->replies_written, first, count);
+	sm->copy_of = NULL;
+}
+
+/* Zeroes the records of an ending session's reply window that are in use
+ * (a record with seq 0 is all zero), so that only those count as written:
+ * a session that sent a few commands leaves a few records to copy. */
+static void session_replies_clear(struct locks *sm, uint32_t s)
+{
+	uint64_t first = (uint64_t)s * sm->cfg.session_window;
+
+	for (uint64_t i = first; i < first + sm->cfg.session_window; i++) {
+		if (sm->replies[i].seq != 0) {
+			memset(&sm->replies[i], 0, sizeof(sm->replies[i]));
+			session_replies_written(sm, i, 1);
+		}
+	}
 }
 
 enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, uint64_t seq,
@@ -80,7 +104,7 @@ enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, u
 		return SESSION_SEQ_TOO_OLD;
 	/* Inside the window: the ring slot holds this seq if it was applied,
 	 * or an older one if this request has not arrived yet (reordered). */
-	const struct locks_cached_reply *c = session_ring(sm, s, seq);
+	const struct locks_cached_reply *c = &sm->replies[session_reply_index(sm, s, seq)];
 	if (c->seq != seq)
 		return SESSION_SEQ_NEW;
 	/* The same seq with other bytes is not a retransmission: it must not
@@ -103,10 +127,12 @@ void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t dig
 			const struct locks_reply *reply)
 {
 	struct locks_session *ss = &sm->sessions[s];
-	struct locks_cached_reply *c = session_ring(sm, s, seq);
+	uint64_t i = session_reply_index(sm, s, seq);
+	struct locks_cached_reply *c = &sm->replies[i];
 
 	HASP_ASSERT(seq > 0);
 	HASP_ASSERT(c->seq < seq);
+	session_replies_written(sm, i, 1);
 	c->seq = seq;
 	c->digest = digest;
 	c->reply = *reply;
@@ -188,8 +214,9 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 		.owner = cmd->owner,
 		.flags = (uint8_t)(cmd->flags & LOCKS_CMD_OWNER_RELEASE),
 	};
-	memset(&sm->replies[(uint64_t)s * sm->cfg.session_window], 0,
-	       sm->cfg.session_window * sizeof(*sm->replies));
+	/* Its reply window is all zero already: a free slot's records are
+	 * (session_end, locks_reset; checked by locks_invariants_ok), so an
+	 * open writes none of them and a copy carries none. */
 	dheap_insert(&sm->session_heap, s);
 	if (ss->nonce != 0)
 		hindex_insert(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s);
@@ -229,8 +256,7 @@ static void session_end(struct locks *sm, uint32_t s)
 		hindex_remove(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s,
 			      session_nonce_hash_of, sm);
 	dheap_remove(&sm->session_heap, ss->heap_pos);
-	memset(&sm->replies[(uint64_t)s * sm->cfg.session_window], 0,
-	       sm->cfg.session_window * sizeof(*sm->replies));
+	session_replies_clear(sm, s);
 	memset(ss, 0, sizeof(*ss)); /* free records are all-zero, padding too */
 	slots_free(&sm->session_slots, s);
 	HASP_ASSERT(session_find(sm, id) == LOCKS_NONE);

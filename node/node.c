@@ -1232,7 +1232,7 @@ static void take_snapshot(struct node *n)
 	n->snap_job_conf = n->raft.conf;
 	if (n->snap_writer_ready && n->st.uring != NULL) {
 		uint64_t t0 = clock_monotonic_ns();
-		locks_copy(&n->snap_copy, &n->sm);
+		uint64_t replies = locks_copy(&n->snap_copy, &n->sm);
 		uint64_t took = clock_monotonic_ns() - t0;
 		n->snap_job_sm = &n->snap_copy;
 		n->snap_job_paced = n->cfg.snapshot_write_rate > 0;
@@ -1240,6 +1240,7 @@ static void take_snapshot(struct node *n)
 		if (snap_writer_start(&n->snap_writer, snapshot_job, n) == 0) {
 			n->snap_copies++;
 			n->snap_copy_ns_last = took;
+			n->snap_copy_replies_last = replies;
 			if (took > n->snap_copy_ns_max)
 				n->snap_copy_ns_max = took;
 			return;

@@ -376,6 +376,7 @@ struct node {
 	uint64_t snap_copies;
 	uint64_t snap_copy_ns_last;
 	uint64_t snap_copy_ns_max;
+	uint64_t snap_copy_replies_last; /* reply records the last copy carried */
 
 	/* Raft decode scratch and datagram buffer. */
 	struct raft_entry *rx_entries;

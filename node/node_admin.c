@@ -860,6 +860,7 @@ static void publish(struct node_admin *na)
 	metric_set(m->snapshot_last_error, n->snap_fail_streak > 0 ? -(int64_t)n->snap_fail_error : 0);
 	metric_set(m->snapshot_copy_last, (int64_t)n->snap_copy_ns_last);
 	metric_set(m->snapshot_copy_max, (int64_t)n->snap_copy_ns_max);
+	metric_set(m->snapshot_copy_replies_last, (int64_t)n->snap_copy_replies_last);
 	metric_set(m->leader_ready_last, (int64_t)n->lead_ready_ns_last);
 	metric_set(m->requests[0], (int64_t)s->client_rx);
 	/* Per lcore that sends the watch's events: lcore 0 without event

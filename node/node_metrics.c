@@ -110,6 +110,8 @@ int node_metrics_register(struct node_metrics *nm, struct control *c,
 		       m, "hasp_snapshot_copy_seconds_max",
 		       "The longest a snapshot's copy of the state machine stopped the node's lcore since start.",
 		       NULL, 0, 1e-9)) != NULL;
+	G(snapshot_copy_replies_last, "hasp_snapshot_copy_replies_last",
+	  "Cached reply records the last snapshot's copy carried: those written since the copy before, or every live session's.");
 
 	/* A failover's middle part: the new leader's no-op, committed
 	 * (perf/failover, docs/PERFORMANCE.md "Failover as a client sees it"). */

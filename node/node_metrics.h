@@ -74,7 +74,7 @@ struct node_metrics {
 	struct metric *leader_changes_metric, *proposals_committed, *proposals_failed, *expirations;
 	struct metric *notifications_sent, *notifications_rate_limited, *snapshots;
 	struct metric *snapshot_failures, *snapshot_failing, *snapshot_last_error;
-	struct metric *snapshot_copy_last, *snapshot_copy_max;
+	struct metric *snapshot_copy_last, *snapshot_copy_max, *snapshot_copy_replies_last;
 	struct metric *leader_ready_last;
 	struct metric *leader_file_errors, *build_info;
 	struct metric *watch_capacity, *watch_bytes_per_watch;

@@ -146,6 +146,7 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	    put(buf, size, &off, "snapshot_thread_failures", n->snap_writer.thread_failures) != 0 ||
 	    put(buf, size, &off, "snapshot_copy_us_last", n->snap_copy_ns_last / 1000) != 0 ||
 	    put(buf, size, &off, "snapshot_copy_us_max", n->snap_copy_ns_max / 1000) != 0 ||
+	    put(buf, size, &off, "snapshot_copy_replies_last", n->snap_copy_replies_last) != 0 ||
 	    put(buf, size, &off, "leader_ready_us_last", n->lead_ready_ns_last / 1000) != 0 ||
 	    put(buf, size, &off, "term", n->raft.term) != 0 ||
 	    put(buf, size, &off, "commit", n->raft.commit) != 0 ||

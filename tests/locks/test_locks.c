@@ -797,6 +797,92 @@ static void test_snapshot_writes_only_the_replies_in_use(void **state)
 	harness_deinit(&h);
 }
 
+/* a and b serialize to the same bytes. */
+static void assert_same_state(const struct locks *a, const struct locks *b)
+{
+	size_t size_a, size_b;
+	uint8_t *sa = snapshot_take(a, &size_a), *sb = snapshot_take(b, &size_b);
+
+	assert_int_equal(size_a, size_b);
+	assert_memory_equal(sa, sb, size_a);
+	free(sa);
+	free(sb);
+}
+
+/* A snapshot's copy stops the lcore (docs/STORAGE.md "Snapshots off the
+ * lcore"): while the destination is still the last copy made from the
+ * machine, locks_copy carries only the reply records written since; when
+ * it cannot know that, every live session's window. */
+static void test_copy_carries_only_the_replies_written_since(void **state)
+{
+	(void)state;
+	struct harness h, c, other;
+	uint64_t s[3];
+
+	harness_init(&h);
+	uint64_t window = h.sm.cfg.session_window;
+	for (int i = 0; i < 3; i++)
+		s[i] = harness_session(&h, 60000);
+	for (uint64_t seq = 1; seq <= window; seq++)
+		assert_int_equal(harness_put(&h, s[0], seq, "k", "v", 0)->status, HASP_STATUS_OK);
+	harness_init_cfg(&c, &h.sm.cfg);
+	harness_init_cfg(&other, &h.sm.cfg);
+
+	/* A fresh destination: every live session's window. */
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 3 * window);
+	assert_same_state(&c.sm, &h.sm);
+	/* Nothing written since: nothing to carry, and still the same. */
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
+	assert_same_state(&c.sm, &h.sm);
+	/* One command each on two sessions: their two records. */
+	assert_int_equal(harness_put(&h, s[1], 1, "k", "w", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(harness_put(&h, s[2], 1, "k", "x", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 2);
+	assert_same_state(&c.sm, &h.sm);
+	/* A full window overwritten: each record once. */
+	for (uint64_t seq = window + 1; seq <= 3 * window; seq++)
+		assert_int_equal(harness_put(&h, s[0], seq, "k", "y", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), window);
+	assert_same_state(&c.sm, &h.sm);
+	/* A session opened writes no record (its window is zero already); one
+	 * closed zeroes the records it used: all of s[0]'s, one of s[1]'s. */
+	uint64_t s3 = harness_session(&h, 60000);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
+	struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, s[0], 3 * window + 1, NULL);
+	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_OK);
+	struct locks_cmd close1 = harness_cmd(LOCKS_OP_SESSION_CLOSE, s[1], 2, NULL);
+	assert_int_equal(harness_apply(&h, &close1)->status, HASP_STATUS_OK);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), window + 1);
+	assert_same_state(&c.sm, &h.sm);
+
+	/* Another copy made from the machine since: c is not the last one. */
+	assert_int_equal(harness_put(&h, s3, 1, "k", "z", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(locks_copy(&other.sm, &h.sm), 4 * window);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 4 * window);
+	assert_same_state(&c.sm, &h.sm);
+	/* The copy written by a command of its own is no copy any more. */
+	c.index = h.index;
+	assert_int_equal(harness_put(&c, s3, 2, "k", "q", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 4 * window);
+	assert_same_state(&c.sm, &h.sm);
+	/* A machine that was a copy's destination copies whole from itself:
+	 * what the copy wrote into it, its own record lacks. */
+	assert_int_equal(locks_copy(&other.sm, &c.sm), 4 * window);
+	assert_same_state(&other.sm, &h.sm);
+	/* A restored machine: the restore wrote what nothing recorded. */
+	size_t size;
+	uint8_t *snap = snapshot_take(&h.sm, &size);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
+	assert_int_equal(locks_snapshot_restore(&h.sm, snap, size), 0);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 4 * window);
+	assert_same_state(&c.sm, &h.sm);
+	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
+	free(snap);
+	harness_deinit(&other);
+	harness_deinit(&c);
+	harness_deinit(&h);
+}
+
 static void test_corrupt_snapshot_refused_target_untouched(void **state)
 {
 	(void)state;
@@ -1552,6 +1638,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_restore_identical_state_and_replies),
 		cmocka_unit_test(test_snapshot_v3_is_still_read),
 		cmocka_unit_test(test_snapshot_writes_only_the_replies_in_use),
+		cmocka_unit_test(test_copy_carries_only_the_replies_written_since),
 		cmocka_unit_test(test_corrupt_snapshot_refused_target_untouched),
 		cmocka_unit_test(test_keepalive_committed_before_stale_expire_wins),
 		cmocka_unit_test(test_new_term_does_not_shorten_or_reset_deadlines),

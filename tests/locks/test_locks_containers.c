@@ -9,9 +9,83 @@
 #include "common/prng.h"
 #include "locks/arena.h"
 #include "locks/dheap.h"
+#include "locks/dirty.h"
 #include "locks/hindex.h"
 #include "locks/slots.h"
 #include "tests/test_util.h"
+
+struct dirty_runs {
+	const bool *marked;
+	uint64_t bits;
+	uint64_t next;   /* every index below it has been accounted for */
+	uint64_t visited;
+};
+
+/* Each run must be maximal, in order, and exactly the marked indices. */
+static void dirty_check_run(void *ctx, uint64_t first, uint64_t count)
+{
+	struct dirty_runs *r = ctx;
+
+	assert_true(count > 0);
+	assert_true(first >= r->next);
+	for (uint64_t i = r->next; i < first; i++)
+		assert_false(r->marked[i]);
+	if (first > 0)
+		assert_false(r->marked[first - 1]); /* else the run was not maximal */
+	for (uint64_t i = first; i < first + count; i++)
+		assert_true(r->marked[i]);
+	assert_true(first + count == r->bits || !r->marked[first + count]);
+	r->next = first + count;
+	r->visited += count;
+}
+
+static void test_dirty_drains_exactly_what_was_marked(void **state)
+{
+	(void)state;
+	struct dirty_set d;
+	struct prng p;
+	const uint64_t bits = 64 * 64 * 3 + 100; /* summary of several words, a part word */
+	bool *marked = calloc(bits, sizeof(bool));
+
+	assert_non_null(marked);
+	assert_int_equal(dirty_init(&d, bits), 0);
+	prng_seed(&p, 11);
+	for (int round = 0; round < 300; round++) {
+		uint64_t expect = 0;
+		memset(marked, 0, bits * sizeof(bool));
+		/* Sparse single marks, dense ones, and ranges over word edges. */
+		uint64_t marks = prng_below(&p, round % 3 == 0 ? 4000 : 40);
+		for (uint64_t k = 0; k < marks; k++) {
+			if (prng_chance(&p, 300000)) {
+				uint64_t first = prng_below(&p, bits);
+				uint64_t count = prng_range(&p, 0, bits - first < 200 ? bits - first : 200);
+				dirty_mark_range(&d, first, count);
+				for (uint64_t i = first; i < first + count; i++)
+					marked[i] = true;
+			} else {
+				uint64_t i = prng_below(&p, bits);
+				dirty_mark(&d, i);
+				marked[i] = true;
+			}
+		}
+		if (round == 5) { /* everything */
+			dirty_mark_range(&d, 0, bits);
+			for (uint64_t i = 0; i < bits; i++)
+				marked[i] = true;
+		}
+		for (uint64_t i = 0; i < bits; i++)
+			expect += marked[i];
+		struct dirty_runs r = { .marked = marked, .bits = bits };
+		assert_int_equal(dirty_drain(&d, dirty_check_run, &r), expect);
+		assert_int_equal(r.visited, expect);
+		for (uint64_t i = r.next; i < bits; i++)
+			assert_false(marked[i]);
+		/* Drained means empty. */
+		assert_int_equal(dirty_drain(&d, NULL, NULL), 0);
+	}
+	dirty_deinit(&d);
+	free(marked);
+}
 
 static void test_slots_always_hand_out_lowest_free(void **state)
 {
@@ -219,6 +293,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slots_always_hand_out_lowest_free),
+		cmocka_unit_test(test_dirty_drains_exactly_what_was_marked),
 		cmocka_unit_test(test_arena_compacts_and_keeps_contents),
 		cmocka_unit_test(test_hindex_finds_everything_after_removals),
 		cmocka_unit_test(test_dheap_min_and_due_match_brute_force),

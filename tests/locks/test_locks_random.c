@@ -20,6 +20,7 @@
 
 #include "common/prng.h"
 #include "locks/locks.h"
+#include "locks/session.h"
 #include "locks/snapshot.h"
 #include "tests/locks/locks_harness.h"
 #include "tests/test_util.h"
@@ -846,8 +847,8 @@ static void assert_same_snapshot(const struct locks *a, const struct locks *b)
 
 static void run_seed(uint64_t seed)
 {
-	struct harness *h = malloc(sizeof(*h)), *spare = NULL;
-	uint32_t copies = 0;
+	struct harness *h = malloc(sizeof(*h)), *spare = NULL, *shadow = NULL;
+	uint32_t copies = 0, partial_copies = 0;
 	struct model *m = calloc(1, sizeof(*m));
 	struct prng p;
 
@@ -893,6 +894,26 @@ static void run_seed(uint64_t seed)
 			spare = t;
 			copies++;
 		}
+		/* Often, a shadow copy kept up to date: while it is still the
+		 * last copy of the machine, only the reply records written since
+		 * are carried; it must be whole all the same (the model has
+		 * checked the machine, the snapshot compares the two). */
+		if (i % 41 == 7) {
+			if (shadow == NULL) {
+				shadow = malloc(sizeof(*shadow));
+				assert_non_null(shadow);
+				harness_init_cfg(shadow, &m->cfg);
+			}
+			uint64_t whole = (uint64_t)slots_high_water(&h->sm.session_slots) *
+					 m->cfg.session_window;
+			uint64_t carried = locks_copy(&shadow->sm, &h->sm);
+			partial_copies += carried < whole;
+			assert_true(locks_invariants_ok(&shadow->sm));
+			assert_same_snapshot(&h->sm, &shadow->sm);
+			assert_memory_equal(h->sm.replies, shadow->sm.replies,
+					    (size_t)m->cfg.sessions_max * m->cfg.session_window *
+						    sizeof(struct locks_cached_reply));
+		}
 		/* Now and then a follower installs a snapshot: it must continue
 		 * exactly like the machine it came from. */
 		if (i % 997 == 500) {
@@ -931,6 +952,11 @@ static void run_seed(uint64_t seed)
 	assert_true(m->foreign_releases > 10);
 	assert_true(m->orphan_releases > 10);
 	assert_true(copies > 1); /* a reused destination too */
+	assert_true(partial_copies > 10);
+	if (shadow != NULL) {
+		harness_deinit(shadow);
+		free(shadow);
+	}
 	if (spare != NULL) {
 		harness_deinit(spare);
 		free(spare);
