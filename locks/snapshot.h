@@ -32,8 +32,9 @@
 /* Exact bytes locks_snapshot_write() produces for the current state. O(n). */
 size_t locks_snapshot_size(const struct locks *sm);
 
-/* Writes the snapshot into `buf`. Returns 0 and sets *written, or
- * -HASP_ETOOBIG when buf_size is too small (nothing meaningful written). */
+/* Writes the snapshot into `buf` in one walk of the state. Returns 0 and
+ * sets *written, or -HASP_ETOOBIG when buf_size is too small (buf may then
+ * hold part of it). */
 int locks_snapshot_write(const struct locks *sm, uint8_t *buf, size_t buf_size, size_t *written)
 	__attribute__((warn_unused_result));
 

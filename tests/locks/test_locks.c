@@ -883,6 +883,37 @@ static void test_copy_carries_only_the_replies_written_since(void **state)
 	harness_deinit(&h);
 }
 
+/* locks_snapshot_write walks the state once and sets the header's total
+ * last: every buffer short of the snapshot is refused, and a larger one
+ * gets the same bytes as one of the exact size. */
+static void test_snapshot_write_refuses_a_short_buffer(void **state)
+{
+	(void)state;
+	struct harness h;
+	uint64_t a, b, lease;
+	size_t size, written = 0;
+
+	harness_init(&h);
+	build_rich_state(&h, &a, &b, &lease);
+	uint8_t *want = snapshot_take(&h.sm, &size);
+	uint8_t *buf = malloc(size + 64);
+	assert_non_null(buf);
+	for (size_t n = 0; n < size; n += n < 256 || size - n < 256 ? 1 : 97)
+		assert_int_equal(locks_snapshot_write(&h.sm, buf, n, &written), -HASP_ETOOBIG);
+	assert_int_equal(written, 0);
+	assert_int_equal(locks_snapshot_write(&h.sm, buf, size + 64, &written), 0);
+	assert_int_equal(written, size);
+	assert_memory_equal(buf, want, size);
+	struct harness h2;
+	harness_init(&h2);
+	assert_int_equal(locks_snapshot_restore(&h2.sm, buf, written), 0);
+	assert_same_state(&h2.sm, &h.sm);
+	harness_deinit(&h2);
+	free(buf);
+	free(want);
+	harness_deinit(&h);
+}
+
 static void test_corrupt_snapshot_refused_target_untouched(void **state)
 {
 	(void)state;
@@ -1639,6 +1670,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_v3_is_still_read),
 		cmocka_unit_test(test_snapshot_writes_only_the_replies_in_use),
 		cmocka_unit_test(test_copy_carries_only_the_replies_written_since),
+		cmocka_unit_test(test_snapshot_write_refuses_a_short_buffer),
 		cmocka_unit_test(test_corrupt_snapshot_refused_target_untouched),
 		cmocka_unit_test(test_keepalive_committed_before_stale_expire_wins),
 		cmocka_unit_test(test_new_term_does_not_shorten_or_reset_deadlines),
