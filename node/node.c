@@ -1151,8 +1151,8 @@ static int snapshot_job(void *arg, uint64_t *written)
 	*written = 0;
 	n->snap_pace_pieces = 0;
 	n->snap_hurry_pieces = 0;
-	/* It measures the state itself (a walk of every session's replies
-	 * since version 4) and refuses a buffer too small. */
+	/* One walk of the state (every session's replies since version 4);
+	 * a buffer too small is refused. */
 	if (locks_snapshot_write(n->snap_job_sm, buf, n->snap_buf_size, &out) != 0)
 		return -HASP_ETOOBIG;
 	*written = out;
