@@ -48,20 +48,6 @@ static uint64_t bit_span(unsigned lo, unsigned hi)
 	return upto_hi & ~((1ull << lo) - 1u);
 }
 
-void dirty_mark_range(struct dirty_set *d, uint64_t first, uint64_t count)
-{
-	if (count == 0)
-		return;
-	HASP_ASSERT(first < d->bits && count <= d->bits - first);
-	uint64_t last = first + count - 1;
-	for (uint64_t w = first / 64u; w <= last / 64u; w++) {
-		unsigned lo = w == first / 64u ? (unsigned)(first % 64u) : 0u;
-		unsigned hi = w == last / 64u ? (unsigned)(last % 64u) : 63u;
-		d->words[w] |= bit_span(lo, hi);
-		d->summary[w / 64u] |= 1ull << (w % 64u);
-	}
-}
-
 uint64_t dirty_drain(struct dirty_set *d, dirty_run_fn *visit, void *ctx)
 {
 	uint64_t marked = 0;

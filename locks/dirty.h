@@ -34,9 +34,6 @@ static inline void dirty_mark(struct dirty_set *d, uint64_t i)
 	d->summary[i / 4096u] |= 1ull << (i / 64u % 64u);
 }
 
-/* Marks [first, first + count). */
-void dirty_mark_range(struct dirty_set *d, uint64_t first, uint64_t count);
-
 /* Called once per run of consecutive marked indices [first, first + count). */
 typedef void dirty_run_fn(void *ctx, uint64_t first, uint64_t count);
 

@@ -69,10 +69,10 @@ static uint64_t session_reply_index(const struct locks *sm, uint32_t s, uint64_t
 
 /* Every write of the cached replies comes through here, so that locks_copy
  * copies only the records written since the last copy; and a machine that
- * was a copy is one no longer. */
-static void session_replies_written(struct locks *sm, uint64_t first, uint64_t count)
+ * was a copy is one no longer. Inline: it runs on every applied command. */
+static inline void session_reply_written(struct locks *sm, uint64_t i)
 {
-	dirty_mark_range(&sm->replies_written, first, count);
+	dirty_mark(&sm->replies_written, i);
 	sm->copy_of = NULL;
 }
 
@@ -86,7 +86,7 @@ static void session_replies_clear(struct locks *sm, uint32_t s)
 	for (uint64_t i = first; i < first + sm->cfg.session_window; i++) {
 		if (sm->replies[i].seq != 0) {
 			memset(&sm->replies[i], 0, sizeof(sm->replies[i]));
-			session_replies_written(sm, i, 1);
+			session_reply_written(sm, i);
 		}
 	}
 }
@@ -132,7 +132,7 @@ void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t dig
 
 	HASP_ASSERT(seq > 0);
 	HASP_ASSERT(c->seq < seq);
-	session_replies_written(sm, i, 1);
+	session_reply_written(sm, i);
 	c->seq = seq;
 	c->digest = digest;
 	c->reply = *reply;

@@ -59,9 +59,10 @@ static void test_dirty_drains_exactly_what_was_marked(void **state)
 			if (prng_chance(&p, 300000)) {
 				uint64_t first = prng_below(&p, bits);
 				uint64_t count = prng_range(&p, 0, bits - first < 200 ? bits - first : 200);
-				dirty_mark_range(&d, first, count);
-				for (uint64_t i = first; i < first + count; i++)
+				for (uint64_t i = first; i < first + count; i++) {
+					dirty_mark(&d, i);
 					marked[i] = true;
+				}
 			} else {
 				uint64_t i = prng_below(&p, bits);
 				dirty_mark(&d, i);
@@ -69,9 +70,10 @@ static void test_dirty_drains_exactly_what_was_marked(void **state)
 			}
 		}
 		if (round == 5) { /* everything */
-			dirty_mark_range(&d, 0, bits);
-			for (uint64_t i = 0; i < bits; i++)
+			for (uint64_t i = 0; i < bits; i++) {
+				dirty_mark(&d, i);
 				marked[i] = true;
+			}
 		}
 		for (uint64_t i = 0; i < bits; i++)
 			expect += marked[i];
