@@ -13,6 +13,8 @@
 #include "common/alloc.h"
 #include "common/assert.h"
 #include "locks/locks.h"
+#include "locks/snapshot.h"
+#include "tests/test_util.h"
 
 struct harness {
 	struct locks sm;
@@ -167,6 +169,23 @@ static inline const struct locks_event *harness_event(const struct harness *h, u
 		if (h->res.events[i].type == type && nth-- == 0)
 			return &h->res.events[i];
 	return NULL;
+}
+
+/* a and b serialize to the same bytes. */
+static inline void assert_same_snapshot(const struct locks *a, const struct locks *b)
+{
+	size_t size_a = locks_snapshot_size(a), size_b = locks_snapshot_size(b), wa, wb;
+	uint8_t *ba = malloc(size_a), *bb = malloc(size_b);
+
+	assert_non_null(ba);
+	assert_non_null(bb);
+	assert_int_equal(size_a, size_b);
+	assert_int_equal(locks_snapshot_write(a, ba, size_a, &wa), 0);
+	assert_int_equal(locks_snapshot_write(b, bb, size_b, &wb), 0);
+	assert_int_equal(wa, wb);
+	assert_memory_equal(ba, bb, wa);
+	free(ba);
+	free(bb);
 }
 
 #endif

@@ -797,18 +797,6 @@ static void test_snapshot_writes_only_the_replies_in_use(void **state)
 	harness_deinit(&h);
 }
 
-/* a and b serialize to the same bytes. */
-static void assert_same_state(const struct locks *a, const struct locks *b)
-{
-	size_t size_a, size_b;
-	uint8_t *sa = snapshot_take(a, &size_a), *sb = snapshot_take(b, &size_b);
-
-	assert_int_equal(size_a, size_b);
-	assert_memory_equal(sa, sb, size_a);
-	free(sa);
-	free(sb);
-}
-
 /* A snapshot's copy stops the lcore (docs/STORAGE.md "Snapshots off the
  * lcore"): while the destination is still the last copy made from the
  * machine, locks_copy carries only the reply records written since; when
@@ -830,20 +818,20 @@ static void test_copy_carries_only_the_replies_written_since(void **state)
 
 	/* A fresh destination: every live session's window. */
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 3 * window);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	/* Nothing written since: nothing to carry, and still the same. */
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	/* One command each on two sessions: their two records. */
 	assert_int_equal(harness_put(&h, s[1], 1, "k", "w", 0)->status, HASP_STATUS_OK);
 	assert_int_equal(harness_put(&h, s[2], 1, "k", "x", 0)->status, HASP_STATUS_OK);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 2);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	/* A full window overwritten: each record once. */
 	for (uint64_t seq = window + 1; seq <= 3 * window; seq++)
 		assert_int_equal(harness_put(&h, s[0], seq, "k", "y", 0)->status, HASP_STATUS_OK);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), window);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	/* A session opened writes no record (its window is zero already); one
 	 * closed zeroes the records it used: all of s[0]'s, one of s[1]'s. */
 	uint64_t s3 = harness_session(&h, 60000);
@@ -853,29 +841,29 @@ static void test_copy_carries_only_the_replies_written_since(void **state)
 	struct locks_cmd close1 = harness_cmd(LOCKS_OP_SESSION_CLOSE, s[1], 2, NULL);
 	assert_int_equal(harness_apply(&h, &close1)->status, HASP_STATUS_OK);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), window + 1);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 
 	/* Another copy made from the machine since: c is not the last one. */
 	assert_int_equal(harness_put(&h, s3, 1, "k", "z", 0)->status, HASP_STATUS_OK);
 	assert_int_equal(locks_copy(&other.sm, &h.sm), 4 * window);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 4 * window);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	/* The copy written by a command of its own is no copy any more. */
 	c.index = h.index;
 	assert_int_equal(harness_put(&c, s3, 2, "k", "q", 0)->status, HASP_STATUS_OK);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 4 * window);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	/* A machine that was a copy's destination copies whole from itself:
 	 * what the copy wrote into it, its own record lacks. */
 	assert_int_equal(locks_copy(&other.sm, &c.sm), 4 * window);
-	assert_same_state(&other.sm, &h.sm);
+	assert_same_snapshot(&other.sm, &h.sm);
 	/* A restored machine: the restore wrote what nothing recorded. */
 	size_t size;
 	uint8_t *snap = snapshot_take(&h.sm, &size);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
 	assert_int_equal(locks_snapshot_restore(&h.sm, snap, size), 0);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 4 * window);
-	assert_same_state(&c.sm, &h.sm);
+	assert_same_snapshot(&c.sm, &h.sm);
 	assert_int_equal(locks_copy(&c.sm, &h.sm), 0);
 	free(snap);
 	harness_deinit(&other);
@@ -907,7 +895,7 @@ static void test_snapshot_write_refuses_a_short_buffer(void **state)
 	struct harness h2;
 	harness_init(&h2);
 	assert_int_equal(locks_snapshot_restore(&h2.sm, buf, written), 0);
-	assert_same_state(&h2.sm, &h.sm);
+	assert_same_snapshot(&h2.sm, &h.sm);
 	harness_deinit(&h2);
 	free(buf);
 	free(want);

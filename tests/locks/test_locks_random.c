@@ -828,23 +828,6 @@ static void step(struct model *m, struct harness *h, struct prng *p)
 	check_state(m, h);
 }
 
-/* a and b serialize to the same bytes. */
-static void assert_same_snapshot(const struct locks *a, const struct locks *b)
-{
-	size_t size_a = locks_snapshot_size(a), size_b = locks_snapshot_size(b), wa, wb;
-	uint8_t *ba = malloc(size_a), *bb = malloc(size_b);
-
-	assert_non_null(ba);
-	assert_non_null(bb);
-	assert_int_equal(size_a, size_b);
-	assert_int_equal(locks_snapshot_write(a, ba, size_a, &wa), 0);
-	assert_int_equal(locks_snapshot_write(b, bb, size_b, &wb), 0);
-	assert_int_equal(wa, wb);
-	assert_memory_equal(ba, bb, wa);
-	free(ba);
-	free(bb);
-}
-
 static void run_seed(uint64_t seed)
 {
 	struct harness *h = malloc(sizeof(*h)), *spare = NULL, *shadow = NULL;
