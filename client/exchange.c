@@ -1118,7 +1118,9 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 	return 0;
 }
 
-/* Header offsets of the session id and the sequence number (wire.h). */
+/* Header offsets of the flags, the session id and the sequence number
+ * (wire.h). */
+#define WIRE_OFF_FLAGS 6
 #define WIRE_OFF_SESSION 8
 #define WIRE_OFF_SEQ 16
 
@@ -1137,6 +1139,10 @@ static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 		}
 		return false;
 	}
+	/* With no lower number of this session waiting for its reply, none is
+	 * sent again (an abandoned one never is): the node may drop the
+	 * replies it keeps for them (PROTOCOL.md, "Exactly once"). */
+	uint16_t flags = any_waiting_locked(c) ? 0 : HASP_WIRE_F_SEQ_FLOOR;
 	p->session_id = c->session_id;
 	p->seq = c->next_seq++;
 	p->opcode = r->opcode;
@@ -1144,6 +1150,7 @@ static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 	p->req = r;
 	r->p = p;
 	r->session_id = c->session_id;
+	put_u16le(r->bytes + WIRE_OFF_FLAGS, flags);
 	put_u64le(r->bytes + WIRE_OFF_SESSION, c->session_id);
 	put_u64le(r->bytes + WIRE_OFF_SEQ, p->seq);
 	if (c->auth)

@@ -118,8 +118,13 @@ static int header_check(const struct hasp_wire_header *h, enum direction dir)
 		/* The server assigns the session id in the reply. */
 		if (h->opcode == HASP_OP_SESSION_OPEN && h->session_id != 0)
 			return -HASP_EINVAL;
+		/* A floor needs a session whose numbers it bounds. */
+		if (h->opcode == HASP_OP_SESSION_OPEN && (h->flags & HASP_WIRE_F_SEQ_FLOOR))
+			return -HASP_EFLAGS;
 		return 0;
 	}
+	if (h->flags & HASP_WIRE_F_SEQ_FLOOR)
+		return -HASP_EFLAGS; /* a request's flag */
 	if (h->status >= HASP_STATUS_COUNT)
 		return -HASP_EINVAL;
 	/* These two answer requests this server could not parse, so they echo

@@ -7,7 +7,8 @@
  * | 1      | 1    | op (enum locks_op)                                 |
  * | 2      | 1    | mode (enum hasp_acquire_mode)                      |
  * | 3      | 1    | flags: bit 0 CAS_VALUE (KV_CAS only), bit 1        |
- * |        |      | OWNER_RELEASE (SESSION_OPEN only), others 0        |
+ * |        |      | OWNER_RELEASE (SESSION_OPEN only), bit 2 SEQ_FLOOR |
+ * |        |      | (commands with a seq), others 0                    |
  * | 4      | 4    | ttl_ms                                             |
  * | 8      | 8    | term                                               |
  * | 16     | 8    | now_ms (leader monotonic clock)                    |
@@ -33,7 +34,9 @@
  * expected value's size; entries without the flag read as before.
  * Version 3 added bytes 60..71 (client authentication, docs/SECURITY.md);
  * a version 2 entry decodes with them zero, so a log written before still
- * replays.
+ * replays. Flag bit 2 (SEQ_FLOOR) came later within version 3: a node
+ * built before it refuses such an entry (-HASP_EFLAGS) rather than apply it
+ * differently, so a cluster is upgraded as a whole (docs/STATE_MACHINE.md).
  */
 #include "locks/cmd_codec.h"
 
@@ -83,10 +86,13 @@ uint32_t locks_cmd_fields(uint8_t op)
 	}
 }
 
-/* CAS_VALUE belongs to KV_CAS, OWNER_RELEASE to SESSION_OPEN. */
+/* CAS_VALUE belongs to KV_CAS, OWNER_RELEASE to SESSION_OPEN, SEQ_FLOOR to
+ * the commands of a session (they carry a seq). */
 static bool locks_cmd_flags_ok(uint8_t op, uint8_t flags)
 {
-	if (flags & ~(LOCKS_CMD_CAS_VALUE | LOCKS_CMD_OWNER_RELEASE))
+	if (flags & ~(LOCKS_CMD_CAS_VALUE | LOCKS_CMD_OWNER_RELEASE | LOCKS_CMD_SEQ_FLOOR))
+		return false;
+	if ((flags & LOCKS_CMD_SEQ_FLOOR) && !(locks_cmd_fields(op) & LOCKS_FIELD_SEQ))
 		return false;
 	if ((flags & LOCKS_CMD_CAS_VALUE) && op != LOCKS_OP_KV_CAS)
 		return false;

@@ -187,10 +187,13 @@ static bool sessions_ok(const struct locks *sm, const struct held_tally *held)
 		CHECK(ss->waiter_count == n);
 		CHECK(ss->lock_count + ss->waiter_count <= sm->cfg.locks_per_session_max);
 		/* Cached replies sit at seq % window (older ones linger until
-		 * overwritten; session_seq_check never reads past the window). */
+		 * overwritten; session_seq_check never reads past the window),
+		 * none below the session's floor. */
+		CHECK(ss->seq_floor <= ss->seq_max);
 		for (uint64_t k = 0; k < window; k++) {
 			uint64_t seq = ring[k].seq;
-			CHECK(seq == 0 || (seq % window == k && seq <= ss->seq_max));
+			CHECK(seq == 0 || (seq % window == k && seq <= ss->seq_max &&
+					   seq >= ss->seq_floor));
 			/* An empty slot is all zero (snapshots v4 leave it out). */
 			CHECK(seq != 0 || zero(&ring[k], sizeof(ring[k])));
 		}

@@ -487,6 +487,8 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 	}
 	/* The session still exists here (only CLOSE ends it, above). */
 	session_seq_record(sm, s, cmd->seq, cmd->digest, &res->reply);
+	if (cmd->flags & LOCKS_CMD_SEQ_FLOOR)
+		session_seq_floor(sm, s, cmd->seq);
 }
 
 static void locks_dispatch(struct locks *sm, const struct locks_cmd *cmd)
@@ -670,6 +672,7 @@ bool locks_session_read(const struct locks *sm, uint64_t session_id, struct lock
 		.nonce = ss->nonce,
 		.deadline_ms = ss->deadline_ms,
 		.seq_max = ss->seq_max,
+		.seq_floor = ss->seq_floor,
 		.ttl_ms = ss->ttl_ms,
 		.lock_count = ss->lock_count,
 		.waiter_count = ss->waiter_count,

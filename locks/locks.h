@@ -147,6 +147,12 @@ struct locks_cmd {
 /* SESSION_OPEN: the session may release and renew locks that another
  * session of the same owner acquired. */
 #define LOCKS_CMD_OWNER_RELEASE 0x02u
+/* Client commands: the client will send no lower seq of this session again
+ * (it holds their replies or gave them up; the wire header's
+ * HASP_WIRE_F_SEQ_FLOOR). The session drops the cached replies below this
+ * seq and refuses those seqs from then on, so an idle session keeps one
+ * reply instead of its window's worth (docs/PROTOCOL.md, "Exactly once"). */
+#define LOCKS_CMD_SEQ_FLOOR 0x04u
 
 /* The reply to one command; memcmp-comparable (all padding zero), which is
  * what "a duplicate returns the identical reply" is checked with. */
@@ -431,6 +437,7 @@ struct locks_session_info {
 	uint64_t nonce;        /* its open's client nonce */
 	uint64_t deadline_ms;
 	uint64_t seq_max;
+	uint64_t seq_floor;    /* lower seqs are refused (LOCKS_CMD_SEQ_FLOOR) */
 	uint32_t ttl_ms;
 	uint32_t lock_count;   /* held (acquired by it and not yet released) */
 	uint32_t waiter_count; /* waiting */

@@ -100,7 +100,7 @@ enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, u
 	HASP_ASSERT(seq > 0);
 	if (seq > ss->seq_max)
 		return seq - ss->seq_max > LOCKS_SEQ_JUMP_MAX ? SESSION_SEQ_JUMP : SESSION_SEQ_NEW;
-	if (ss->seq_max - seq >= window)
+	if (ss->seq_max - seq >= window || seq < ss->seq_floor)
 		return SESSION_SEQ_TOO_OLD;
 	/* Inside the window: the ring slot holds this seq if it was applied,
 	 * or an older one if this request has not arrived yet (reordered). */
@@ -139,6 +139,29 @@ void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t dig
 	if (seq > ss->seq_max)
 		ss->seq_max = seq;
 	session_touch(sm, s);
+}
+
+void session_seq_floor(struct locks *sm, uint32_t s, uint64_t seq)
+{
+	struct locks_session *ss = &sm->sessions[s];
+	uint64_t window = sm->cfg.session_window;
+
+	HASP_ASSERT(seq <= ss->seq_max);
+	if (seq <= ss->seq_floor)
+		return;
+	/* Every cached seq is at or above the old floor (invariants.c), so
+	 * the slots of the seqs from there up to this one, at most a window's
+	 * worth, are the ones that can hold a seq below the new floor. A
+	 * client that waits for each reply moves the floor by one: one slot. */
+	uint64_t from = seq - ss->seq_floor > window ? seq - window : ss->seq_floor;
+	for (uint64_t t = from; t < seq; t++) {
+		uint64_t i = session_reply_index(sm, s, t);
+		if (sm->replies[i].seq != 0 && sm->replies[i].seq < seq) {
+			memset(&sm->replies[i], 0, sizeof(sm->replies[i]));
+			session_reply_written(sm, i);
+		}
+	}
+	ss->seq_floor = seq;
 }
 
 /* Live sessions of `owner`: a scan, because opens are rare next to the

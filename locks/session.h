@@ -10,6 +10,13 @@
  * A seq older than the window can no longer be answered and gets
  * BAD_REQUEST / LOCKS_REASON_SEQ_TOO_OLD.
  *
+ * A client that has every reply below a seq says so on the request
+ * (LOCKS_CMD_SEQ_FLOOR): the session then drops those replies and refuses
+ * those seqs (SEQ_TOO_OLD, as if they had left the window), so a session
+ * whose client waits for each reply keeps one cached reply, not 32. The
+ * floor is what makes the drop safe: without it a late duplicate would find
+ * an empty slot and be applied a second time.
+ *
  * SESSION_OPEN has no session (and no seq) yet; it is deduplicated by the
  * client's nonce instead (docs/PROTOCOL.md): while the session an open
  * created lives, an open with the same non-zero nonce gets that open's reply
@@ -35,6 +42,7 @@ struct locks_session {
 	uint64_t id;
 	uint64_t deadline_ms;      /* log time */
 	uint64_t seq_max;          /* highest seq applied */
+	uint64_t seq_floor;        /* lower seqs are refused; 0: none (<= seq_max) */
 	uint64_t nonce;            /* client nonce of the open; 0: none */
 	uint64_t open_deadline_ms; /* the open's reply, for a retried open */
 	uint64_t owner;            /* identity that opened it (0: none) */
@@ -77,6 +85,10 @@ enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, u
 /* Stores the reply and digest of a new `seq`; pushes the idle deadline out. */
 void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t digest,
 			const struct locks_reply *reply);
+
+/* The client will send no seq below `seq` again (LOCKS_CMD_SEQ_FLOOR): drops
+ * the cached replies below it, and session_seq_check refuses those seqs. */
+void session_seq_floor(struct locks *sm, uint32_t s, uint64_t seq);
 
 /* Command handlers; the dispatcher in locks.c did the session and seq checks
  * for the ones that take a session. */

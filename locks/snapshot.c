@@ -4,7 +4,7 @@
  * | offset | size | field                                                  |
  * |--------|------|--------------------------------------------------------|
  * | 0      | 4    | magic "HLSM"                                           |
- * | 4      | 2    | version (4; 3 and 2 are still read)                    |
+ * | 4      | 2    | version (5; 4, 3 and 2 are still read)                 |
  * | 6      | 2    | flags (0)                                              |
  * | 8      | 8    | total size in bytes, trailer included                  |
  * | 16     | 44   | capacities: locks, leases, sessions, waiters, kv       |
@@ -19,9 +19,10 @@
  * Records (slot u32 first; links are slot numbers, 0xffffffff for none):
  *   session: id, deadline, seq_max, nonce, open_deadline (u64); ttl,
  *            waiter_head, lock_count, waiter_count (u32); v3: owner (u64),
- *            flags (u8); then the cached replies. v4: a bitmap of the
- *            window's slots in use (seq != 0; ceil(window / 8) bytes, bit k
- *            of byte k / 8 for slot k), then for each such slot in order:
+ *            flags (u8); v5: seq_floor (u64); then the cached replies.
+ *            v4: a bitmap of the window's slots in use (seq != 0;
+ *            ceil(window / 8) bytes, bit k of byte k / 8 for slot k),
+ *            then for each such slot in order:
  *            seq, digest (u64), status, reason (u8), a mask (u8) of the
  *            reply's nonzero fields among reserved (u16), position, ttl,
  *            reserved2 (u32), token, id, revision, deadline (u64), bit 0
@@ -230,6 +231,7 @@ static void snap_body_write(const struct locks *sm, struct byte_writer *w, uint6
 		byte_writer_u32(w, s->waiter_count);
 		byte_writer_u64(w, s->owner);
 		byte_writer_u8(w, s->flags);
+		byte_writer_u64(w, s->seq_floor);
 		snap_session_replies_write(w, sm, i);
 	}
 	byte_writer_u32(w, sm->lease_slots.used_count);
@@ -307,7 +309,7 @@ size_t locks_snapshot_size(const struct locks *sm)
 	/* Must match snap_body_write() field for field (asserted in debug
 	 * builds by locks_snapshot_write). */
 	size_t size = SNAP_HEADER_SIZE;
-	size += 4 + (size_t)sm->session_slots.used_count * (4 + 40 + 16 + 9);
+	size += 4 + (size_t)sm->session_slots.used_count * (4 + 40 + 16 + 9 + 8);
 	for (uint32_t i = 0; i < sm->cfg.sessions_max; i++)
 		if (slots_used(&sm->session_slots, i))
 			size += snap_session_replies_size(sm, i);
@@ -443,7 +445,10 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, uint16_t version,
 			s.owner = byte_reader_u64(r);
 			s.flags = byte_reader_u8(r);
 		}
-		if (r->failed || (s.flags & ~LOCKS_CMD_OWNER_RELEASE) != 0 || locks_id_slot(s.id) != slot || !snap_link_ok(s.waiter_head, c->waiters_max))
+		if (version >= 5)
+			s.seq_floor = byte_reader_u64(r);
+		if (r->failed || (s.flags & ~LOCKS_CMD_OWNER_RELEASE) != 0 || s.seq_floor > s.seq_max ||
+		    locks_id_slot(s.id) != slot || !snap_link_ok(s.waiter_head, c->waiters_max))
 			return -HASP_ECORRUPT;
 		if (snap_session_replies_read(sm, r, version, slot, load) != 0)
 			return -HASP_ECORRUPT;
@@ -602,7 +607,7 @@ static int snap_header(const struct locks *sm, const uint8_t *buf, size_t size, 
 	if (byte_reader_u32(r) != LOCKS_SNAPSHOT_MAGIC)
 		return -HASP_EMAGIC;
 	*version = byte_reader_u16(r);
-	if (*version != LOCKS_SNAPSHOT_VERSION && *version != 3 && *version != 2)
+	if (*version < 2 || *version > LOCKS_SNAPSHOT_VERSION)
 		return -HASP_EVERSION;
 	if (byte_reader_u16(r) != 0)
 		return -HASP_ECORRUPT;

@@ -27,7 +27,8 @@
 /* 4: a session's cached replies are sparse and compact (a bitmap of the
  * slots in use, then only those, each reply's zero fields left out): a
  * session that made a few requests no longer costs window x 64 bytes. */
-#define LOCKS_SNAPSHOT_VERSION 4u /* 3 and 2 are still read (2: owners and digests 0) */
+/* 4, 3 and 2 are still read (2: owners and digests 0; before 5: no floors) */
+#define LOCKS_SNAPSHOT_VERSION 5u
 
 /* Exact bytes locks_snapshot_write() produces for the current state. O(n). */
 size_t locks_snapshot_size(const struct locks *sm);

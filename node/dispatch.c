@@ -667,6 +667,9 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 	default:
 		HASP_UNREACHABLE();
 	}
+	/* The codec let the flag through only on requests with a session. */
+	if (m->hdr.flags & HASP_WIRE_F_SEQ_FLOOR)
+		c->flags |= LOCKS_CMD_SEQ_FLOOR;
 }
 
 /* client_auth = on: the tag of the datagram is checked before anything

@@ -128,6 +128,11 @@ int bench_session_encode(struct bench_engine *e, uint32_t index, uint8_t *buf)
 	m.hdr.opcode = c->opcode;
 	m.hdr.session_id = c->session_id;
 	m.hdr.seq = c->seq;
+	/* One request in flight: every lower number was answered or given up
+	 * and is never sent again, so the node may drop their cached replies
+	 * (docs/PROTOCOL.md, "Exactly once"). */
+	if (c->opcode != HASP_OP_SESSION_OPEN)
+		m.hdr.flags = HASP_WIRE_F_SEQ_FLOOR;
 	switch (c->opcode) {
 	case HASP_OP_SESSION_OPEN:
 		m.hdr.session_id = 0;

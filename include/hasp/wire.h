@@ -73,7 +73,13 @@
  * client reports a gap. No real event has index 0. */
 #define HASP_WIRE_EVENT_PREV_GAP 1u
 #define HASP_WIRE_F_REPLY 0x0001u /* sent by a server: a reply or an EVENT */
-#define HASP_WIRE_F_KNOWN HASP_WIRE_F_REPLY
+/* Requests with a session: the client will send no lower sequence number of
+ * this session again (it has their replies, or gave them up). The node drops
+ * the replies it cached for them and refuses them from then on (BAD_REQUEST,
+ * seq_too_old), so it keeps fewer replies per session (docs/PROTOCOL.md,
+ * "Exactly once"). Optional: a request without it is answered the same. */
+#define HASP_WIRE_F_SEQ_FLOOR 0x0002u
+#define HASP_WIRE_F_KNOWN (HASP_WIRE_F_REPLY | HASP_WIRE_F_SEQ_FLOOR)
 
 /* WATCH/UNWATCH body flags. */
 #define HASP_WIRE_WATCH_PREFIX 0x01u /* the name is a prefix, not one key */

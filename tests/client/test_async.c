@@ -1150,11 +1150,57 @@ static void test_reused_op_records_keep_ids_and_outcomes_apart(void **state)
 	responder_stop(&r);
 }
 
+/* A request says that its session sends no lower number again
+ * (HASP_WIRE_F_SEQ_FLOOR) only when no lower number still waits for its
+ * reply: the node then drops the replies it keeps for them. */
+static void test_seq_floor_only_when_nothing_lower_waits(void **state)
+{
+	static struct script s;
+	static struct responder r;
+	static struct results out;
+	struct hasp_client_config cfg;
+	struct responder_rx rx;
+	char cluster[128];
+	uint16_t flags[4] = { 0 };
+	bool seen[4] = { false };
+	(void)state;
+
+	memset(&out, 0, sizeof(out));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(responder_start(&r, 1, script_async, &s), 0);
+	test_config(&cfg, NULL);
+	struct hasp_client *c = client_on(&r, &cfg, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_connect(c), 0);
+	/* Two at once: the second is sent while the first waits. */
+	assert_int_equal(hasp_client_kv_get_async(c, "key", on_done, &out, NULL), 0);
+	assert_int_equal(hasp_client_kv_get_async(c, "key", on_done, &out, NULL), 0);
+	run_loop(c, &out, 2);
+	/* Then one alone. */
+	assert_int_equal(hasp_client_kv_get_async(c, "key", on_done, &out, NULL), 0);
+	run_loop(c, &out, 3);
+	for (uint32_t i = 0; i < out.count; i++)
+		assert_int_equal(out.rcs[i], 0);
+	/* Retransmissions (a loaded machine) carry the same bytes. */
+	for (uint32_t i = 0; responder_find(&r, HASP_OP_KV_GET, i, &rx); i++) {
+		assert_true(rx.hdr.seq >= 1 && rx.hdr.seq <= 3);
+		assert_true(!seen[rx.hdr.seq] || flags[rx.hdr.seq] == rx.hdr.flags);
+		seen[rx.hdr.seq] = true;
+		flags[rx.hdr.seq] = rx.hdr.flags;
+	}
+	assert_true(seen[1] && seen[2] && seen[3]);
+	assert_int_equal(flags[1], HASP_WIRE_F_SEQ_FLOOR);
+	assert_int_equal(flags[2], 0);
+	assert_int_equal(flags[3], HASP_WIRE_F_SEQ_FLOOR);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 int main(void)
 {
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_one_thread_drives_many_requests, responder_teardown),
+		cmocka_unit_test_teardown(test_seq_floor_only_when_nothing_lower_waits, responder_teardown),
 		cmocka_unit_test_teardown(test_callback_request_sent_in_the_same_process,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_wait_granted_by_event_and_cancelled_by_id,

@@ -131,6 +131,8 @@ static void test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored(void 
 	assert_true(acquires >= 2);
 	assert_true(responder_find(&r, HASP_OP_ACQUIRE, 0, &a));
 	assert_int_equal(a.hdr.seq, 1);
+	/* Nothing lower waits (PROTOCOL.md, "Exactly once"). */
+	assert_int_equal(a.hdr.flags, HASP_WIRE_F_SEQ_FLOOR);
 	for (int i = 1; i < acquires; i++) {
 		assert_true(responder_find(&r, HASP_OP_ACQUIRE, i, &b));
 		assert_int_equal(a.size, b.size);
@@ -142,6 +144,7 @@ static void test_lost_reply_is_retried_with_same_seq_and_duplicate_ignored(void 
 	assert_int_equal(hasp_client_release(c, "job", 42), 0);
 	assert_true(responder_find(&r, HASP_OP_RELEASE, 0, &b));
 	assert_int_equal(b.hdr.seq, 2);
+	assert_int_equal(b.hdr.flags, HASP_WIRE_F_SEQ_FLOOR);
 	hasp_client_stats_get(c, &st);
 	assert_true(st.rx_duplicates >= 1);
 	assert_true(st.tx_retransmits >= (uint64_t)acquires - 1);

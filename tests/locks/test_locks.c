@@ -8,10 +8,13 @@
 
 #include "hasp/errors.h"
 #include "hasp/fence.h"
+#include "locks/internal.h"
 #include "locks/locks.h"
+#include "locks/session.h"
 #include "locks/snapshot.h"
 #include "tests/locks/locks_harness.h"
 #include "tests/locks/snapshot_v3_rich.h"
+#include "tests/locks/snapshot_v4_rich.h"
 #include "tests/test_util.h"
 
 #define TRY HASP_ACQUIRE_TRY
@@ -727,12 +730,10 @@ static void test_snapshot_restore_identical_state_and_replies(void **state)
 	harness_deinit(&h2);
 }
 
-/* Version 3 (every reply slot written in full) is still read: the state a
- * v3 image of build_rich_state() restores writes the same v4 bytes as the
- * state that function builds. */
-static void test_snapshot_v3_is_still_read(void **state)
+/* An older version's image of build_rich_state() restores to the state
+ * that function builds: it writes the same bytes in the current version. */
+static void assert_old_image_is_still_read(const uint8_t *image, size_t image_size, uint8_t version)
 {
-	(void)state;
 	struct harness h1, h2;
 	uint64_t a, b, lease;
 	size_t size1, size2;
@@ -740,18 +741,116 @@ static void test_snapshot_v3_is_still_read(void **state)
 	harness_init(&h1);
 	harness_init(&h2);
 	build_rich_state(&h1, &a, &b, &lease);
-	assert_int_equal(snapshot_v3_rich[4], 3);
-	assert_int_equal(locks_snapshot_restore(&h2.sm, snapshot_v3_rich, sizeof(snapshot_v3_rich)), 0);
+	assert_int_equal(image[4], version);
+	assert_int_equal(locks_snapshot_restore(&h2.sm, image, image_size), 0);
 	assert_true(locks_invariants_ok(&h2.sm));
 	uint8_t *snap1 = snapshot_take(&h1.sm, &size1);
 	uint8_t *snap2 = snapshot_take(&h2.sm, &size2);
 	assert_int_equal(snap1[4], LOCKS_SNAPSHOT_VERSION);
 	assert_int_equal(size1, size2);
 	assert_memory_equal(snap1, snap2, size1);
-	assert_true(size1 < sizeof(snapshot_v3_rich)); /* sparse replies */
+	if (version == 3)
+		assert_true(size1 < image_size); /* v4 made replies sparse */
 	free(snap1);
 	free(snap2);
 	harness_deinit(&h1);
+	harness_deinit(&h2);
+}
+
+/* Version 3 wrote every reply slot in full. */
+static void test_snapshot_v3_is_still_read(void **state)
+{
+	(void)state;
+	assert_old_image_is_still_read(snapshot_v3_rich, sizeof(snapshot_v3_rich), 3);
+}
+
+/* Version 4 had no session floors: they restore as 0 (none). */
+static void test_snapshot_v4_is_still_read(void **state)
+{
+	(void)state;
+	assert_old_image_is_still_read(snapshot_v4_rich, sizeof(snapshot_v4_rich), 4);
+}
+
+/* The cached replies of session `id` (seq != 0). */
+static uint32_t cached_replies(const struct harness *h, uint64_t id)
+{
+	uint32_t window = h->sm.cfg.session_window, n = 0;
+	const struct locks_cached_reply *ring = &h->sm.replies[(uint64_t)locks_id_slot(id) * window];
+
+	for (uint32_t k = 0; k < window; k++)
+		n += ring[k].seq != 0;
+	return n;
+}
+
+static const struct locks_reply *keepalive_with_floor(struct harness *h, uint64_t session, uint64_t seq)
+{
+	struct locks_cmd c = harness_cmd(LOCKS_OP_SESSION_KEEPALIVE, session, seq, NULL);
+	c.flags = LOCKS_CMD_SEQ_FLOOR;
+	return harness_apply(h, &c);
+}
+
+/* A command with LOCKS_CMD_SEQ_FLOOR drops the session's cached replies
+ * below its seq, and those seqs are refused from then on: a late duplicate
+ * of an acquire whose lock was released since must not take it again. The
+ * floor survives a snapshot. */
+static void test_seq_floor_drops_lower_replies_and_refuses_them(void **state)
+{
+	(void)state;
+	struct harness h, h2;
+
+	harness_init(&h);
+	harness_init(&h2);
+	uint64_t s = harness_session(&h, 5000);
+	uint64_t token = harness_acquire(&h, s, 1, "x", TRY, 1000, 0)->token;
+	assert_int_equal(harness_release(&h, s, 2, "x", token)->status, HASP_STATUS_OK);
+	/* Reordered: 4 before 3, both new. */
+	assert_int_equal(harness_put(&h, s, 4, "k", "four", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(harness_put(&h, s, 3, "k", "three", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(cached_replies(&h, s), 4);
+	/* Without a floor a duplicate gets its cached reply. */
+	assert_int_equal(harness_acquire(&h, s, 1, "x", TRY, 1000, 0)->token, token);
+	assert_true(h.res.duplicate);
+
+	assert_int_equal(keepalive_with_floor(&h, s, 5)->status, HASP_STATUS_OK);
+	assert_int_equal(cached_replies(&h, s), 1);
+	struct locks_session_info info;
+	assert_true(locks_session_read(&h.sm, s, &info));
+	assert_int_equal(info.seq_floor, 5);
+	assert_true(locks_invariants_ok(&h.sm));
+
+	size_t size;
+	uint8_t *snap = snapshot_take(&h.sm, &size);
+	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), 0);
+	assert_true(locks_invariants_ok(&h2.sm));
+	h2.index = h.index;
+	h2.now_ms = h.now_ms;
+	for (int i = 0; i < 2; i++) {
+		struct harness *m = i == 0 ? &h : &h2;
+		uint64_t revision = m->sm.revision;
+		const struct locks_reply *r = harness_acquire(m, s, 1, "x", TRY, 1000, 0);
+		assert_int_equal(r->status, HASP_STATUS_BAD_REQUEST);
+		assert_int_equal(r->reason, LOCKS_REASON_SEQ_TOO_OLD);
+		r = harness_put(m, s, 4, "k", "four", 0);
+		assert_int_equal(r->reason, LOCKS_REASON_SEQ_TOO_OLD);
+		assert_int_equal(m->sm.revision, revision);
+		struct locks_lock_info li;
+		assert_false(locks_lock_read(&m->sm, (const uint8_t *)"x", 1, &li));
+		/* The floor's own seq is still a duplicate; the next is new. */
+		assert_int_equal(keepalive_with_floor(m, s, 5)->status, HASP_STATUS_OK);
+		assert_true(m->res.duplicate);
+		assert_int_equal(harness_acquire(m, s, 6, "x", TRY, 1000, 0)->status, HASP_STATUS_GRANTED);
+		assert_int_equal(cached_replies(m, s), 2);
+	}
+	free(snap);
+	/* A floor that jumps more than a window clears every older slot. */
+	uint32_t window = h.sm.cfg.session_window;
+	for (uint64_t seq = 7; seq < 7 + 2 * window; seq++)
+		assert_int_equal(harness_put(&h, s, seq, "k", "v", 0)->status, HASP_STATUS_OK);
+	assert_int_equal(cached_replies(&h, s), window);
+	assert_int_equal(keepalive_with_floor(&h, s, 7 + 3 * window)->status, HASP_STATUS_OK);
+	assert_int_equal(cached_replies(&h, s), 1);
+	assert_true(locks_invariants_ok(&h.sm));
+	harness_deinit(&h);
 	harness_deinit(&h2);
 }
 
@@ -771,7 +870,7 @@ static void test_snapshot_writes_only_the_replies_in_use(void **state)
 	free(snapshot_take(&h.sm, &size0));
 	uint64_t s = harness_session(&h, 5000);
 	free(snapshot_take(&h.sm, &size1));
-	assert_int_equal(size1 - size0, 4 + 40 + 16 + 9 + (h.sm.cfg.session_window + 7) / 8);
+	assert_int_equal(size1 - size0, 4 + 40 + 16 + 9 + 8 + (h.sm.cfg.session_window + 7) / 8);
 	const struct locks_reply *g = harness_acquire(&h, s, 1, "x", TRY, 1000, 0);
 	assert_int_equal(g->status, HASP_STATUS_GRANTED);
 	assert_int_equal(harness_release(&h, s, 2, "x", g->token)->status, HASP_STATUS_OK);
@@ -1656,8 +1755,10 @@ int main(void)
 		cmocka_unit_test(test_duplicate_request_returns_identical_reply),
 		cmocka_unit_test(test_snapshot_restore_identical_state_and_replies),
 		cmocka_unit_test(test_snapshot_v3_is_still_read),
+		cmocka_unit_test(test_snapshot_v4_is_still_read),
 		cmocka_unit_test(test_snapshot_writes_only_the_replies_in_use),
 		cmocka_unit_test(test_copy_carries_only_the_replies_written_since),
+		cmocka_unit_test(test_seq_floor_drops_lower_replies_and_refuses_them),
 		cmocka_unit_test(test_snapshot_write_refuses_a_short_buffer),
 		cmocka_unit_test(test_corrupt_snapshot_refused_target_untouched),
 		cmocka_unit_test(test_keepalive_committed_before_stale_expire_wins),

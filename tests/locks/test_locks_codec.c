@@ -186,6 +186,31 @@ static void test_codec_cas_by_value(void **state)
 	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), -HASP_EFLAGS);
 }
 
+/* SEQ_FLOOR rides on a command with a seq, with CAS_VALUE too, and is
+ * refused on a command without one (SESSION_OPEN, TICK). */
+static void test_codec_seq_floor_only_with_a_seq(void **state)
+{
+	(void)state;
+	uint8_t buf[LOCKS_CMD_SIZE_MAX];
+	struct locks_cmd c = sample(LOCKS_OP_KV_CAS), d;
+	c.token = 0;
+	c.flags = LOCKS_CMD_CAS_VALUE | LOCKS_CMD_SEQ_FLOOR;
+	c.expect = (const uint8_t *)"expected";
+	c.expect_len = 8;
+	int n = locks_cmd_encode(&c, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), 0);
+	assert_cmd_equal(&c, &d);
+
+	struct locks_cmd open = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 5000, .flags = LOCKS_CMD_SEQ_FLOOR };
+	assert_int_equal(locks_cmd_encode(&open, buf, sizeof(buf)), -HASP_EINVAL);
+	struct locks_cmd tick = { .op = LOCKS_OP_TICK };
+	n = locks_cmd_encode(&tick, buf, sizeof(buf));
+	assert_true(n > 0);
+	buf[3] = LOCKS_CMD_SEQ_FLOOR;
+	assert_int_equal(locks_cmd_decode(buf, (size_t)n, &d), -HASP_EFLAGS);
+}
+
 static void test_codec_session_open_carries_nonce(void **state)
 {
 	(void)state;
@@ -223,6 +248,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_codec_round_trips_every_op),
 		cmocka_unit_test(test_codec_rejects_malformed_bytes),
+		cmocka_unit_test(test_codec_seq_floor_only_with_a_seq),
 		cmocka_unit_test(test_codec_session_open_carries_nonce),
 		cmocka_unit_test(test_codec_cas_by_value),
 	};

@@ -60,9 +60,10 @@ struct m_sess {
 	uint64_t deadline;
 	uint64_t seq;
 	int held, waiting;
-	bool has_last;
-	struct locks_cmd last_cmd;
-	struct locks_reply last_reply;
+	bool has_last, has_prev;
+	struct locks_cmd last_cmd, prev_cmd; /* the last two commands applied */
+	struct locks_reply last_reply, prev_reply;
+	uint64_t floor; /* the seq of its last command with LOCKS_CMD_SEQ_FLOOR */
 };
 
 struct m_lease {
@@ -103,6 +104,7 @@ struct model {
 	int ev_count;
 	uint64_t grants, handoffs, fulls;
 	uint64_t dup_opens, foreign_releases, orphan_releases;
+	uint64_t below_floor; /* late duplicates refused under a floor */
 };
 
 static int live_count_sessions(const struct model *m)
@@ -534,6 +536,9 @@ static void run_client(struct model *m, struct harness *h, struct prng *p, int s
 
 	cmd->session_id = ss->id;
 	cmd->seq = ss->seq + 1;
+	/* The model waits for each reply, so it may always say so. */
+	if (prng_chance(p, 500000))
+		cmd->flags |= LOCKS_CMD_SEQ_FLOOR;
 	const struct locks_reply *r = harness_apply(h, cmd);
 	m_time(m, cmd->term, cmd->now_ms);
 	if (!ss->live) {
@@ -630,6 +635,11 @@ static void run_client(struct model *m, struct harness *h, struct prng *p, int s
 		return;
 	ss->seq = cmd->seq;
 	ss->deadline = m->log + ss->ttl; /* every command of a session refreshes it */
+	if (cmd->flags & LOCKS_CMD_SEQ_FLOOR)
+		ss->floor = cmd->seq;
+	ss->has_prev = ss->has_last;
+	ss->prev_cmd = ss->last_cmd;
+	ss->prev_reply = ss->last_reply;
 	ss->has_last = true;
 	ss->last_cmd = *cmd;
 	ss->last_reply = *r;
@@ -648,6 +658,29 @@ static void run_client(struct model *m, struct harness *h, struct prng *p, int s
 		assert_int_equal(h->sm.revision, rev);
 		assert_int_equal(h->res.event_count, 0);
 		/* Restore the first apply's events for the event check. */
+		memcpy(h->res.events, saved, saved_count * sizeof(saved[0]));
+		h->res.event_count = saved_count;
+	}
+	/* Sometimes a late duplicate of the command before: its cached reply,
+	 * or, once a floor passed it, refused; nothing changes either way. */
+	if (ss->has_prev && prng_chance(p, 100000)) {
+		uint64_t rev = h->sm.revision;
+		struct locks_event saved[256];
+		uint32_t saved_count = h->res.event_count;
+		memcpy(saved, h->res.events, saved_count * sizeof(saved[0]));
+		struct locks_cmd late = ss->prev_cmd;
+		const struct locks_reply *again = harness_apply(h, &late);
+		m_time(m, late.term, late.now_ms);
+		if (late.seq < ss->floor) {
+			assert_int_equal(again->status, HASP_STATUS_BAD_REQUEST);
+			assert_int_equal(again->reason, LOCKS_REASON_SEQ_TOO_OLD);
+			m->below_floor++;
+		} else {
+			assert_true(h->res.duplicate);
+			assert_memory_equal(again, &ss->prev_reply, sizeof(*again));
+		}
+		assert_int_equal(h->sm.revision, rev);
+		assert_int_equal(h->res.event_count, 0);
 		memcpy(h->res.events, saved, saved_count * sizeof(saved[0]));
 		h->res.event_count = saved_count;
 	}
@@ -921,19 +954,21 @@ static void run_seed(uint64_t seed)
 		}
 	}
 	printf("seed=%llu steps=%d grants=%llu handoffs=%llu full=%llu revision=%llu "
-	       "name_compactions=%llu dup_opens=%llu foreign_releases=%llu orphan_releases=%llu\n",
+	       "name_compactions=%llu dup_opens=%llu foreign_releases=%llu orphan_releases=%llu "
+	       "below_floor=%llu\n",
 	       (unsigned long long)seed, STEPS, (unsigned long long)m->grants,
 	       (unsigned long long)m->handoffs, (unsigned long long)m->fulls,
 	       (unsigned long long)m->revision,
 	       (unsigned long long)h->sm.lock_names.compaction_count,
 	       (unsigned long long)m->dup_opens, (unsigned long long)m->foreign_releases,
-	       (unsigned long long)m->orphan_releases);
+	       (unsigned long long)m->orphan_releases, (unsigned long long)m->below_floor);
 	/* The runs must reach the interesting states. */
 	assert_true(m->handoffs > 10);
 	assert_true(m->fulls > 10);
 	assert_true(m->dup_opens > 10);
 	assert_true(m->foreign_releases > 10);
 	assert_true(m->orphan_releases > 10);
+	assert_true(m->below_floor > 10);
 	assert_true(copies > 1); /* a reused destination too */
 	assert_true(partial_copies > 10);
 	if (shadow != NULL) {

@@ -21,7 +21,8 @@ import time
 OPEN, KEEPALIVE, CLOSE = 1, 2, 3
 ACQUIRE, RELEASE, RENEW, CHECK, LOCK_READ = 16, 17, 18, 19, 20
 WATCH, EVENT, KV_PUT, KV_GET, KV_RANGE = 24, 26, 32, 33, 36
-OK, GRANTED, NOT_HOLDER, NOT_LEADER, FULL, FORBIDDEN = 0, 1, 4, 5, 10, 19
+OK, GRANTED, NOT_HOLDER, NOT_LEADER, NOT_FOUND, FULL, BAD_REQUEST, FORBIDDEN = 0, 1, 4, 5, 6, 10, 11, 19
+SEQ_FLOOR = 0x0002  # header flag: no lower seq of this session is sent again
 HDR = struct.Struct("<IBBHQQHH16s")
 MAGIC = 0x50534148
 
@@ -35,8 +36,8 @@ def seal(key, datagram):
     return datagram[:28] + tag + datagram[44:]
 
 
-def encode(op, session, seq, body, version=2):
-    return HDR.pack(MAGIC, version, op, 0, session, seq, len(body), 0, bytes(16)) + body
+def encode(op, session, seq, body, version=2, flags=0):
+    return HDR.pack(MAGIC, version, op, flags, session, seq, len(body), 0, bytes(16)) + body
 
 
 def name8(name):
@@ -232,6 +233,31 @@ def main():
     st3, _ = n.call(KV_GET, name8(b"jobs/x"))
     verdict("access outside the identity's prefixes", st == FORBIDDEN and st2 == GRANTED and st3 == FORBIDDEN,
             f"other/x={st} jobs/x={st2} kv jobs/x={st3}")
+
+    # 11. Replay of a request below its session's floor (PROTOCOL.md,
+    # "Exactly once"): the node dropped the request's cached reply when the
+    # session said it sends no lower number again, so a replay must be
+    # refused, not applied a second time (it would take a released lock).
+    f = Session(addrs, victim_id, victim_key)
+    floor_lock = b"hostile/floor"
+
+    def floored(op, body):
+        f.seq += 1
+        datagram = seal(f.skey, encode(op, f.id, f.seq, body, flags=SEQ_FLOOR))
+        return (datagram,) + f.exchange(datagram, f.skey)
+
+    first, st, rep = floored(ACQUIRE, struct.pack("<QIB", 0, 30000, 0) + name8(floor_lock))
+    assert st == GRANTED, st
+    floor_token = struct.unpack_from("<Q", rep, 44)[0]
+    st_again, rep_again = f.exchange(first, f.skey)  # still inside: the cached reply
+    _, st, _ = floored(RELEASE, struct.pack("<Q", floor_token) + name8(floor_lock))
+    assert st == OK, st
+    st_replay, _ = f.exchange(first, f.skey)
+    st_read, _ = f.call(LOCK_READ, name8(floor_lock))
+    verdict("replay below the session's floor",
+            st_again == GRANTED and rep_again[44:52] == rep[44:52] and
+            st_replay == BAD_REQUEST and st_read == NOT_FOUND,
+            f"retry={st_again} replay={st_replay} lock_read={st_read}")
 
     # The victim's lock survived all of it.
     verdict("victim still holds its lock", holder_view(a) == (a.id, token), "")

@@ -379,6 +379,32 @@ static void test_wire_encoder_refuses_small_buffer(void **state)
 	assert_int_equal(hasp_wire_encode(m, buf, (size_t)n), n);
 }
 
+/* SEQ_FLOOR is a request's flag and needs a session: it decodes on a
+ * request with one and is refused on SESSION_OPEN and on a reply. */
+static void test_wire_seq_floor_only_on_requests_with_a_session(void **state)
+{
+	(void)state;
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg m;
+	int n = encode_sample(sample("req_acquire_ttl"), buf);
+
+	put_u16le(buf + 6, HASP_WIRE_F_SEQ_FLOOR);
+	assert_int_equal(decode_exact(buf, (size_t)n, &m, hasp_wire_decode), 0);
+	assert_int_equal(m.hdr.flags, HASP_WIRE_F_SEQ_FLOOR);
+	struct hasp_wire_msg with = samples[sample("req_acquire_ttl")].msg;
+	with.hdr.flags = HASP_WIRE_F_SEQ_FLOOR;
+	uint8_t again[HASP_DATAGRAM_SIZE_MAX];
+	assert_int_equal(hasp_wire_encode(&with, again, sizeof(again)), n);
+	assert_memory_equal(again, buf, (size_t)n);
+
+	n = encode_sample(sample("req_session_open"), buf);
+	put_u16le(buf + 6, HASP_WIRE_F_SEQ_FLOOR);
+	assert_int_equal(decode_any(buf, (size_t)n), -HASP_EFLAGS);
+	n = encode_sample(sample("rep_granted"), buf);
+	put_u16le(buf + 6, HASP_WIRE_F_REPLY | HASP_WIRE_F_SEQ_FLOOR);
+	assert_int_equal(decode_any(buf, (size_t)n), -HASP_EFLAGS);
+}
+
 static void test_wire_rejects_bad_magic_version_opcode_flags(void **state)
 {
 	(void)state;
@@ -386,7 +412,7 @@ static void test_wire_rejects_bad_magic_version_opcode_flags(void **state)
 	int n = encode_sample(sample("req_acquire_ttl"), buf);
 	uint8_t bad[HASP_DATAGRAM_SIZE_MAX];
 	static const uint8_t bad_ops[] = { 0, 4, 7, 22, 29, 31, 37, 255, HASP_OP_EVENT };
-	static const uint16_t bad_flags[] = { 0x0002, 0x0100, 0x8000, 0xffff };
+	static const uint16_t bad_flags[] = { 0x0004, 0x0100, 0x8000, 0xffff };
 
 	memcpy(bad, buf, (size_t)n);
 	bad[0] ^= 0x01;
@@ -932,6 +958,7 @@ int main(void)
 		cmocka_unit_test(test_wire_rejects_oversized_datagrams),
 		cmocka_unit_test(test_wire_encoder_refuses_small_buffer),
 		cmocka_unit_test(test_wire_rejects_bad_magic_version_opcode_flags),
+		cmocka_unit_test(test_wire_seq_floor_only_on_requests_with_a_session),
 		cmocka_unit_test(test_wire_rejects_unknown_body_flags),
 		cmocka_unit_test(test_wire_rejects_nonzero_auth_tag),
 		cmocka_unit_test(test_wire_rejects_lying_lengths),
