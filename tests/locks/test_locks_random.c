@@ -526,6 +526,33 @@ static int pick_lease(struct model *m, struct prng *p)
 	return (int)prng_below(p, (uint64_t)m->lease_count);
 }
 
+/* Applies a session's earlier command again: the answer is `cached` (a
+ * duplicate) or, with NULL, a refusal under the session's floor; nothing
+ * changes and no event is emitted. The first apply's events are put back
+ * in h->res for the event check. */
+static void m_reapply(struct model *m, struct harness *h, const struct locks_cmd *cmd,
+		      const struct locks_reply *cached)
+{
+	uint64_t rev = h->sm.revision;
+	struct locks_event saved[256];
+	uint32_t saved_count = h->res.event_count;
+	memcpy(saved, h->res.events, saved_count * sizeof(saved[0]));
+	struct locks_cmd again_cmd = *cmd;
+	const struct locks_reply *again = harness_apply(h, &again_cmd);
+	m_time(m, again_cmd.term, again_cmd.now_ms);
+	if (cached != NULL) {
+		assert_true(h->res.duplicate);
+		assert_memory_equal(again, cached, sizeof(*again));
+	} else {
+		assert_int_equal(again->status, HASP_STATUS_BAD_REQUEST);
+		assert_int_equal(again->reason, LOCKS_REASON_SEQ_TOO_OLD);
+	}
+	assert_int_equal(h->sm.revision, rev);
+	assert_int_equal(h->res.event_count, 0);
+	memcpy(h->res.events, saved, saved_count * sizeof(saved[0]));
+	h->res.event_count = saved_count;
+}
+
 /* Session-carrying command: handles SESSION_EXPIRED, duplicates and the
  * session refresh around the op-specific prediction. */
 static void run_client(struct model *m, struct harness *h, struct prng *p, int s, struct locks_cmd *cmd,
@@ -645,44 +672,14 @@ static void run_client(struct model *m, struct harness *h, struct prng *p, int s
 	ss->last_reply = *r;
 
 	/* Sometimes retry at once: identical reply, nothing changes. */
-	if (prng_chance(p, 100000)) {
-		uint64_t rev = h->sm.revision;
-		struct locks_event saved[256];
-		uint32_t saved_count = h->res.event_count;
-		memcpy(saved, h->res.events, saved_count * sizeof(saved[0]));
-		struct locks_cmd retry = ss->last_cmd;
-		const struct locks_reply *again = harness_apply(h, &retry);
-		m_time(m, retry.term, retry.now_ms);
-		assert_true(h->res.duplicate);
-		assert_memory_equal(again, &ss->last_reply, sizeof(*again));
-		assert_int_equal(h->sm.revision, rev);
-		assert_int_equal(h->res.event_count, 0);
-		/* Restore the first apply's events for the event check. */
-		memcpy(h->res.events, saved, saved_count * sizeof(saved[0]));
-		h->res.event_count = saved_count;
-	}
+	if (prng_chance(p, 100000))
+		m_reapply(m, h, &ss->last_cmd, &ss->last_reply);
 	/* Sometimes a late duplicate of the command before: its cached reply,
 	 * or, once a floor passed it, refused; nothing changes either way. */
 	if (ss->has_prev && prng_chance(p, 100000)) {
-		uint64_t rev = h->sm.revision;
-		struct locks_event saved[256];
-		uint32_t saved_count = h->res.event_count;
-		memcpy(saved, h->res.events, saved_count * sizeof(saved[0]));
-		struct locks_cmd late = ss->prev_cmd;
-		const struct locks_reply *again = harness_apply(h, &late);
-		m_time(m, late.term, late.now_ms);
-		if (late.seq < ss->floor) {
-			assert_int_equal(again->status, HASP_STATUS_BAD_REQUEST);
-			assert_int_equal(again->reason, LOCKS_REASON_SEQ_TOO_OLD);
-			m->below_floor++;
-		} else {
-			assert_true(h->res.duplicate);
-			assert_memory_equal(again, &ss->prev_reply, sizeof(*again));
-		}
-		assert_int_equal(h->sm.revision, rev);
-		assert_int_equal(h->res.event_count, 0);
-		memcpy(h->res.events, saved, saved_count * sizeof(saved[0]));
-		h->res.event_count = saved_count;
+		bool floored = ss->prev_cmd.seq < ss->floor;
+		m_reapply(m, h, &ss->prev_cmd, floored ? NULL : &ss->prev_reply);
+		m->below_floor += floored;
 	}
 }
 
