@@ -125,13 +125,14 @@ static void setup_locks(void)
 }
 
 /* One uncontended cycle per iteration: ACQUIRE (own TTL) then RELEASE,
- * round robin over 64 sessions and names. */
+ * round robin over 64 sessions and names, each with the session's floor
+ * as libhasp sends it (every lower reply dropped: one slot cleared). */
 MEASURE static void micro_measure_locks_apply(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		uint32_t s = (uint32_t)(i % SESSIONS);
 		struct locks_cmd a = { .op = LOCKS_OP_ACQUIRE, .session_id = session_ids[s],
-				       .seq = ++seqs[s] };
+				       .seq = ++seqs[s], .flags = LOCKS_CMD_SEQ_FLOOR };
 		a.name = (const uint8_t *)names[s];
 		a.name_len = (uint16_t)strlen(names[s]);
 		a.ttl_ms = 10000;
@@ -139,7 +140,7 @@ MEASURE static void micro_measure_locks_apply(uint64_t n)
 		if (r->status != HASP_STATUS_GRANTED)
 			abort();
 		struct locks_cmd rel = { .op = LOCKS_OP_RELEASE, .session_id = session_ids[s],
-					 .seq = ++seqs[s] };
+					 .seq = ++seqs[s], .flags = LOCKS_CMD_SEQ_FLOOR };
 		rel.name = a.name;
 		rel.name_len = a.name_len;
 		rel.token = r->token;
