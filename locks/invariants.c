@@ -204,6 +204,37 @@ static bool sessions_ok(const struct locks *sm, const struct held_tally *held)
 	       nonces == sm->nonce_index.count;
 }
 
+/* The owner records count each owner's live sessions: every record is
+ * found by its owner and counts more than none, and the sessions of each
+ * record (a slot-weighted tally, as for held locks) are the live sessions
+ * whose owner finds that record. */
+static bool owners_ok(const struct locks *sm)
+{
+	struct held_tally by_sessions = { 0 }, by_records = { 0 };
+	uint32_t records = 0;
+
+	for (uint32_t i = 0; i < sm->cfg.sessions_max; i++) {
+		if (!slots_used(&sm->session_slots, i))
+			continue;
+		uint32_t o = session_owner_find(sm, sm->sessions[i].owner);
+		CHECK(o != LOCKS_NONE);
+		tally_add(&by_sessions, o, 1);
+	}
+	for (uint32_t o = 0; o < sm->cfg.sessions_max; o++) {
+		const struct locks_owner *r = &sm->owners[o];
+		if (!slots_used(&sm->owner_slots, o)) {
+			CHECK(zero(r, sizeof(*r)));
+			continue;
+		}
+		records++;
+		CHECK(r->sessions > 0 && r->reserved == 0 && session_owner_find(sm, r->owner) == o);
+		tally_add(&by_records, o, r->sessions);
+	}
+	CHECK(by_sessions.count == by_records.count && by_sessions.sum1 == by_records.sum1 &&
+	      by_sessions.sum2 == by_records.sum2);
+	return records == sm->owner_slots.used_count && records == sm->owner_index.count;
+}
+
 static bool waiters_ok(const struct locks *sm)
 {
 	uint32_t count = 0;
@@ -253,6 +284,7 @@ bool locks_invariants_ok(const struct locks *sm)
 	CHECK(locks_ok(sm, &name_bytes, &held));
 	CHECK(leases_ok(sm));
 	CHECK(sessions_ok(sm, &held));
+	CHECK(owners_ok(sm));
 	CHECK(waiters_ok(sm));
 	CHECK(kv_ok(sm, &kv_bytes));
 	CHECK(name_bytes == sm->lock_name_bytes && name_bytes <= sm->cfg.lock_name_bytes_max);

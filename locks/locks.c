@@ -103,6 +103,11 @@ uint64_t locks_memory_size(const struct locks_config *cfg)
 		      + hindex_bucket_count(cfg->locks_max) * sizeof(uint32_t)
 		      + hindex_bucket_count(cfg->kv_entries_max) * sizeof(uint32_t)
 		      + hindex_bucket_count(cfg->sessions_max) * sizeof(uint32_t)
+		/* live sessions per owner: a record, a slot bit and a bucket per
+		 * possible owner (at most one per session),                          */
+		      + (uint64_t)cfg->sessions_max * sizeof(struct locks_owner)
+		      + slots_memory_size(cfg->sessions_max)
+		      + hindex_bucket_count(cfg->sessions_max) * sizeof(uint32_t)
 		/* name and KV arenas (budget + 6-byte headers, + 1/2 slack),         */
 		      + arena_size_for(cfg->lock_name_bytes_max, cfg->locks_max)
 		      + arena_size_for(cfg->kv_bytes_max, cfg->kv_entries_max)
@@ -130,6 +135,8 @@ void locks_reset(struct locks *sm)
 	hindex_clear(&sm->lock_index);
 	hindex_clear(&sm->kv_index);
 	hindex_clear(&sm->nonce_index);
+	slots_clear(&sm->owner_slots);
+	hindex_clear(&sm->owner_index);
 	arena_clear(&sm->lock_names);
 	arena_clear(&sm->kv_bytes_arena);
 	dheap_clear(&sm->lease_heap);
@@ -141,6 +148,7 @@ void locks_reset(struct locks *sm)
 	memset(sm->sessions, 0, (size_t)sm->cfg.sessions_max * sizeof(*sm->sessions));
 	memset(sm->waiters, 0, (size_t)sm->cfg.waiters_max * sizeof(*sm->waiters));
 	memset(sm->kvs, 0, (size_t)sm->cfg.kv_entries_max * sizeof(*sm->kvs));
+	memset(sm->owners, 0, (size_t)sm->cfg.sessions_max * sizeof(*sm->owners));
 	memset(sm->replies, 0,
 	       (size_t)sm->cfg.sessions_max * sm->cfg.session_window * sizeof(*sm->replies));
 	sm->replies_unrecorded = true;
@@ -211,6 +219,7 @@ uint64_t locks_copy(struct locks *dst, struct locks *src)
 	COPY_TABLE(dst, src, waiters, waiter_slots);
 	COPY_TABLE(dst, src, kvs, kv_slots);
 	COPY_TABLE(dst, src, sessions, session_slots);
+	COPY_TABLE(dst, src, owners, owner_slots);
 	/* A session's reply window lives at its slot * session_window. */
 	uint64_t replies_copied = copy_replies(dst, src);
 	src->copy_generation++;
@@ -223,9 +232,11 @@ uint64_t locks_copy(struct locks *dst, struct locks *src)
 	slots_copy(&dst->session_slots, &src->session_slots);
 	slots_copy(&dst->waiter_slots, &src->waiter_slots);
 	slots_copy(&dst->kv_slots, &src->kv_slots);
+	slots_copy(&dst->owner_slots, &src->owner_slots);
 	hindex_copy(&dst->lock_index, &src->lock_index);
 	hindex_copy(&dst->kv_index, &src->kv_index);
 	hindex_copy(&dst->nonce_index, &src->nonce_index);
+	hindex_copy(&dst->owner_index, &src->owner_index);
 	arena_copy(&dst->lock_names, &src->lock_names);
 	arena_copy(&dst->kv_bytes_arena, &src->kv_bytes_arena);
 	dheap_copy(&dst->lease_heap, &src->lease_heap);
@@ -279,6 +290,9 @@ void locks_prefault(struct locks *sm)
 	touch_slots(&sm->session_slots);
 	touch_slots(&sm->waiter_slots);
 	touch_slots(&sm->kv_slots);
+	touch_slots(&sm->owner_slots);
+	touch_pages(sm->owners, (size_t)c->sessions_max * sizeof(*sm->owners));
+	touch_pages(sm->owner_index.buckets, ((size_t)sm->owner_index.mask + 1) * sizeof(uint32_t));
 	touch_pages(sm->lock_index.buckets, ((size_t)sm->lock_index.mask + 1) * sizeof(uint32_t));
 	touch_pages(sm->kv_index.buckets, ((size_t)sm->kv_index.mask + 1) * sizeof(uint32_t));
 	touch_pages(sm->nonce_index.buckets, ((size_t)sm->nonce_index.mask + 1) * sizeof(uint32_t));
@@ -305,8 +319,9 @@ int locks_init(struct locks *sm, const struct locks_config *cfg)
 	sm->kvs = locks_zalloc(cfg->kv_entries_max, sizeof(*sm->kvs));
 	sm->replies = locks_zalloc((size_t)cfg->sessions_max * cfg->session_window,
 				  sizeof(*sm->replies));
+	sm->owners = locks_zalloc(cfg->sessions_max, sizeof(*sm->owners));
 	if (sm->locks == NULL || sm->leases == NULL || sm->sessions == NULL ||
-	    sm->waiters == NULL || sm->kvs == NULL || sm->replies == NULL)
+	    sm->waiters == NULL || sm->kvs == NULL || sm->replies == NULL || sm->owners == NULL)
 		goto fail;
 	if ((rc = dirty_init(&sm->replies_written,
 			     (uint64_t)cfg->sessions_max * cfg->session_window)) != 0 ||
@@ -318,6 +333,8 @@ int locks_init(struct locks *sm, const struct locks_config *cfg)
 	    (rc = hindex_init(&sm->lock_index, cfg->locks_max)) != 0 ||
 	    (rc = hindex_init(&sm->kv_index, cfg->kv_entries_max)) != 0 ||
 	    (rc = hindex_init(&sm->nonce_index, cfg->sessions_max)) != 0 ||
+	    (rc = slots_init(&sm->owner_slots, cfg->sessions_max)) != 0 ||
+	    (rc = hindex_init(&sm->owner_index, cfg->sessions_max)) != 0 ||
 	    (rc = arena_init(&sm->lock_names, arena_size_for(cfg->lock_name_bytes_max, cfg->locks_max),
 			     lock_table_name_moved, sm)) != 0 ||
 	    (rc = arena_init(&sm->kv_bytes_arena, arena_size_for(cfg->kv_bytes_max, cfg->kv_entries_max),
@@ -341,6 +358,8 @@ void locks_deinit(struct locks *sm)
 	dheap_deinit(&sm->lease_heap);
 	arena_deinit(&sm->kv_bytes_arena);
 	arena_deinit(&sm->lock_names);
+	hindex_deinit(&sm->owner_index);
+	slots_deinit(&sm->owner_slots);
 	hindex_deinit(&sm->nonce_index);
 	hindex_deinit(&sm->kv_index);
 	hindex_deinit(&sm->lock_index);
@@ -350,6 +369,7 @@ void locks_deinit(struct locks *sm)
 	slots_deinit(&sm->lease_slots);
 	slots_deinit(&sm->lock_slots);
 	dirty_deinit(&sm->replies_written);
+	hasp_free(sm->owners);
 	hasp_free(sm->replies);
 	hasp_free(sm->kvs);
 	hasp_free(sm->waiters);

@@ -295,6 +295,11 @@ struct locks {
 	/* Derived state, rebuilt on restore. */
 	struct hindex lock_index, kv_index;
 	struct hindex nonce_index; /* live sessions by non-zero open nonce */
+	/* Live sessions per owner (identity), for the quota check of an open:
+	 * one record per owner with a live session, found by owner_index. */
+	struct locks_owner *owners;
+	struct slots owner_slots;
+	struct hindex owner_index;
 	struct arena lock_names, kv_bytes_arena;
 	struct dheap lease_heap, session_heap;
 	uint32_t events_max;

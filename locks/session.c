@@ -164,17 +164,72 @@ void session_seq_floor(struct locks *sm, uint32_t s, uint64_t seq)
 	ss->seq_floor = seq;
 }
 
-/* Live sessions of `owner`: a scan, because opens are rare next to the
- * commands of open sessions and a per-owner count would be one more
- * replicated table to keep in step. */
-static uint32_t session_count_of_owner(const struct locks *sm, uint64_t owner)
+/* The owner records: derived from the sessions (rebuilt on restore), so
+ * an open's quota check costs a lookup. It was a scan of the whole session
+ * table, which at sessions_max 131072 made each open cost more than the
+ * node could take in a burst of them (docs/PERFORMANCE.md, "Remaining"). */
+static uint32_t session_owner_hash(const struct locks *sm, uint64_t owner)
 {
-	uint32_t count = 0;
+	uint8_t bytes[8];
 
-	for (uint32_t i = 0; i < sm->cfg.sessions_max; i++)
-		if (slots_used(&sm->session_slots, i) && sm->sessions[i].owner == owner)
-			count++;
-	return count;
+	put_u64le(bytes, owner);
+	return hindex_hash_bytes(sm->cfg.hash_seed ^ 0x6f776e6572ull, bytes, sizeof(bytes));
+}
+
+uint32_t session_owner_hash_of(const void *ctx, uint32_t slot)
+{
+	const struct locks *sm = ctx;
+	return session_owner_hash(sm, sm->owners[slot].owner);
+}
+
+struct session_owner_key {
+	const struct locks *sm;
+	uint64_t owner;
+};
+
+static bool session_owner_eq(const void *ctx, uint32_t slot)
+{
+	const struct session_owner_key *k = ctx;
+	return k->sm->owners[slot].owner == k->owner;
+}
+
+uint32_t session_owner_find(const struct locks *sm, uint64_t owner)
+{
+	struct session_owner_key k = { .sm = sm, .owner = owner };
+	uint32_t o = hindex_find(&sm->owner_index, session_owner_hash(sm, owner), session_owner_eq, &k);
+	return o == HINDEX_NONE ? LOCKS_NONE : o;
+}
+
+uint32_t session_owner_count(const struct locks *sm, uint64_t owner)
+{
+	uint32_t o = session_owner_find(sm, owner);
+	return o == LOCKS_NONE ? 0 : sm->owners[o].sessions;
+}
+
+void session_owner_add(struct locks *sm, uint64_t owner)
+{
+	uint32_t o = session_owner_find(sm, owner);
+
+	if (o == LOCKS_NONE) {
+		/* At most one record per live session: sessions_max fits all. */
+		o = slots_alloc(&sm->owner_slots);
+		HASP_ASSERT(o != SLOTS_NONE);
+		sm->owners[o] = (struct locks_owner){ .owner = owner };
+		hindex_insert(&sm->owner_index, session_owner_hash(sm, owner), o);
+	}
+	sm->owners[o].sessions++;
+}
+
+void session_owner_remove(struct locks *sm, uint64_t owner)
+{
+	uint32_t o = session_owner_find(sm, owner);
+
+	HASP_ASSERT(o != LOCKS_NONE && sm->owners[o].sessions > 0);
+	if (--sm->owners[o].sessions > 0)
+		return;
+	hindex_remove(&sm->owner_index, session_owner_hash(sm, owner), o, session_owner_hash_of, sm);
+	memset(&sm->owners[o], 0, sizeof(sm->owners[o])); /* free records are all-zero */
+	slots_free(&sm->owner_slots, o);
 }
 
 /* The reply of the open that created session `s` (also for its retries). */
@@ -216,7 +271,7 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 		return;
 	}
 	if (cmd->owner_sessions_max != 0 &&
-	    session_count_of_owner(sm, cmd->owner) >= cmd->owner_sessions_max) {
+	    session_owner_count(sm, cmd->owner) >= cmd->owner_sessions_max) {
 		locks_reply_set(sm, HASP_STATUS_FULL, LOCKS_REASON_OWNER_SESSIONS_FULL);
 		return;
 	}
@@ -243,6 +298,7 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 	dheap_insert(&sm->session_heap, s);
 	if (ss->nonce != 0)
 		hindex_insert(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s);
+	session_owner_add(sm, ss->owner);
 	session_open_reply(sm, s);
 }
 
@@ -279,6 +335,7 @@ static void session_end(struct locks *sm, uint32_t s)
 		hindex_remove(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s,
 			      session_nonce_hash_of, sm);
 	dheap_remove(&sm->session_heap, ss->heap_pos);
+	session_owner_remove(sm, ss->owner);
 	session_replies_clear(sm, s);
 	memset(ss, 0, sizeof(*ss)); /* free records are all-zero, padding too */
 	slots_free(&sm->session_slots, s);

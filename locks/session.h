@@ -54,6 +54,23 @@ struct locks_session {
 	uint8_t flags;             /* LOCKS_CMD_OWNER_RELEASE */
 };
 
+/* An owner with live sessions (derived state: sm->owners). */
+struct locks_owner {
+	uint64_t owner;
+	uint32_t sessions; /* > 0 while the record is used */
+	uint32_t reserved;
+};
+
+/* Counts a session in or out of its owner's record (which comes and goes
+ * with the owner's first and last live session). */
+void session_owner_add(struct locks *sm, uint64_t owner);
+void session_owner_remove(struct locks *sm, uint64_t owner);
+/* The slot of the owner's record, or LOCKS_NONE (no live session). */
+uint32_t session_owner_find(const struct locks *sm, uint64_t owner);
+/* The owner's live sessions: O(1), not a scan of the session table. */
+uint32_t session_owner_count(const struct locks *sm, uint64_t owner);
+uint32_t session_owner_hash_of(const void *ctx, uint32_t slot);
+
 struct locks_cached_reply {
 	uint64_t seq; /* 0: empty */
 	uint64_t digest; /* of the request (locks_cmd.digest); 0: not checked */

@@ -460,6 +460,7 @@ static int snap_parse(struct locks *sm, struct byte_reader *r, uint16_t version,
 			 * invariant check after loading refuses that. */
 			if (s.nonce != 0)
 				hindex_insert(&sm->nonce_index, session_nonce_hash(sm, s.nonce), slot);
+			session_owner_add(sm, s.owner);
 		}
 	}
 

@@ -32,6 +32,7 @@ ITERATIONS = {
     "wire_encode": 20000,
     "wire_decode": 20000,
     "locks_apply": 5000,
+    "session_open_quota": 2000,
     "raft_commit": 4096,
     "wal_encode": 20000,
     "crc32c_4k": 2000,

@@ -648,6 +648,67 @@ static uint8_t *snapshot_take(const struct locks *sm, size_t *size)
 	return buf;
 }
 
+static uint64_t open_owned_id(struct harness *h, uint64_t owner, uint32_t quota)
+{
+	const struct locks_reply *r = harness_open_owned(h, 60000, 0, owner, 0, quota);
+	return r->status == HASP_STATUS_OK ? r->id : 0;
+}
+
+/* The quota counts live sessions: a closed or expired session makes room
+ * again, and the count is the same after a snapshot's restore and in a
+ * copy (it is derived from the sessions, not replicated). */
+static void test_owner_quota_follows_closes_expiries_restores_and_copies(void **state)
+{
+	(void)state;
+	struct harness h, h2, h3;
+
+	harness_init(&h);
+	harness_init(&h2);
+	harness_init(&h3);
+	uint64_t a = open_owned_id(&h, 7, 2);
+	h.now_ms += 1000;
+	uint64_t b = open_owned_id(&h, 7, 2);
+	assert_true(a != 0 && b != 0 && open_owned_id(&h, 8, 2) != 0);
+	assert_int_equal(open_owned_id(&h, 7, 2), 0); /* full */
+	struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, a, 1, NULL);
+	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_OK);
+	h.now_ms += 10000;
+	uint64_t c = open_owned_id(&h, 7, 2);
+	assert_true(c != 0);
+	assert_int_equal(open_owned_id(&h, 7, 2), 0);
+	/* b expires (its deadline is 10 s before c's): room for one more. */
+	h.now_ms += 50500;
+	struct locks_cmd expire = { .op = LOCKS_OP_SESSION_EXPIRE, .session_id = b };
+	assert_int_equal(harness_apply(&h, &expire)->status, HASP_STATUS_OK);
+	assert_false(locks_session_read(&h.sm, b, &(struct locks_session_info){ 0 }));
+	uint64_t d = open_owned_id(&h, 7, 2);
+	assert_true(d != 0);
+	assert_true(locks_invariants_ok(&h.sm));
+
+	size_t size;
+	uint8_t *snap = snapshot_take(&h.sm, &size);
+	assert_int_equal(locks_snapshot_restore(&h2.sm, snap, size), 0);
+	free(snap);
+	(void)locks_copy(&h3.sm, &h.sm);
+	struct harness *all[] = { &h, &h2, &h3 };
+	for (int i = 0; i < 3; i++) {
+		struct harness *m = all[i];
+		m->index = h.index;
+		m->now_ms = h.now_ms;
+		assert_true(locks_invariants_ok(&m->sm));
+		assert_int_equal(open_owned_id(m, 7, 2), 0);
+		assert_true(open_owned_id(m, 8, 2) != 0);
+		assert_int_equal(open_owned_id(m, 8, 2), 0);
+		struct locks_cmd end = harness_cmd(LOCKS_OP_SESSION_CLOSE, c, 1, NULL);
+		assert_int_equal(harness_apply(m, &end)->status, HASP_STATUS_OK);
+		assert_true(open_owned_id(m, 7, 2) != 0);
+		assert_true(locks_invariants_ok(&m->sm));
+	}
+	harness_deinit(&h);
+	harness_deinit(&h2);
+	harness_deinit(&h3);
+}
+
 /* Builds a state with every kind of record. */
 static void build_rich_state(struct harness *h, uint64_t *a, uint64_t *b, uint64_t *lease)
 {
@@ -1746,6 +1807,7 @@ int main(void)
 		cmocka_unit_test(test_same_seq_with_other_digest_is_refused),
 		cmocka_unit_test(test_seq_jump_is_refused_and_moves_nothing),
 		cmocka_unit_test(test_owner_quota_and_nonce_of_another_owner),
+		cmocka_unit_test(test_owner_quota_follows_closes_expiries_restores_and_copies),
 		cmocka_unit_test(test_acquire_by_the_holder_regrants_and_rearms),
 		cmocka_unit_test(test_reissued_wait_is_granted_with_its_new_ttl),
 		cmocka_unit_test(test_cancel_drops_the_wait_entry),
