@@ -28,12 +28,24 @@ uint32_t session_find(const struct locks *sm, uint64_t id)
 	return sm->sessions[s].id == id ? s : LOCKS_NONE;
 }
 
-uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce)
+/* The hash of a u64 key (a nonce, an owner) in the machine's indexes. */
+static uint32_t session_hash_u64(const struct locks *sm, uint64_t key)
 {
 	uint8_t bytes[8];
 
-	put_u64le(bytes, nonce);
+	put_u64le(bytes, key);
 	return hindex_hash_bytes(sm->cfg.hash_seed, bytes, sizeof(bytes));
+}
+
+/* A u64 key to look up, for the indexes' equality callbacks. */
+struct session_u64_key {
+	const struct locks *sm;
+	uint64_t key;
+};
+
+uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce)
+{
+	return session_hash_u64(sm, nonce);
 }
 
 uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot)
@@ -42,20 +54,15 @@ uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot)
 	return session_nonce_hash(sm, sm->sessions[slot].nonce);
 }
 
-struct session_nonce_key {
-	const struct locks *sm;
-	uint64_t nonce;
-};
-
 static bool session_nonce_eq(const void *ctx, uint32_t slot)
 {
-	const struct session_nonce_key *k = ctx;
-	return k->sm->sessions[slot].nonce == k->nonce;
+	const struct session_u64_key *k = ctx;
+	return k->sm->sessions[slot].nonce == k->key;
 }
 
 uint32_t session_find_nonce(const struct locks *sm, uint64_t nonce)
 {
-	struct session_nonce_key k = { .sm = sm, .nonce = nonce };
+	struct session_u64_key k = { .sm = sm, .key = nonce };
 
 	HASP_ASSERT(nonce != 0);
 	uint32_t s = hindex_find(&sm->nonce_index, session_nonce_hash(sm, nonce), session_nonce_eq, &k);
@@ -168,35 +175,22 @@ void session_seq_floor(struct locks *sm, uint32_t s, uint64_t seq)
  * an open's quota check costs a lookup. It was a scan of the whole session
  * table, which at sessions_max 131072 made each open cost more than the
  * node could take in a burst of them (docs/PERFORMANCE.md, "Remaining"). */
-static uint32_t session_owner_hash(const struct locks *sm, uint64_t owner)
-{
-	uint8_t bytes[8];
-
-	put_u64le(bytes, owner);
-	return hindex_hash_bytes(sm->cfg.hash_seed ^ 0x6f776e6572ull, bytes, sizeof(bytes));
-}
-
 uint32_t session_owner_hash_of(const void *ctx, uint32_t slot)
 {
 	const struct locks *sm = ctx;
-	return session_owner_hash(sm, sm->owners[slot].owner);
+	return session_hash_u64(sm, sm->owners[slot].owner);
 }
-
-struct session_owner_key {
-	const struct locks *sm;
-	uint64_t owner;
-};
 
 static bool session_owner_eq(const void *ctx, uint32_t slot)
 {
-	const struct session_owner_key *k = ctx;
-	return k->sm->owners[slot].owner == k->owner;
+	const struct session_u64_key *k = ctx;
+	return k->sm->owners[slot].owner == k->key;
 }
 
 uint32_t session_owner_find(const struct locks *sm, uint64_t owner)
 {
-	struct session_owner_key k = { .sm = sm, .owner = owner };
-	uint32_t o = hindex_find(&sm->owner_index, session_owner_hash(sm, owner), session_owner_eq, &k);
+	struct session_u64_key k = { .sm = sm, .key = owner };
+	uint32_t o = hindex_find(&sm->owner_index, session_hash_u64(sm, owner), session_owner_eq, &k);
 	return o == HINDEX_NONE ? LOCKS_NONE : o;
 }
 
@@ -215,7 +209,7 @@ void session_owner_add(struct locks *sm, uint64_t owner)
 		o = slots_alloc(&sm->owner_slots);
 		HASP_ASSERT(o != SLOTS_NONE);
 		sm->owners[o] = (struct locks_owner){ .owner = owner };
-		hindex_insert(&sm->owner_index, session_owner_hash(sm, owner), o);
+		hindex_insert(&sm->owner_index, session_hash_u64(sm, owner), o);
 	}
 	sm->owners[o].sessions++;
 }
@@ -227,7 +221,7 @@ void session_owner_remove(struct locks *sm, uint64_t owner)
 	HASP_ASSERT(o != LOCKS_NONE && sm->owners[o].sessions > 0);
 	if (--sm->owners[o].sessions > 0)
 		return;
-	hindex_remove(&sm->owner_index, session_owner_hash(sm, owner), o, session_owner_hash_of, sm);
+	hindex_remove(&sm->owner_index, session_hash_u64(sm, owner), o, session_owner_hash_of, sm);
 	memset(&sm->owners[o], 0, sizeof(sm->owners[o])); /* free records are all-zero */
 	slots_free(&sm->owner_slots, o);
 }

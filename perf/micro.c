@@ -106,17 +106,23 @@ static const struct locks_reply *apply(struct locks_cmd *cmd)
 
 static char names[SESSIONS][32];
 
+/* The machine of the locks cases (one case runs per process). */
+static void machine_init(const struct locks_config *cfg)
+{
+	if (locks_init(&sm, cfg) != 0)
+		abort();
+	res.event_count_max = locks_events_max(cfg);
+	res.events = calloc(res.event_count_max, sizeof(*res.events));
+	if (res.events == NULL)
+		abort();
+}
+
 static void setup_locks(void)
 {
 	struct locks_config cfg;
 
 	locks_config_default(&cfg);
-	if (locks_init(&sm, &cfg) != 0)
-		abort();
-	res.event_count_max = locks_events_max(&cfg);
-	res.events = calloc(res.event_count_max, sizeof(*res.events));
-	if (res.events == NULL)
-		abort();
+	machine_init(&cfg);
 	for (uint32_t s = 0; s < SESSIONS; s++) {
 		struct locks_cmd c = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 3600000 };
 		session_ids[s] = apply(&c)->id;
@@ -152,17 +158,6 @@ MEASURE static void micro_measure_locks_apply(uint64_t n)
 /* A session table of 131,072 slots holding 100,000 sessions of one owner
  * with a quota, as an identity of the 100,000-session state would: an
  * open (its quota checked) and a close per iteration. */
-static struct locks big;
-static uint64_t big_index;
-
-static const struct locks_reply *apply_big(struct locks_cmd *cmd)
-{
-	cmd->term = 1;
-	cmd->now_ms = 1000;
-	locks_apply(&big, ++big_index, cmd, &res);
-	return &res.reply;
-}
-
 static void setup_sessions(void)
 {
 	struct locks_config cfg;
@@ -170,16 +165,11 @@ static void setup_sessions(void)
 	locks_config_default(&cfg);
 	cfg.sessions_max = 131072;
 	cfg.session_window = 1;
-	if (locks_init(&big, &cfg) != 0)
-		abort();
-	res.event_count_max = locks_events_max(&cfg);
-	res.events = calloc(res.event_count_max, sizeof(*res.events));
-	if (res.events == NULL)
-		abort();
+	machine_init(&cfg);
 	for (uint32_t s = 0; s < 100000; s++) {
 		struct locks_cmd c = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 3600000, .owner = 1,
 				       .owner_sessions_max = 131072 };
-		if (apply_big(&c)->status != HASP_STATUS_OK)
+		if (apply(&c)->status != HASP_STATUS_OK)
 			abort();
 	}
 }
@@ -189,11 +179,11 @@ MEASURE static void micro_measure_session_open_quota(uint64_t n)
 	for (uint64_t i = 0; i < n; i++) {
 		struct locks_cmd c = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 3600000, .owner = 1,
 				       .owner_sessions_max = 131072 };
-		const struct locks_reply *r = apply_big(&c);
+		const struct locks_reply *r = apply(&c);
 		if (r->status != HASP_STATUS_OK)
 			abort();
 		struct locks_cmd close = { .op = LOCKS_OP_SESSION_CLOSE, .session_id = r->id, .seq = 1 };
-		if (apply_big(&close)->status != HASP_STATUS_OK)
+		if (apply(&close)->status != HASP_STATUS_OK)
 			abort();
 	}
 }
