@@ -432,7 +432,7 @@ uint64_t locks_log_time(const struct locks *sm, uint64_t term, uint64_t leader_n
 static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 {
 	struct locks_result *res = sm->res;
-	const struct locks_reply *cached = NULL;
+	const struct locks_cached_reply *cached = NULL;
 	uint32_t s = session_find(sm, cmd->session_id);
 
 	if (s == LOCKS_NONE) {
@@ -445,7 +445,7 @@ static void locks_apply_client(struct locks *sm, const struct locks_cmd *cmd)
 	}
 	switch (session_seq_check(sm, s, cmd->seq, cmd->digest, &cached)) {
 	case SESSION_SEQ_DUPLICATE:
-		res->reply = *cached;
+		res->reply = cached->reply;
 		res->duplicate = true;
 		sm->stats.duplicates++;
 		return;
@@ -618,6 +618,40 @@ uint32_t locks_sessions_due(const struct locks *sm, uint64_t log_time_ms, uint64
 {
 	return locks_due(&sm->session_heap, log_time_ms, ids, max, sm->sessions,
 			 sizeof(*sm->sessions));
+}
+
+/* --- Retransmissions --- */
+
+bool locks_cached_reply_find(const struct locks *sm, uint64_t session_id, uint64_t seq,
+			     uint64_t digest, struct locks_reply *reply)
+{
+	const struct locks_cached_reply *c = NULL;
+	uint32_t s = session_find(sm, session_id);
+
+	if (s == LOCKS_NONE || seq == 0 || digest == 0)
+		return false;
+	/* The apply's own classification, so that the two cannot disagree;
+	 * stricter on the digest: a record without one is left to the apply. */
+	if (session_seq_check(sm, s, seq, digest, &c) != SESSION_SEQ_DUPLICATE || c->digest != digest)
+		return false;
+	HASP_ASSERT(c->seq == seq);
+	HASP_ASSERT(seq >= sm->sessions[s].seq_floor);
+	*reply = c->reply;
+	return true;
+}
+
+bool locks_open_reply_find(const struct locks *sm, uint64_t nonce, uint64_t owner,
+			   struct locks_reply *reply)
+{
+	if (nonce == 0)
+		return false;
+	uint32_t s = session_find_nonce(sm, nonce);
+	/* Another owner's nonce is refused at apply (NONCE_IN_USE). */
+	if (s == LOCKS_NONE || sm->sessions[s].owner != owner)
+		return false;
+	memset(reply, 0, sizeof(*reply));
+	session_open_reply_fill(sm, s, reply);
+	return true;
 }
 
 /* --- Read-only queries --- */

@@ -384,6 +384,32 @@ uint32_t locks_leases_due(const struct locks *sm, uint64_t log_time_ms, uint64_t
 uint32_t locks_sessions_due(const struct locks *sm, uint64_t log_time_ms, uint64_t *ids,
 			    uint32_t max);
 
+/* --- Retransmissions answered before they are proposed ---
+ *
+ * A duplicate's apply returns a stored reply and changes nothing but log
+ * time (docs/PROTOCOL.md, "Exactly once"), and that reply is committed
+ * state: so the leader may answer a retransmission from these queries
+ * instead of proposing it. Each answers true only where locks_apply() would
+ * answer the command from the cache, and copies that reply; false where
+ * the apply must decide. Pure, O(1), change nothing.
+ */
+
+/* True when seq (> 0) of live session `session_id` was applied and its
+ * reply is still cached with the same non-zero request `digest`
+ * (locks_cmd.digest): `*reply` gets it. False for an unknown session, seq
+ * 0, a seq below the session's floor, out of its window or not applied
+ * yet, another digest, and a record without a digest (older entries). */
+bool locks_cached_reply_find(const struct locks *sm, uint64_t session_id, uint64_t seq,
+			     uint64_t digest, struct locks_reply *reply)
+	__attribute__((warn_unused_result));
+
+/* True when a live session was opened with non-zero `nonce` by `owner`
+ * (locks_cmd.owner of the open): `*reply` gets that open's reply, which a
+ * retried SESSION_OPEN with the nonce would get. False for nonce 0, a nonce
+ * no live session has, and one of another owner's session. */
+bool locks_open_reply_find(const struct locks *sm, uint64_t nonce, uint64_t owner,
+			   struct locks_reply *reply) __attribute__((warn_unused_result));
+
 /* --- Read-only queries (linearizable when the node serves them after a
  * ReadIndex or under the leader lease) --- */
 

@@ -99,7 +99,7 @@ static void session_replies_clear(struct locks *sm, uint32_t s)
 }
 
 enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, uint64_t seq,
-					   uint64_t digest, const struct locks_reply **cached)
+					   uint64_t digest, const struct locks_cached_reply **cached)
 {
 	const struct locks_session *ss = &sm->sessions[s];
 	uint64_t window = sm->cfg.session_window;
@@ -118,7 +118,7 @@ enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, u
 	 * receive the first request's reply (a write would be lost silently). */
 	if (c->digest != 0 && digest != 0 && c->digest != digest)
 		return SESSION_SEQ_MISMATCH;
-	*cached = &c->reply;
+	*cached = c;
 	return SESSION_SEQ_DUPLICATE;
 }
 
@@ -226,16 +226,17 @@ void session_owner_remove(struct locks *sm, uint64_t owner)
 	slots_free(&sm->owner_slots, o);
 }
 
-/* The reply of the open that created session `s` (also for its retries). */
-static void session_open_reply(struct locks *sm, uint32_t s)
+void session_open_reply_fill(const struct locks *sm, uint32_t s, struct locks_reply *r)
 {
-	struct locks_reply *r = &sm->res->reply;
 	const struct locks_session *ss = &sm->sessions[s];
 
-	locks_reply_set(sm, HASP_STATUS_OK, LOCKS_REASON_NONE);
+	HASP_ASSERT(slots_used(&sm->session_slots, s));
+	r->status = HASP_STATUS_OK;
+	r->reason = LOCKS_REASON_NONE;
 	r->id = ss->id;
 	r->ttl_ms = ss->ttl_ms;
 	r->deadline_ms = ss->open_deadline_ms;
+	HASP_ASSERT(r->id != 0);
 }
 
 void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
@@ -254,7 +255,7 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 			return;
 		}
 		if (s != LOCKS_NONE) {
-			session_open_reply(sm, s);
+			session_open_reply_fill(sm, s, &sm->res->reply);
 			sm->res->duplicate = true;
 			sm->stats.duplicates++;
 			return;
@@ -293,7 +294,7 @@ void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd)
 	if (ss->nonce != 0)
 		hindex_insert(&sm->nonce_index, session_nonce_hash(sm, ss->nonce), s);
 	session_owner_add(sm, ss->owner);
-	session_open_reply(sm, s);
+	session_open_reply_fill(sm, s, &sm->res->reply);
 }
 
 void session_cmd_keepalive(struct locks *sm, uint32_t s)

@@ -96,9 +96,9 @@ uint32_t session_nonce_hash(const struct locks *sm, uint64_t nonce);
 uint32_t session_nonce_hash_of(const void *ctx, uint32_t slot);
 
 /* Classifies `seq` (> 0) with request `digest` for session slot `s`; for a
- * duplicate, `*cached` points at the stored reply. */
+ * duplicate, `*cached` points at the stored record (its reply and digest). */
 enum session_seq_verdict session_seq_check(const struct locks *sm, uint32_t s, uint64_t seq,
-					   uint64_t digest, const struct locks_reply **cached);
+					   uint64_t digest, const struct locks_cached_reply **cached);
 /* Stores the reply and digest of a new `seq`; pushes the idle deadline out. */
 void session_seq_record(struct locks *sm, uint32_t s, uint64_t seq, uint64_t digest,
 			const struct locks_reply *reply);
@@ -110,6 +110,9 @@ void session_seq_floor(struct locks *sm, uint32_t s, uint64_t seq);
 /* Command handlers; the dispatcher in locks.c did the session and seq checks
  * for the ones that take a session. */
 void session_cmd_open(struct locks *sm, const struct locks_cmd *cmd);
+/* Fills `r` (all zero before) with the reply of the open that created
+ * session slot `s`, which a retried open (same nonce) gets again. */
+void session_open_reply_fill(const struct locks *sm, uint32_t s, struct locks_reply *r);
 void session_cmd_keepalive(struct locks *sm, uint32_t s);
 void session_cmd_close(struct locks *sm, uint32_t s);
 void session_cmd_expire(struct locks *sm, const struct locks_cmd *cmd);

@@ -1320,6 +1320,121 @@ static void test_session_end_drops_waiters_and_keeps_held_locks_until_lease_ends
 	harness_deinit(&h);
 }
 
+/* A KV_PUT of "k" by session `s` at `seq` with request `digest`. */
+static struct locks_cmd put_with_digest(uint64_t s, uint64_t seq, uint64_t digest)
+{
+	struct locks_cmd c = harness_cmd(LOCKS_OP_KV_PUT, s, seq, "k");
+	c.value = (const uint8_t *)"v";
+	c.value_len = 1;
+	c.digest = digest;
+	return c;
+}
+
+/* The leader answers a retransmission from locks_cached_reply_find()
+ * instead of proposing it (docs/PROTOCOL.md, "Exactly once"): it finds a
+ * reply exactly where applying the duplicate would answer from the cache,
+ * the same bytes, and changes nothing; everywhere else the apply decides. */
+static void test_cached_reply_find_answers_what_a_duplicate_apply_would(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_reply found;
+
+	harness_init(&h);
+	uint64_t a = harness_session(&h, 60000);
+	struct locks_cmd acq = harness_cmd(LOCKS_OP_ACQUIRE, a, 1, "q");
+	acq.mode = TRY;
+	acq.ttl_ms = 1000;
+	acq.digest = 0xabc;
+	/* Not applied yet (in flight): nothing to answer from. */
+	assert_false(locks_cached_reply_find(&h.sm, a, 1, 0xabc, &found));
+	assert_int_equal(harness_apply(&h, &acq)->status, HASP_STATUS_GRANTED);
+
+	/* A hit: what the duplicate's apply returns, byte for byte. */
+	uint64_t revision = h.sm.revision, index = h.sm.applied_index;
+	assert_true(locks_cached_reply_find(&h.sm, a, 1, 0xabc, &found));
+	assert_int_equal(h.sm.revision, revision);
+	assert_int_equal(h.sm.applied_index, index);
+	h.now_ms += 10;
+	assert_memory_equal(harness_apply(&h, &acq), &found, sizeof(found));
+	assert_true(h.res.duplicate);
+	assert_int_equal(found.status, HASP_STATUS_GRANTED);
+
+	/* Another digest (the apply refuses it: request_mismatch), digest 0,
+	 * seq 0, a seq not applied, an unknown session: no answer. */
+	assert_false(locks_cached_reply_find(&h.sm, a, 1, 0xdef, &found));
+	assert_false(locks_cached_reply_find(&h.sm, a, 1, 0, &found));
+	assert_false(locks_cached_reply_find(&h.sm, a, 0, 0xabc, &found));
+	assert_false(locks_cached_reply_find(&h.sm, a, 2, 0xabc, &found));
+	assert_false(locks_cached_reply_find(&h.sm, a + 1, 1, 0xabc, &found));
+	assert_false(locks_cached_reply_find(&h.sm, 0, 1, 0xabc, &found));
+
+	/* Reordered: 3 applied before 2, so 2 is in the window but not
+	 * recorded yet. A record without a digest (an entry from before
+	 * digests) is left to the apply, which answers it from the cache. */
+	struct locks_cmd put3 = put_with_digest(a, 3, 0x333);
+	assert_int_equal(harness_apply(&h, &put3)->status, HASP_STATUS_OK);
+	assert_false(locks_cached_reply_find(&h.sm, a, 2, 0x222, &found));
+	assert_true(locks_cached_reply_find(&h.sm, a, 3, 0x333, &found));
+	struct locks_cmd put2 = put_with_digest(a, 2, 0);
+	assert_int_equal(harness_apply(&h, &put2)->status, HASP_STATUS_OK);
+	assert_false(locks_cached_reply_find(&h.sm, a, 2, 0x222, &found));
+	put2.digest = 0x222;
+	harness_apply(&h, &put2);
+	assert_true(h.res.duplicate);
+
+	/* Below the floor the apply refuses (seq_too_old): no answer, though
+	 * the seq was applied with this digest. */
+	assert_int_equal(keepalive_with_floor(&h, a, 4)->status, HASP_STATUS_OK);
+	assert_false(locks_cached_reply_find(&h.sm, a, 1, 0xabc, &found));
+	assert_false(locks_cached_reply_find(&h.sm, a, 3, 0x333, &found));
+	assert_int_equal(harness_apply(&h, &acq)->reason, LOCKS_REASON_SEQ_TOO_OLD);
+
+	/* An ended session's cache goes with it. */
+	struct locks_cmd put5 = put_with_digest(a, 5, 0x555);
+	harness_apply(&h, &put5);
+	assert_true(locks_cached_reply_find(&h.sm, a, 5, 0x555, &found));
+	struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, a, 6, NULL);
+	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_OK);
+	assert_false(locks_cached_reply_find(&h.sm, a, 5, 0x555, &found));
+	harness_deinit(&h);
+}
+
+/* The same for a retried SESSION_OPEN, found by its nonce: the open's
+ * reply for its own owner while its session lives, nothing otherwise. */
+static void test_open_reply_find_by_nonce(void **state)
+{
+	(void)state;
+	struct harness h;
+	struct locks_reply found;
+
+	harness_init(&h);
+	struct locks_cmd open = { .op = LOCKS_OP_SESSION_OPEN, .ttl_ms = 5000, .nonce = 0x77, .owner = 9 };
+	assert_false(locks_open_reply_find(&h.sm, 0x77, 9, &found));
+	struct locks_reply first = *harness_apply(&h, &open);
+	assert_int_equal(first.status, HASP_STATUS_OK);
+
+	h.now_ms += 100;
+	uint64_t revision = h.sm.revision;
+	assert_true(locks_open_reply_find(&h.sm, 0x77, 9, &found));
+	assert_memory_equal(&found, &first, sizeof(found));
+	assert_memory_equal(harness_apply(&h, &open), &found, sizeof(found));
+	assert_true(h.res.duplicate);
+	assert_int_equal(h.sm.revision, revision);
+
+	/* Another owner's open with the nonce is refused at apply
+	 * (nonce_in_use); another nonce or none opens a new session. */
+	assert_false(locks_open_reply_find(&h.sm, 0x77, 10, &found));
+	assert_false(locks_open_reply_find(&h.sm, 0x78, 9, &found));
+	assert_false(locks_open_reply_find(&h.sm, 0, 9, &found));
+
+	/* Once the session ended the nonce opens a new one. */
+	struct locks_cmd close = harness_cmd(LOCKS_OP_SESSION_CLOSE, first.id, 1, NULL);
+	assert_int_equal(harness_apply(&h, &close)->status, HASP_STATUS_OK);
+	assert_false(locks_open_reply_find(&h.sm, 0x77, 9, &found));
+	harness_deinit(&h);
+}
+
 /* SESSION_OPEN has no seq yet; the client's nonce makes it exactly-once
  * (docs/PROTOCOL.md): a retried open gets the identical reply and changes
  * nothing, also after time moved and when the table has filled since. */
@@ -1821,6 +1936,8 @@ int main(void)
 		cmocka_unit_test(test_snapshot_writes_only_the_replies_in_use),
 		cmocka_unit_test(test_copy_carries_only_the_replies_written_since),
 		cmocka_unit_test(test_seq_floor_drops_lower_replies_and_refuses_them),
+		cmocka_unit_test(test_cached_reply_find_answers_what_a_duplicate_apply_would),
+		cmocka_unit_test(test_open_reply_find_by_nonce),
 		cmocka_unit_test(test_snapshot_write_refuses_a_short_buffer),
 		cmocka_unit_test(test_corrupt_snapshot_refused_target_untouched),
 		cmocka_unit_test(test_keepalive_committed_before_stale_expire_wins),
