@@ -21,6 +21,21 @@
  * session cache's stored reply (exactly-once, Raft thesis §6.3). A slot whose
  * entry was replaced by another leader's simply finds a different
  * (session, seq) there and is dropped; the client retries.
+ *
+ * A retransmission of a command already applied here is not proposed again
+ * (answer_from_cache): the same (session, seq) with the same request digest
+ * whose reply is in the applied state's reply cache, or a SESSION_OPEN
+ * whose nonce names a live session of the same owner, is answered at once
+ * with that reply and counted (client_replies_from_cache). It is the answer
+ * the duplicate entry's apply would give: a node applies only committed
+ * entries, so the cached reply is committed and final (a deposed leader
+ * answering from it tells the truth too), and applying a duplicate changes
+ * nothing else that matters: no revision, deadline, lease, floor or token
+ * moves; only log time advances, which every later entry and the leader's
+ * TICKs do as well (docs/PROTOCOL.md, "Exactly once"). Anything else (a new
+ * seq, another digest, a seq below the floor or not applied yet, an
+ * unknown session or nonce, a record without a digest) is proposed as
+ * before, and the state machine decides.
  */
 #include "node/dispatch.h"
 
@@ -369,6 +384,18 @@ static void build_reply(struct node *n, const struct node_pending *p, const stru
 	}
 }
 
+/* Answers the client of `p` with the state machine's result for `cmd`:
+ * an applied entry's, or a cached reply (answer_from_cache). */
+static void reply_result(struct node *n, const struct node_pending *p, const struct locks_cmd *cmd,
+			 const struct locks_result *res)
+{
+	if (p->op == HASP_OP_SESSION_OPEN && res->reply.status == HASP_STATUS_OK)
+		notify_session_seen(n, res->reply.id, p->ip, p->port);
+	struct hasp_wire_msg msg;
+	build_reply(n, p, cmd, res, &msg);
+	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key), p->arrival_ns);
+}
+
 void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cmd,
 		      const struct locks_result *res)
 {
@@ -384,11 +411,7 @@ void dispatch_applied(struct node *n, uint64_t index, const struct locks_cmd *cm
 		n->stats.pending_lost++;
 		return;
 	}
-	if (p->op == HASP_OP_SESSION_OPEN && res->reply.status == HASP_STATUS_OK)
-		notify_session_seen(n, res->reply.id, p->ip, p->port);
-	struct hasp_wire_msg msg;
-	build_reply(n, p, cmd, res, &msg);
-	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key), p->arrival_ns);
+	reply_result(n, p, cmd, res);
 }
 
 /* ---- reads ---- */
@@ -672,6 +695,27 @@ static void request_cmd(const struct hasp_wire_msg *m, struct locks_cmd *c)
 		c->flags |= LOCKS_CMD_SEQ_FLOOR;
 }
 
+/* A retransmission of a command the state machine applied: answered with
+ * the reply its duplicate entry's apply would return (the cached one,
+ * committed state), without a Raft entry. False: not one of those (a new
+ * seq, another digest, below the floor, not applied yet, unknown session
+ * or nonce), and the command is proposed as before. See the top comment
+ * and docs/PROTOCOL.md "Exactly once" for why this is the same answer. */
+static bool answer_from_cache(struct node *n, const struct locks_cmd *c, const struct node_pending *p)
+{
+	struct locks_result res = { .duplicate = true };
+	bool found = c->op == LOCKS_OP_SESSION_OPEN
+			     ? locks_open_reply_find(&n->sm, c->nonce, c->owner, &res.reply)
+			     : locks_cached_reply_find(&n->sm, c->session_id, c->seq, c->digest,
+						       &res.reply);
+	if (!found)
+		return false;
+	HASP_ASSERT(c->op == p->op);
+	n->stats.client_replies_from_cache++;
+	reply_result(n, p, c, &res);
+	return true;
+}
+
 /* client_auth = on: the tag of the datagram is checked before anything
  * else, under the session key (requests with a session) or the identity
  * key (SESSION_OPEN). False: drop it, counted, unanswered (no reply to
@@ -839,7 +883,8 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		};
 		if (who.key != NULL)
 			p.key = *who.key;
-		batch_add(n, &c, &p);
+		if (!answer_from_cache(n, &c, &p))
+			batch_add(n, &c, &p);
 		break;
 	}
 	}

@@ -107,6 +107,7 @@ struct node_stats {
 	uint64_t identities_reloaded;  /* identities file reloaded (SIGHUP, identities.reload) */
 	uint64_t identities_reload_failed; /* a reload refused: the file was bad, the old set stays */
 	uint64_t client_no_session;    /* mutation for an unknown session: SESSION_EXPIRED, not proposed */
+	uint64_t client_replies_from_cache; /* retransmissions of applied commands: cached reply, not proposed */
 	uint64_t client_not_leader;    /* answered NOT_LEADER */
 	uint64_t client_overloaded;    /* answered OVERLOADED (raft window or read queue full) */
 	uint64_t client_unavailable;   /* answered UNAVAILABLE (stopping) */

@@ -258,6 +258,10 @@ int node_metrics_register_node(struct node_metrics *nm, const struct node *n)
 		struct metrics_label l[] = { { "port", auth[i].port }, { "reason", auth[i].reason } };
 		ok = metrics_counter_ref(m, "hasp_auth_failures_total", auth_help, l, 2, auth[i].v) != NULL;
 	}
+	ok &= metrics_counter_ref(m, "hasp_client_replies_from_cache_total",
+				  "Retransmissions of applied commands answered from the reply cache "
+				  "without a Raft entry (leader).",
+				  NULL, 0, &st->client_replies_from_cache) != NULL;
 	ok &= metrics_counter_ref(m, "hasp_peer_keys_revoked_total",
 				  "Members whose peer keys a committed configuration revoked.", NULL, 0,
 				  &st->peer_keys_revoked) != NULL;
