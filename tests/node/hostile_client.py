@@ -64,7 +64,10 @@ class Session:
         self.events = []
         self.nonce = int.from_bytes(os.urandom(8), "little") | 1
         body = struct.pack("<QI", self.nonce, ttl) + name8(self.identity)
-        self.open_status, rep = self.exchange(seal(key, encode(OPEN, 0, 1, body)), key)
+        # Kept for retransmissions of the open (same nonce, same bytes).
+        self.open_datagram = seal(key, encode(OPEN, 0, 1, body))
+        self.open_status, rep = self.exchange(self.open_datagram, key)
+        self.open_reply = rep
         if self.open_status == OK:
             self.id = struct.unpack_from("<Q", rep, 44)[0]
             self.skey = hashlib.blake2b(b"hasp session v2" + struct.pack("<QQ", self.id, self.nonce),
@@ -127,6 +130,15 @@ class Session:
         return got
 
 
+def parse_addrs(arg):
+    """CLUSTER_ADDRS ("ip:port,ip:port,...") as (host, port) pairs."""
+    addrs = []
+    for a in arg.split(","):
+        host, port = a.rsplit(":", 1)
+        addrs.append((host, int(port)))
+    return addrs
+
+
 failures = 0
 
 
@@ -137,10 +149,7 @@ def verdict(name, refused, detail):
 
 
 def main():
-    addrs = []
-    for a in sys.argv[1].split(","):
-        host, port = a.rsplit(":", 1)
-        addrs.append((host, int(port)))
+    addrs = parse_addrs(sys.argv[1])
     victim_id, victim_key = sys.argv[2], load_key(sys.argv[3])
     intruder_id, intruder_key = sys.argv[4], load_key(sys.argv[5])
     narrow_id, narrow_key = sys.argv[6], load_key(sys.argv[7])
