@@ -9,7 +9,9 @@
  * issue names: at most one holder per lock, tokens strictly increasing per
  * lock, grants to waiters in FIFO order, leases and their locks consistent,
  * capacities respected (the small configuration is filled to FULL often),
- * duplicates changing nothing. Ownership is by token and lease: releases and
+ * duplicates changing nothing, and the leader's retransmission queries
+ * (locks_cached_reply_find, locks_open_reply_find) answering exactly the
+ * duplicates, with their bytes. Ownership is by token and lease: releases and
  * renews come from the holder's session or any other, a session's end drops
  * only its waiters (its locks live on until their lease ends or a release by
  * token), and opens reuse a few client nonces so that retried opens meet
@@ -537,6 +539,13 @@ static void m_reapply(struct model *m, struct harness *h, const struct locks_cmd
 	struct locks_event saved[256];
 	uint32_t saved_count = h->res.event_count;
 	memcpy(saved, h->res.events, saved_count * sizeof(saved[0]));
+	/* The leader's query answers exactly these (a hit, the same bytes),
+	 * and never a refusal under the floor. */
+	struct locks_reply found;
+	bool hit = locks_cached_reply_find(&h->sm, cmd->session_id, cmd->seq, cmd->digest, &found);
+	assert_int_equal(hit, cached != NULL);
+	if (hit)
+		assert_memory_equal(&found, cached, sizeof(found));
 	struct locks_cmd again_cmd = *cmd;
 	const struct locks_reply *again = harness_apply(h, &again_cmd);
 	m_time(m, again_cmd.term, again_cmd.now_ms);
@@ -563,6 +572,9 @@ static void run_client(struct model *m, struct harness *h, struct prng *p, int s
 
 	cmd->session_id = ss->id;
 	cmd->seq = ss->seq + 1;
+	cmd->digest = cmd->seq * 0x9e3779b97f4a7c15ull | 1; /* as the node sets one */
+	struct locks_reply found;
+	assert_false(locks_cached_reply_find(&h->sm, cmd->session_id, cmd->seq, cmd->digest, &found));
 	/* The model waits for each reply, so it may always say so. */
 	if (prng_chance(p, 500000))
 		cmd->flags |= LOCKS_CMD_SEQ_FLOOR;
@@ -713,9 +725,14 @@ static void step(struct model *m, struct harness *h, struct prng *p)
 		 * owners and session-bound release). */
 		cmd.owner = 1;
 		cmd.flags = LOCKS_CMD_OWNER_RELEASE;
+		int same = cmd.nonce != 0 ? m_session_by_nonce(m, cmd.nonce) : -1;
+		/* The leader's query finds exactly the retried opens. */
+		struct locks_reply found;
+		assert_int_equal(locks_open_reply_find(&h->sm, cmd.nonce, cmd.owner, &found), same >= 0);
+		if (same >= 0)
+			assert_memory_equal(&found, &m->sess[same].open_reply, sizeof(found));
 		r = harness_apply(h, &cmd);
 		m_time(m, cmd.term, cmd.now_ms);
-		int same = cmd.nonce != 0 ? m_session_by_nonce(m, cmd.nonce) : -1;
 		if (same >= 0) {
 			/* A retried open: the first open's reply, nothing else. */
 			assert_true(h->res.duplicate);
