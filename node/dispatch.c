@@ -390,7 +390,7 @@ static void reply_result(struct node *n, const struct node_pending *p, const str
 			 const struct locks_result *res)
 {
 	if (p->op == HASP_OP_SESSION_OPEN && res->reply.status == HASP_STATUS_OK)
-		notify_session_seen(n, res->reply.id, p->ip, p->port);
+		notify_session_seen(n, res->reply.id, 0, p->ip, p->port);
 	struct hasp_wire_msg msg;
 	build_reply(n, p, cmd, res, &msg);
 	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key), p->arrival_ns);
@@ -791,11 +791,12 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 	}
 	/* Remember where a session is (for its events) only if the state
 	 * machine knows it (and, with authentication, only after its tag
-	 * verified): random or forged ids must not move anyone's events. */
+	 * verified): random or forged ids must not move anyone's events, and
+	 * only for a seq not seen before: nor must a replayed datagram. */
 	struct locks_session_info si;
 	bool session_known = m.hdr.session_id != 0 && locks_session_read(&n->sm, m.hdr.session_id, &si);
 	if (session_known)
-		notify_session_seen(n, m.hdr.session_id, ip, port);
+		notify_session_seen(n, m.hdr.session_id, m.hdr.seq, ip, port);
 	/* A new leader's state machine lags until it applied its term's first
 	 * entry (a restarted node has applied nothing past its snapshot): a
 	 * session it does not know yet may be alive, and SESSION_EXPIRED

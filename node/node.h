@@ -144,6 +144,7 @@ struct node_stats {
 	uint64_t watch_events_sent;    /* watch events pushed (at once or from the held FIFO) */
 	uint64_t watch_dropped;        /* held watch events discarded (step-down, UNWATCH, session end) */
 	uint64_t session_table_full;   /* session address not remembered */
+	uint64_t session_address_kept; /* another address with an old seq: not moved */
 	uint64_t sessions_pruned;      /* addresses dropped after InstallSnapshot (session gone) */
 	uint64_t snapshots_taken;
 	uint64_t snapshot_paced_pieces; /* pieces of snapshot files written at snapshot_write_rate */
@@ -227,6 +228,7 @@ struct node_session {
 	uint64_t id; /* 0: free */
 	uint64_t last_event_index;
 	uint32_t last_event_sub;
+	uint64_t seen_seq; /* the highest seq that set ip/port (notify_session_seen) */
 	uint32_t ip;
 	uint16_t port;
 	uint32_t watch_head; /* its watches (node/watch_index.h), or WATCH_NONE */

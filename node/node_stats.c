@@ -62,6 +62,7 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(watch_events_sent) \
 	X(watch_dropped) \
 	X(session_table_full) \
+	X(session_address_kept) \
 	X(sessions_pruned) \
 	X(snapshots_taken) \
 	X(snapshot_paced_pieces) \

@@ -117,7 +117,7 @@ static struct node_session *session_find(struct node *n, uint64_t id)
 	return NULL;
 }
 
-void notify_session_seen(struct node *n, uint64_t id, uint32_t ip, uint16_t port)
+void notify_session_seen(struct node *n, uint64_t id, uint64_t seq, uint32_t ip, uint16_t port)
 {
 	HASP_ASSERT(id != 0);
 	struct node_session *s = session_find(n, id);
@@ -138,8 +138,13 @@ void notify_session_seen(struct node *n, uint64_t id, uint32_t ip, uint16_t port
 		s->last_event_index = 0;
 		s->last_event_sub = 0;
 		s->watch_head = WATCH_NONE;
+	} else if (seq <= s->seen_seq) {
+		if (s->ip != ip || s->port != port)
+			n->stats.session_address_kept++;
+		return;
 	}
 	HASP_ASSERT(s->id == id);
+	s->seen_seq = seq;
 	s->ip = ip;
 	s->port = port;
 }

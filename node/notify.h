@@ -15,7 +15,11 @@
 
 int notify_init(struct node *n) __attribute__((warn_unused_result));
 void notify_deinit(struct node *n);
-void notify_session_seen(struct node *n, uint64_t session_id, uint32_t ip, uint16_t port);
+/* Where session_id's events go: the address of its open (seq 0), then of
+ * each request with a seq above every seq that moved it before. A replay
+ * of an earlier datagram (valid tag, old seq) from elsewhere moves
+ * nothing; a client whose address changed moves it with its next request. */
+void notify_session_seen(struct node *n, uint64_t session_id, uint64_t seq, uint32_t ip, uint16_t port);
 void notify_session_end(struct node *n, uint64_t session_id);
 /* Ends every entry whose session the state machine no longer has (after
  * an InstallSnapshot replaced it: the ends inside it were never applied

@@ -387,6 +387,90 @@ static void test_node_expiry_hands_lock_to_waiter_with_pushed_event(void **state
 	sim_destroy(s);
 }
 
+/* Steps until session's LOCK_GRANTED events reach the client, then counts
+ * those sent to client port `port`. */
+static int grant_events_to(struct sim *s, uint64_t session, uint16_t port)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg ev;
+	int sent = 0, any = 0;
+
+	for (int t = 0; t < 200 && any == 0; t++) {
+		sim_step(s);
+		for (uint32_t k = 0; k < s->inbox_count; k++) {
+			memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+			if (hasp_wire_decode_reply(keep, s->inbox[k].size, &ev) != 0 ||
+			    ev.hdr.opcode != HASP_OP_EVENT || ev.hdr.session_id != session ||
+			    ev.body.event.type != HASP_EVENT_LOCK_GRANTED)
+				continue;
+			any++;
+			sent += s->inbox[k].dst_port == port;
+		}
+	}
+	return sent;
+}
+
+/* A byte-identical replay of a session's earlier request, from another
+ * address, must not move where the session's events go: only a sequence
+ * number the node has not seen from the session yet does (a tag proves
+ * who made a datagram, not who sends it now). */
+static void test_node_replayed_request_does_not_move_the_sessions_events(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(2));
+	int l = sim_wait_leader(s);
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX], captured[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	const uint16_t attacker_port = CLIENT_PORT + 1;
+
+	uint64_t a = sim_open(s, l, 11), b = sim_open(s, l, 12);
+	struct hasp_wire_msg req = acquire_req(a, 1, "lock/r", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	req = acquire_req(b, 1, "lock/r", 60000, HASP_ACQUIRE_WAIT);
+	int size = hasp_wire_encode(&req, captured, sizeof(captured));
+	assert_true(size > 0);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
+
+	/* The replay, from elsewhere: answered (from the cache), and nothing
+	 * else. */
+	s->inbox_count = 0;
+	node_client_rx(&s->nodes[l], s->now_ns, CLIENT_IP, attacker_port, captured, (size_t)size);
+	sim_run_ms(s, 20);
+	bool replay_answered = false;
+	for (uint32_t k = 0; k < s->inbox_count; k++)
+		replay_answered |= s->inbox[k].dst_port == attacker_port;
+	assert_true(replay_answered);
+
+	/* A releases; B's grant goes where B's requests came from. */
+	struct hasp_wire_msg rel = { .hdr = { .opcode = HASP_OP_RELEASE, .session_id = a, .seq = 2 } };
+	rel.body.release = (struct hasp_wire_name_token){ { (const uint8_t *)"lock/r", 6 }, token };
+	assert_true(sim_call(s, l, &rel, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(grant_events_to(s, b, attacker_port), 0);
+	assert_int_equal(grant_events_to(s, b, CLIENT_PORT), 1);
+
+	/* A new seq from a new address (the client's NAT rebound) does move
+	 * it: B, queued again from there, is granted there. */
+	req = acquire_req(a, 3, "lock/s", 60000, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	token = reply.body.granted.token;
+	req = acquire_req(b, 2, "lock/s", 60000, HASP_ACQUIRE_WAIT);
+	size = hasp_wire_encode(&req, captured, sizeof(captured));
+	assert_true(size > 0);
+	node_client_rx(&s->nodes[l], s->now_ns, CLIENT_IP, attacker_port, captured, (size_t)size);
+	sim_run_ms(s, 20);
+	rel.hdr.seq = 4;
+	rel.body.release = (struct hasp_wire_name_token){ { (const uint8_t *)"lock/s", 6 }, token };
+	assert_true(sim_call(s, l, &rel, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_OK);
+	assert_int_equal(grant_events_to(s, b, attacker_port), 1);
+	sim_destroy(s);
+}
+
 /* A waiter that also watches its lock gets the hand-off once (correctness
  * issue, item 3: the grant to the waiter and the watch event were two
  * datagrams carrying the same event). */
@@ -2401,6 +2485,7 @@ int main(void)
 		cmocka_unit_test(test_node_three_nodes_elect_grant_and_redirect),
 		cmocka_unit_test(test_node_leader_ready_is_timed_from_the_win_to_the_first_entry),
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
+		cmocka_unit_test(test_node_replayed_request_does_not_move_the_sessions_events),
 		cmocka_unit_test(test_node_waiter_that_watches_gets_its_grant_once),
 		cmocka_unit_test(test_node_isolated_leader_replaced_grant_kept),
 		cmocka_unit_test(test_node_stalled_follower_does_not_campaign_on_waking),
