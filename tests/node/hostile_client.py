@@ -118,9 +118,13 @@ class Session:
 
     def raw(self, datagram, wait=0.5):
         """Sends a datagram as is; returns every datagram that came back."""
-        got = []
         for addr in self.addrs:
             self.sock.sendto(datagram, addr)
+        return self.listen(wait)
+
+    def listen(self, wait):
+        """Every datagram that comes within `wait` seconds."""
+        got = []
         end = time.monotonic() + wait
         while time.monotonic() < end:
             try:
@@ -281,6 +285,28 @@ def main():
             st_again == GRANTED and rep_again[44:52] == rep[44:52] and
             st_replay == BAD_REQUEST and st_read == NOT_FOUND,
             f"retry={st_again} replay={st_replay} lock_read={st_read}")
+
+    # 12. Event redirection by replay: a request of the victim's, validly
+    # tagged, captured and sent again from the intruder's address, must not
+    # move where the victim's events go (PROTOCOL.md: only a new seq does).
+    st, _ = a.call(WATCH, struct.pack("<B", 0) + name8(b"hostile/r"))
+    assert st == OK, st
+    a.seq += 1
+    captured = seal(a.skey, encode(KEEPALIVE, a.id, a.seq, b""))
+    st, _ = a.exchange(captured, a.skey)
+    assert st == OK, st
+    b.drain()
+    a.drain()
+    replies = b.raw(captured)
+    # The event comes from the intruder's put, so that the victim sends
+    # nothing (no new seq) between the replay and the event.
+    st, _ = b.call(KV_PUT, struct.pack("<QBH", 0, 9, 1) + b"hostile/r" + b"x")
+    assert st == OK, st
+    is_event = lambda d: len(d) >= HDR.size and HDR.unpack_from(d)[2] == EVENT  # noqa: E731
+    told = [d for d in a.listen(1.0) if is_event(d)]
+    stolen = [d for d in replies + b.events + b.listen(0.3) if is_event(d)]
+    verdict("event redirection by a replayed request", bool(told) and not stolen,
+            f"victim events={len(told)} intruder events={len(stolen)}")
 
     # The victim's lock survived all of it.
     verdict("victim still holds its lock", holder_view(a) == (a.id, token), "")

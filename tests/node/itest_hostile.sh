@@ -1,7 +1,8 @@
 #!/bin/bash
 # The hostile-client suite against a real 3-node cluster with client
-# authentication (security issue 15, attacks 1-6 and 8-10, and 11: a
-# replay below a session's sequence floor;
+# authentication (security issue 15, attacks 1-6 and 8-10; 11: a
+# replay below a session's sequence floor; 12: a replayed request from
+# another address, which must not move the session's events;
 # docs/SECURITY.md section 5): tests/node/hostile_client.py, a client
 # written from docs/PROTOCOL.md, tries each attack as a second identity
 # and checks that it is refused and changes nothing.
