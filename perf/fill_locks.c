@@ -4,14 +4,18 @@
  * off the lcore"). A tool of a benchmark, not a test.
  *
  *   fill_locks --cluster LIST [--locks 100000] [--sessions 1000]
- *              [--ttl-ms 600000] [--prefix sf] [--inflight 2]
- *              [--deadline-s 300] [--hold-s 0]
+ *              [--ttl-ms 600000] [--session-ttl-ms 60000] [--prefix sf]
+ *              [--window 256] [--deadline-s 300] [--hold-s 0]
  *
  * One libhasp client group on one thread, as a service with many sessions
- * would run it: --sessions clients, each acquiring (TRY, the lock's own
- * TTL, so every lock has its own lease in the state machine) the names
- * PREFIX/<i> for the i of its slice (i % sessions), with up to --inflight
- * requests in flight per session. Every lock must be granted: a BUSY (the
+ * would run it: --sessions clients; lock PREFIX/<i> is acquired (TRY, the
+ * lock's own TTL, so every lock has its own lease in the state machine) by
+ * session i % sessions, in the order of i, with at most --window acquires
+ * in flight in the whole group. A session opens with its first acquire, so
+ * the window also bounds the opens in flight: a burst of thousands of
+ * opens at once overflows the node's receive ring and the group's socket,
+ * and the retransmissions then outnumber the requests (docs/PERFORMANCE.md,
+ * "A fill of 100,000 sessions"). Every lock must be granted: a BUSY (the
  * prefix is not fresh), an error or the deadline ends the run with exit 1.
  *
  * When every lock is held it prints one JSON line to stdout ({"locks",
@@ -35,11 +39,14 @@
 
 #include "hasp/client.h"
 
-#define INFLIGHT_MAX 32u /* HASP_SESSION_INFLIGHT_MAX: a session's window */
+struct member;
 
 struct fill {
-	uint32_t locks, sessions, ttl_ms, inflight;
+	uint32_t locks, sessions, ttl_ms, window;
 	const char *prefix;
+	struct member *members;
+	uint32_t next;     /* the next lock number to acquire */
+	uint32_t inflight; /* acquires started and not completed */
 	uint64_t granted, failed;
 	int first_error;
 };
@@ -47,8 +54,6 @@ struct fill {
 struct member {
 	struct fill *f;
 	struct hasp_client *client;
-	uint32_t index;     /* session i acquires i, i + sessions, ... */
-	uint32_t next;      /* the next lock number of its slice */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -66,7 +71,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int start_next(struct member *m);
+static int start_more(struct fill *f);
 
 static void note_failure(struct fill *f, int rc)
 {
@@ -77,33 +82,36 @@ static void note_failure(struct fill *f, int rc)
 static void on_acquired(struct hasp_client *client, const struct hasp_result *res, void *arg)
 {
 	struct member *m = arg;
+	struct fill *f = m->f;
 	(void)client;
+	f->inflight--;
 	if (res->rc != 0) {
-		note_failure(m->f, res->rc);
+		note_failure(f, res->rc);
 		return;
 	}
-	m->f->granted++;
-	int rc = start_next(m);
+	f->granted++;
+	int rc = start_more(f);
 	if (rc != 0)
-		note_failure(m->f, rc);
+		note_failure(f, rc);
 }
 
-/* Starts this member's next acquire if its slice has one left. */
-static int start_next(struct member *m)
+/* Starts the next acquires, in lock order, until the window is full or
+ * every lock has been started. */
+static int start_more(struct fill *f)
 {
-	const struct fill *f = m->f;
-	uint32_t lock = m->index + m->next * f->sessions;
+	const struct hasp_acquire_opts opts = { .ttl_ms = f->ttl_ms };
 	char name[HASP_CLIENT_NAME_BUF];
 	uint64_t id;
 
-	if (lock >= f->locks)
-		return 0;
-	snprintf(name, sizeof(name), "%s/%u", f->prefix, lock);
-	const struct hasp_acquire_opts opts = { .ttl_ms = f->ttl_ms };
-	int rc = hasp_client_acquire_async(m->client, name, &opts, on_acquired, m, &id);
-	if (rc != 0)
-		return rc;
-	m->next++;
+	while (f->inflight < f->window && f->next < f->locks) {
+		struct member *m = &f->members[f->next % f->sessions];
+		snprintf(name, sizeof(name), "%s/%u", f->prefix, f->next);
+		int rc = hasp_client_acquire_async(m->client, name, &opts, on_acquired, m, &id);
+		if (rc != 0)
+			return rc;
+		f->next++;
+		f->inflight++;
+	}
 	return 0;
 }
 
@@ -125,7 +133,8 @@ static int drive(struct hasp_client_group *g, int timeout_ms)
 static int usage(void)
 {
 	fprintf(stderr, "usage: fill_locks --cluster LIST [--locks N] [--sessions S] [--ttl-ms T]\n"
-			"                  [--prefix P] [--inflight K] [--deadline-s D] [--hold-s H]\n");
+			"                  [--session-ttl-ms T] [--prefix P] [--window W]\n"
+			"                  [--deadline-s D] [--hold-s H]\n");
 	return 2;
 }
 
@@ -143,9 +152,9 @@ static int parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out
 int main(int argc, char **argv)
 {
 	struct fill f = { .locks = 100000, .sessions = 1000, .ttl_ms = 600000,
-			  .inflight = 2, .prefix = "sf" };
+			  .window = 256, .prefix = "sf" };
 	const char *cluster = getenv("HASP_CLUSTER");
-	uint32_t deadline_s = 300, hold_s = 0;
+	uint32_t deadline_s = 300, hold_s = 0, session_ttl_ms = 60000;
 
 	/* Every option takes a value: they come in pairs. */
 	for (int i = 1; i < argc; i += 2) {
@@ -161,8 +170,10 @@ int main(int argc, char **argv)
 			bad = parse_u32(v, 1, 65535, &f.sessions);
 		else if (strcmp(o, "--ttl-ms") == 0)
 			bad = parse_u32(v, 10, 86400000, &f.ttl_ms);
-		else if (strcmp(o, "--inflight") == 0)
-			bad = parse_u32(v, 1, INFLIGHT_MAX, &f.inflight);
+		else if (strcmp(o, "--session-ttl-ms") == 0)
+			bad = parse_u32(v, 1000, 86400000, &session_ttl_ms);
+		else if (strcmp(o, "--window") == 0)
+			bad = parse_u32(v, 1, 65536, &f.window);
 		else if (strcmp(o, "--deadline-s") == 0)
 			bad = parse_u32(v, 1, 86400, &deadline_s);
 		else if (strcmp(o, "--hold-s") == 0)
@@ -180,6 +191,7 @@ int main(int argc, char **argv)
 
 	struct hasp_client_group *g;
 	struct member *members = calloc(f.sessions, sizeof(*members));
+	f.members = members;
 	if (members == NULL || hasp_client_group_new(&g) != 0) {
 		fprintf(stderr, "fill_locks: out of memory or no socket\n");
 		return 1;
@@ -189,11 +201,13 @@ int main(int argc, char **argv)
 	cfg.cluster = cluster;
 	cfg.request_timeout_ms = 1000; /* a busy cluster: no early resends */
 	cfg.deadline_ms = 30000;
-	cfg.session_ttl_ms = 60000; /* a keepalive late under the fill load must not end it */
+	/* Long enough that a keepalive late under the fill load does not end
+	 * it; a large state's filler raises it to keep the keepalives few. */
+	cfg.session_ttl_ms = session_ttl_ms;
 	int rc = 0;
 	uint32_t opened = 0;
 	for (; opened < f.sessions && rc == 0; opened++) {
-		members[opened] = (struct member){ .f = &f, .index = opened };
+		members[opened] = (struct member){ .f = &f };
 		rc = hasp_client_open_in_group(&members[opened].client, &cfg, g);
 	}
 	if (rc != 0) {
@@ -202,11 +216,9 @@ int main(int argc, char **argv)
 	}
 
 	const uint64_t start = now_ns(), deadline = start + (uint64_t)deadline_s * 1000000000ull;
-	/* Each session's window fills up to --inflight; a completion starts
-	 * the session's next lock, so the window stays full. */
-	for (uint32_t k = 0; k < f.inflight && rc == 0; k++)
-		for (uint32_t s = 0; s < opened && rc == 0; s++)
-			rc = start_next(&members[s]);
+	/* A completion starts the next lock, so the window stays full. */
+	if (rc == 0)
+		rc = start_more(&f);
 	while (rc == 0 && f.granted + f.failed < f.locks && f.failed == 0 && !stop_requested &&
 	       now_ns() < deadline)
 		rc = drive(g, 100);
