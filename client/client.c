@@ -202,14 +202,11 @@ static int client_open_common(struct hasp_client **client, const struct hasp_cli
 	c = hasp_calloc(1, sizeof(*c));
 	if (c == NULL)
 		return -HASP_ENOMEM;
-	c->events = hasp_calloc(HASP_CLIENT_EVENTS_MAX, sizeof(*c->events));
-	if (c->events == NULL) {
-		rc = -HASP_ENOMEM;
-		goto fail_client;
-	}
+	/* No event buffer yet: it comes with the first event
+	 * (client_events_ready_locked). */
 	rc = client_nodes_parse(cfg->cluster, c->nodes, HASP_CLIENT_NODES_MAX, &c->node_count);
 	if (rc != 0)
-		goto fail_events;
+		goto fail_key;
 	c->config_node_count = c->node_count;
 	c->cfg = *cfg;
 	c->cfg.cluster = NULL; /* the caller keeps the string */
@@ -217,7 +214,7 @@ static int client_open_common(struct hasp_client **client, const struct hasp_cli
 	c->cfg.identity = NULL;
 	c->cfg.key_file = NULL;
 	if ((rc = auth_setup(c, cfg)) != 0)
-		goto fail_events;
+		goto fail_key;
 	prng_seed(&c->prng, cfg->nonce_seed != 0 ? cfg->nonce_seed : random_seed());
 
 	c->io = io;
@@ -227,13 +224,13 @@ static int client_open_common(struct hasp_client **client, const struct hasp_cli
 		c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		if (c->fd < 0) {
 			rc = -HASP_ESYS;
-			goto fail_events;
+			goto fail_key;
 		}
 		c->intr_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (c->intr_fd < 0) {
 			close(c->fd);
 			rc = -HASP_ESYS;
-			goto fail_events;
+			goto fail_key;
 		}
 	}
 	c->wake_fd = -1; /* the asynchronous loop's, made on first use */
@@ -250,17 +247,15 @@ static int client_open_common(struct hasp_client **client, const struct hasp_cli
 		pthread_cond_destroy(&c->ka_cv);
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mu);
-		goto fail_events;
+		goto fail_key;
 	}
 	*client = c;
 	HASP_ASSERT(c->node_count > 0);
 	HASP_ASSERT(c->session_state == SESSION_NONE);
 	return 0;
 
-fail_events:
+fail_key:
 	auth_key_wipe(&c->identity_key);
-	hasp_free(c->events);
-fail_client:
 	hasp_free(c);
 	return rc;
 }

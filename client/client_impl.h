@@ -439,7 +439,9 @@ struct hasp_client {
 	uint32_t event_recent_next;
 	uint32_t event_recent_count; /* entries of event_recent_* in use (from 0 up) */
 	bool event_resync_owed; /* a RESYNC could not be queued yet (buffer full) */
-	struct hasp_event *events; /* ring of HASP_CLIENT_EVENTS_MAX */
+	/* Ring of HASP_CLIENT_EVENTS_MAX, allocated with the first event:
+	 * 76 KB that most clients of a group never need. */
+	struct hasp_event *events;
 	uint32_t event_head;
 
 	/* LOCK_GRANTED events of an older grant, come while a later WAIT of

@@ -122,11 +122,20 @@ static bool name_matches_watch(const struct hasp_client *c, const char *name, si
 	return false;
 }
 
+/* True when the event buffer has room for one more; allocates it at the
+ * first event. */
+static bool event_room_locked(struct hasp_client *c)
+{
+	if (c->events == NULL)
+		c->events = hasp_calloc(HASP_CLIENT_EVENTS_MAX, sizeof(*c->events));
+	return c->events != NULL && c->event_count < HASP_CLIENT_EVENTS_MAX;
+}
+
 /* Queues a RESYNC for the application: events may have been lost, re-read
  * what you watch. Owed until the buffer has room. */
 void client_event_resync_locked(struct hasp_client *c)
 {
-	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
+	if (!event_room_locked(c)) {
 		c->event_resync_owed = true;
 		return;
 	}
@@ -147,8 +156,9 @@ static void event_push_locked(struct hasp_client *c, const struct hasp_wire_msg 
 
 	if (c->event_resync_owed)
 		client_event_resync_locked(c);
-	if (c->event_count == HASP_CLIENT_EVENTS_MAX) {
-		/* Dropping an event is a gap the application must hear of. */
+	if (!event_room_locked(c)) {
+		/* Dropping an event (the buffer full, or none to be had) is a
+		 * gap the application must hear of. */
 		c->stats.events_dropped++;
 		c->event_resync_owed = true;
 		return;

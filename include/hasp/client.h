@@ -257,7 +257,7 @@ struct hasp_client_stats {
 	uint64_t timeouts;          /* requests that hit their deadline */
 	uint64_t session_opens;     /* sessions opened (1 + reopens) */
 	uint64_t events;            /* events received */
-	uint64_t events_dropped;    /* event buffer full */
+	uint64_t events_dropped;    /* event buffer full (or out of memory for it) */
 	uint64_t events_gaps;       /* breaks in the event chain (lost events): RESYNCs */
 	uint64_t wait_rechecks;     /* LOCK_READs sent while queued */
 	uint64_t wait_cancels;      /* CANCELs sent for WAITs given up */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/prng.h"
@@ -1535,6 +1536,39 @@ static void test_a_lost_last_event_is_told_by_the_watch_status(void **state)
 	responder_stop(&r);
 }
 
+/* A client has no event buffer until its first event (64 events of 1,192
+ * bytes each: most clients of a group never get one). When that buffer
+ * cannot be had, the event is dropped and counted, and a RESYNC is owed:
+ * the application hears of the gap once memory allows. */
+static void test_the_event_buffer_comes_with_the_first_event(void **state)
+{
+	static struct moving_leader ml;
+	static struct responder r;
+	struct hasp_client_config cfg;
+	struct hasp_client_stats st;
+	struct hasp_event ev;
+	char cluster[128];
+	(void)state;
+
+	ml = (struct moving_leader){ .leader = 0, .watch_count = 1 };
+	struct hasp_client *c = watching_client(&r, 1, &ml, &cfg, cluster, sizeof(cluster), 0, 90);
+	hasp_alloc_fail_after(0);
+	responder_push_event_chain(&r, 0, 10, 0, HASP_EVENT_LOCK_RELEASED, "svc/a", 10);
+	hasp_client_stats_get(c, &st);
+	for (int i = 0; i < 200 && st.events_dropped == 0; i++) {
+		assert_int_equal(hasp_client_next_event(c, &ev, 10), -HASP_ETIMEDOUT);
+		hasp_client_stats_get(c, &st);
+	}
+	hasp_alloc_fail_never();
+	assert_int_equal(st.events_dropped, 1);
+	assert_int_equal(st.events, 1);
+	responder_push_event_chain(&r, 0, 11, 10, HASP_EVENT_LOCK_GRANTED, "svc/a", 11);
+	assert_int_equal(next_event_type(c), HASP_EVENT_RESYNC);
+	assert_int_equal(next_event_type(c), HASP_EVENT_LOCK_GRANTED);
+	hasp_client_close(c);
+	responder_stop(&r);
+}
+
 static void on_done_flag(struct hasp_client *c, const struct hasp_result *res, void *arg)
 {
 	(void)c;
@@ -2352,6 +2386,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_watches_are_registered_again_when_the_leader_holds_fewer, responder_teardown),
 		cmocka_unit_test_teardown(test_watches_are_registered_again_when_an_old_leader_holds_fewer, responder_teardown),
 		cmocka_unit_test_teardown(test_a_lost_last_event_is_told_by_the_watch_status, responder_teardown),
+		cmocka_unit_test_teardown(test_the_event_buffer_comes_with_the_first_event, responder_teardown),
 		cmocka_unit_test_teardown(test_resync_follows_the_watch_registration, responder_teardown),
 		cmocka_unit_test_teardown(test_loop_registers_watches_again_without_waiting, responder_teardown),
 		cmocka_unit_test_teardown(test_threads_share_a_client_with_unique_seqs, responder_teardown),
