@@ -140,6 +140,7 @@ struct client_req {
 	 * copied here for every request that might need it. */
 	uint32_t ttl_change_ms;
 	uint64_t ttl_token; /* RENEW's token; 0 for ACQUIRE */
+	bool group_credit; /* holds a place in its group's window (group.c) */
 	/* Last, in this order: client_req_init zeroes everything before
 	 * `size` and leaves the buffers as they are (read only up to the
 	 * size written with them), so a request writes the few cache lines
@@ -385,6 +386,12 @@ struct hasp_client {
 	 * group loop's, as group_index. */
 	uint64_t group_leader_changes;
 	uint32_t group_watcher_pos;
+	/* Requests of this client that hold a place in the group's window
+	 * (under the group's mutex; group.c, "The window"), and whether it
+	 * waits on the group's list for one. */
+	uint32_t group_credits;
+	bool group_credit_waiting;
+	struct hasp_client *group_credit_next; /* the next waiter after it */
 	uint32_t event_count; /* events in the ring (below) */
 	struct waiter *waiters;
 	const struct client_io *io; /* NULL: the real clock and socket */
@@ -665,6 +672,14 @@ void client_group_session_locked(struct hasp_client *c);
 /* The group must process c (an op started, a cancel, a wake-up). Caller
  * holds c->mu. */
 void client_group_wake_locked(struct hasp_client *c);
+/* The group's window (group.c, "The window"): true when one more request
+ * of c may be sent (a place taken: the caller marks its request); false
+ * when the window is full (c is woken when a place frees). */
+bool client_group_credit_take_locked(struct hasp_client *c) __attribute__((warn_unused_result));
+/* A request of c that held a place ended: the place goes to a waiter. */
+void client_group_credit_return_locked(struct hasp_client *c);
+/* Waits on the group's window so far (tests). */
+uint64_t client_group_credit_waits(const struct hasp_client_group *g);
 /* A grouped client's request got a final answer from `node` (its address:
  * members may list the nodes in different orders). A node other than the
  * group's leader is the new leader: the members with watches are woken to

@@ -761,8 +761,18 @@ void client_watch_query_seen_locked(struct hasp_client *c, uint64_t session_id, 
 		event_chain_to_locked(c, st->last_event_index, st->last_event_sub);
 }
 
-static void req_finish(struct client_req *r, int rc)
+/* Gives back r's place in its group's window, if it holds one. */
+static void req_credit_release(struct hasp_client *c, struct client_req *r)
 {
+	if (r->group_credit) {
+		r->group_credit = false;
+		client_group_credit_return_locked(c);
+	}
+}
+
+static void req_finish(struct hasp_client *c, struct client_req *r, int rc)
+{
+	req_credit_release(c, r);
 	r->state = REQ_DONE;
 	r->rc = rc;
 }
@@ -791,7 +801,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			p->req = NULL;
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
-			req_finish(r, -HASP_ETIMEDOUT);
+			req_finish(c, r, -HASP_ETIMEDOUT);
 			return true;
 		}
 		if (p->state == PENDING_DONE) {
@@ -868,7 +878,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			c->target = p->from_index;
 			p->state = PENDING_FREE; /* the reply is in r->reply already */
 			p->req = NULL;
-			req_finish(r, status);
+			req_finish(c, r, status);
 			if (!open) {
 				if (status == HASP_STATUS_SESSION_EXPIRED) {
 					/* Every lock and watch of the session is
@@ -898,7 +908,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			p->req = NULL; /* a late reply frees the slot, unread */
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
-			req_finish(r, -HASP_ETIMEDOUT);
+			req_finish(c, r, -HASP_ETIMEDOUT);
 			return true;
 		}
 		if (now >= r->timer_ns) {
@@ -1042,7 +1052,15 @@ int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, u
 	if (c->session_state == SESSION_NONE) {
 		if (now >= deadline_ns)
 			return -HASP_ETIMEDOUT;
+		/* An open is a request in flight too (the group's window). */
+		req_credit_release(c, &c->open_req);
+		if (c->group != NULL && !client_group_credit_take_locked(c)) {
+			if (deadline_ns < *wake_ns)
+				*wake_ns = deadline_ns; /* woken when a place frees */
+			return -HASP_EAGAIN;
+		}
 		session_open_start_locked(c, deadline_ns);
+		c->open_req.group_credit = c->group != NULL;
 	}
 	if (!req_step_sent_locked(c, &c->open_req, now, wake_ns))
 		return -HASP_EAGAIN;
@@ -1179,7 +1197,7 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 		/* The open first: one that reached its own deadline ends now. */
 		int rc = client_session_advance_locked(c, r->deadline_ns, now, wake_ns);
 		if (now >= r->deadline_ns) {
-			req_finish(r, -HASP_ETIMEDOUT); /* before taking a number */
+			req_finish(c, r, -HASP_ETIMEDOUT); /* before taking a number */
 			return true;
 		}
 		if (rc == -HASP_EAGAIN)
@@ -1189,8 +1207,16 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 		if (rc != 0) {
 			/* The open this request waited on failed; a later
 			 * request starts another one. */
-			req_finish(r, rc);
+			req_finish(c, r, rc);
 			return true;
+		}
+		if (c->group != NULL && !r->group_credit) {
+			if (!client_group_credit_take_locked(c)) {
+				if (r->deadline_ns < *wake_ns)
+					*wake_ns = r->deadline_ns; /* woken when a place frees */
+				return false;
+			}
+			r->group_credit = true;
 		}
 		if (!req_take_slot_locked(c, r)) {
 			if (c->session_state != SESSION_OPEN)
@@ -1221,7 +1247,7 @@ bool client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 		c->stats.timeouts++;
 		client_ttl_cap_note_locked(c, r, client_now(c));
 	}
-	req_finish(r, -HASP_ECANCELED);
+	req_finish(c, r, -HASP_ECANCELED);
 	return true;
 }
 

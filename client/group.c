@@ -120,9 +120,18 @@ struct hasp_client_group {
 	pthread_mutex_t mu; /* guards what follows */
 	struct hasp_client **ready; /* member_cap entries */
 	uint32_t ready_count;
+	/* The window (below): its size (0: no bound), the places taken, and
+	 * the clients waiting for one, first come first woken. */
+	uint32_t window;
+	uint32_t inflight;
+	struct hasp_client *credit_head, *credit_tail;
+	uint64_t credit_waits;
 	bool wake_pending; /* wake_fd written, not read yet */
 	bool loop_busy;    /* the loop processes: it looks at `ready` again */
 };
+
+static void credit_wake_waiters(struct hasp_client_group *g);
+static void credit_waiter_remove(struct hasp_client_group *g, struct hasp_client *c);
 
 static void group_rx_vectors_init(struct hasp_client_group *g)
 {
@@ -158,6 +167,7 @@ int hasp_client_group_new(struct hasp_client_group **group)
 	}
 	group_rx_vectors_init(g);
 	pthread_mutex_init(&g->mu, NULL);
+	g->window = HASP_CLIENT_GROUP_WINDOW_DEFAULT;
 	g->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -401,6 +411,13 @@ void client_group_leave(struct hasp_client *c)
 			break;
 		}
 	}
+	credit_waiter_remove(g, c);
+	/* Whatever it still had in flight ends with it (closed, their
+	 * callbacks never run): its places go to the waiters. */
+	HASP_ASSERT(g->inflight >= c->group_credits);
+	g->inflight -= c->group_credits;
+	c->group_credits = 0;
+	credit_wake_waiters(g);
 	pthread_mutex_unlock(&g->mu);
 	if (g->member_session[i] != 0)
 		session_index_remove(g, c);
@@ -507,12 +524,11 @@ void client_group_leader_follow_locked(struct hasp_client *c, uint64_t now)
 		watchers_remove(g, c);
 }
 
-void client_group_wake_locked(struct hasp_client *c)
+/* Puts c on the ready list (under g->mu). */
+static void ready_add(struct hasp_client_group *g, struct hasp_client *c)
 {
-	struct hasp_client_group *g = c->group;
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&g->mu);
 	if (!c->group_ready) {
 		c->group_ready = true;
 		g->ready[g->ready_count++] = c;
@@ -523,7 +539,118 @@ void client_group_wake_locked(struct hasp_client *c)
 		(void)!write(g->wake_fd, &one, sizeof(one));
 		g->wake_pending = true;
 	}
+}
+
+void client_group_wake_locked(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+
+	pthread_mutex_lock(&g->mu);
+	ready_add(g, c);
 	pthread_mutex_unlock(&g->mu);
+}
+
+/*
+ * The window: a group bounds the requests its clients have in flight
+ * together (hasp_client_group_set_window). Without a bound, thousands of
+ * clients that start at once send thousands of datagrams in one pass, the
+ * answers overflow the group's socket, every client retransmits, and the
+ * answers to the retransmissions overflow it again (docs/PERFORMANCE.md,
+ * "A fill of 100,000 sessions"). A request takes a place when it gets its
+ * sequence number (a SESSION_OPEN when it starts) and gives it back when
+ * it ends, however it ends (req_finish); a client's places go back when
+ * it leaves the group. Retransmissions take none. A client that finds the
+ * window full waits on a list, first come first woken, and is put on the
+ * ready list when a place frees. All under g->mu.
+ */
+static void credit_wake_waiters(struct hasp_client_group *g)
+{
+	uint32_t free_places = g->window == 0		  ? UINT32_MAX
+			       : g->inflight >= g->window ? 0
+							  : g->window - g->inflight;
+
+	for (; free_places > 0 && g->credit_head != NULL; free_places--) {
+		struct hasp_client *w = g->credit_head;
+		g->credit_head = w->group_credit_next;
+		if (g->credit_head == NULL)
+			g->credit_tail = NULL;
+		w->group_credit_next = NULL;
+		w->group_credit_waiting = false;
+		ready_add(g, w);
+	}
+}
+
+static void credit_waiter_remove(struct hasp_client_group *g, struct hasp_client *c)
+{
+	struct hasp_client *prev = NULL;
+
+	if (!c->group_credit_waiting)
+		return;
+	for (struct hasp_client *w = g->credit_head; w != NULL; prev = w, w = w->group_credit_next) {
+		if (w != c)
+			continue;
+		if (prev == NULL)
+			g->credit_head = c->group_credit_next;
+		else
+			prev->group_credit_next = c->group_credit_next;
+		if (g->credit_tail == c)
+			g->credit_tail = prev;
+		break;
+	}
+	c->group_credit_next = NULL;
+	c->group_credit_waiting = false;
+}
+
+bool client_group_credit_take_locked(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+	bool taken;
+
+	pthread_mutex_lock(&g->mu);
+	taken = g->window == 0 || g->inflight < g->window;
+	if (taken) {
+		g->inflight++;
+		c->group_credits++;
+	} else if (!c->group_credit_waiting) {
+		c->group_credit_waiting = true;
+		c->group_credit_next = NULL;
+		if (g->credit_tail != NULL)
+			g->credit_tail->group_credit_next = c;
+		else
+			g->credit_head = c;
+		g->credit_tail = c;
+		g->credit_waits++;
+	}
+	pthread_mutex_unlock(&g->mu);
+	return taken;
+}
+
+void client_group_credit_return_locked(struct hasp_client *c)
+{
+	struct hasp_client_group *g = c->group;
+
+	pthread_mutex_lock(&g->mu);
+	HASP_ASSERT(c->group_credits > 0 && g->inflight > 0);
+	c->group_credits--;
+	g->inflight--;
+	credit_wake_waiters(g);
+	pthread_mutex_unlock(&g->mu);
+}
+
+uint64_t client_group_credit_waits(const struct hasp_client_group *g)
+{
+	return g->credit_waits; /* read by tests after the loop's calls */
+}
+
+int hasp_client_group_set_window(struct hasp_client_group *g, uint32_t requests)
+{
+	if (g == NULL)
+		return -HASP_EINVAL;
+	pthread_mutex_lock(&g->mu);
+	g->window = requests;
+	credit_wake_waiters(g);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
 }
 
 /* Sends the queued datagrams: one sendmmsg(2) per GROUP_TX_MAX. */

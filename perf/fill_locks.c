@@ -15,7 +15,9 @@
  * the window also bounds the opens in flight: a burst of thousands of
  * opens at once overflows the node's receive ring and the group's socket,
  * and the retransmissions then outnumber the requests (docs/PERFORMANCE.md,
- * "A fill of 100,000 sessions"). Every lock must be granted: a BUSY (the
+ * "A fill of 100,000 sessions"). libhasp's group window (1,024 by default)
+ * bounds what the group sends as well; --window above it leaves the pace
+ * to the library. Every lock must be granted: a BUSY (the
  * prefix is not fresh), an error or the deadline ends the run with exit 1.
  *
  * When every lock is held it prints one JSON line to stdout ({"locks",

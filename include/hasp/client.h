@@ -566,6 +566,10 @@ struct hasp_client_group_stats {
 	uint64_t tx_batches;   /* sendmmsg(2) and sendto(2) calls */
 };
 
+/* The window a new group starts with: requests of its clients in flight
+ * together (hasp_client_group_set_window). */
+#define HASP_CLIENT_GROUP_WINDOW_DEFAULT 1024u
+
 /* A group with its UDP socket, wake-up eventfd and epoll set. 0,
  * -HASP_EINVAL, -HASP_ENOMEM or -HASP_ESYS. */
 int hasp_client_group_new(struct hasp_client_group **group) __attribute__((warn_unused_result));
@@ -589,6 +593,18 @@ int hasp_client_group_process(struct hasp_client_group *group, uint32_t *complet
 	__attribute__((warn_unused_result));
 void hasp_client_group_stats_get(struct hasp_client_group *group,
 				 struct hasp_client_group_stats *stats);
+/* At most `requests` requests of the group's clients in flight together
+ * (0: no bound; HASP_CLIENT_GROUP_WINDOW_DEFAULT at first). A request
+ * holds a place from its first transmission (a SESSION_OPEN, which a
+ * client's first request starts, holds one too) until it ends, however it
+ * ends; its retransmissions take none. A request that finds the window
+ * full waits, in the order they came, and still ends at its deadline.
+ * Thousands of clients that start at once otherwise send thousands of
+ * datagrams at once: the answers overflow the group's socket and every
+ * client retransmits (docs/CLIENT.md, "Client groups"). Any thread; takes
+ * effect at once (a larger window wakes the waiters). 0 or -HASP_EINVAL.
+ * libhasp 1.5. */
+int hasp_client_group_set_window(struct hasp_client_group *group, uint32_t requests);
 
 /* ---- KV ---- */
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/client_impl.h"
 #include "common/clock.h"
 #include "hasp/client.h"
 #include "tests/client/client_test.h"
@@ -59,7 +60,15 @@ struct gscript {
 	uint32_t hold_count;
 	uint32_t held_count;
 	bool burst_sent;
+	bool hold_once; /* after the first burst, answer them at once */
+	/* The "burst/" KV_PUTs seen, each (session, seq) once: retransmissions
+	 * are neither counted nor held twice. */
+	uint32_t puts_seen;
+	struct put_seen {
+		uint64_t session, seq;
+	} puts[SESSIONS_MAX];
 	struct held_reply {
+		uint64_t session, seq;
 		int node;
 		struct sockaddr_in to;
 		size_t size;
@@ -99,13 +108,41 @@ static uint64_t session_for_nonce(struct gscript *s, uint64_t nonce)
 	return s->colliding_ids ? SESSION_BASE + ((uint64_t)(i + 1) << COLLIDE_SHIFT) : SESSION_BASE + i;
 }
 
-/* Keeps the reply; the one that completes the burst sends them all. */
+/* True the first time this (session, seq) comes (under the lock). */
+static bool put_first_seen(struct gscript *s, const struct hasp_wire_msg *req)
+{
+	for (uint32_t i = 0; i < s->puts_seen; i++)
+		if (s->puts[i].session == req->hdr.session_id && s->puts[i].seq == req->hdr.seq)
+			return false;
+	assert_true(s->puts_seen < SESSIONS_MAX);
+	s->puts[s->puts_seen++] = (struct put_seen){ req->hdr.session_id, req->hdr.seq };
+	return true;
+}
+
+static uint32_t puts_seen(struct responder *r, struct gscript *s)
+{
+	responder_lock(r);
+	uint32_t n = s->puts_seen;
+	responder_unlock(r);
+	return n;
+}
+
+/* Keeps the reply; the one that completes the burst sends them all. A
+ * retransmission of a held request is dropped (its reply is held). */
 static void hold_reply(struct responder *r, struct gscript *s, int node, const struct sockaddr_in *to,
 		       const struct hasp_wire_msg *rep)
 {
 	responder_lock(r);
+	for (uint32_t i = 0; i < s->held_count; i++) {
+		if (s->held[i].session == rep->hdr.session_id && s->held[i].seq == rep->hdr.seq) {
+			responder_unlock(r);
+			return;
+		}
+	}
 	assert_true(s->held_count < s->hold_count);
 	struct held_reply *h = &s->held[s->held_count++];
+	h->session = rep->hdr.session_id;
+	h->seq = rep->hdr.seq;
 	int size = hasp_wire_encode(rep, h->data, sizeof(h->data));
 	assert_true(size > 0);
 	h->size = (size_t)size;
@@ -215,8 +252,14 @@ static void script_group(struct responder *r, int node, const struct hasp_wire_m
 	}
 	if (req->hdr.opcode == HASP_OP_KV_PUT && req->body.kv_put.key.size > 6 &&
 	    memcmp(req->body.kv_put.key.data, "burst/", 6) == 0) {
-		hold_reply(r, s, node, from, &rep);
-		return;
+		responder_lock(r);
+		(void)put_first_seen(s, req);
+		bool hold = !(s->hold_once && s->burst_sent);
+		responder_unlock(r);
+		if (hold) {
+			hold_reply(r, s, node, from, &rep);
+			return;
+		}
 	}
 	responder_send(r, node, from, &rep);
 }
@@ -503,6 +546,112 @@ static void test_group_sends_a_batch_s_follow_ups_before_reading_the_next(void *
 	assert_true(burst_read_whole);
 	for (int i = 0; i < BURST_CLIENTS; i++)
 		hasp_client_close(w[i].c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+#define WINDOW 8
+
+/* Every client's session open, one KV_GET each, before the test's burst. */
+static void open_workers(struct responder *r, struct hasp_client_group *g, struct worker *w, int n,
+			 char *cluster, size_t size)
+{
+	for (int i = 0; i < n; i++) {
+		w[i].c = open_grouped(r, g, cluster, size, (uint64_t)i);
+		w[i].wanted = 1;
+		snprintf(w[i].name, sizeof(w[i].name), "burst/%d", i);
+		check(&w[i], hasp_client_kv_get_async(w[i].c, w[i].name, on_get, &w[i], NULL));
+	}
+	run_group(g, w, n);
+}
+
+/* A group's window bounds the requests its clients have in flight
+ * together: 40 clients that each start a KV_PUT at once send 8 of them,
+ * the others as places free; every one completes. Without it, one process
+ * call sent all 40 (a burst that thousands of clients make into a storm of
+ * dropped answers and retransmissions: docs/CLIENT.md "Client groups"). */
+static void test_group_window_bounds_the_requests_in_flight(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[BURST_CLIENTS];
+	struct hasp_client_group *g = NULL;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	open_workers(&r, g, w, BURST_CLIENTS, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_group_set_window(g, WINDOW), 0);
+	responder_lock(&r);
+	s.hold_count = WINDOW; /* the first 8 PUTs are answered together */
+	s.hold_once = true;
+	responder_unlock(&r);
+	uint64_t waits = client_group_credit_waits(g);
+	for (int i = 0; i < BURST_CLIENTS; i++) {
+		w[i].done = false;
+		w[i].wanted = w[i].cycles + 1; /* the KV_PUT, then its KV_GET */
+		check(&w[i], hasp_client_kv_put_async(w[i].c, w[i].name, "v", 1, 0, on_put, &w[i], NULL));
+	}
+	assert_int_equal(hasp_client_group_process(g, NULL), 0);
+	for (int i = 0; i < 10000 && !burst_sent(&r, &s); i++) {
+		struct timespec ms = { .tv_nsec = 1000000 };
+		nanosleep(&ms, NULL);
+	}
+	assert_true(burst_sent(&r, &s));
+	/* One call sent the window's worth, not every client's PUT. */
+	assert_int_equal(puts_seen(&r, &s), WINDOW);
+	assert_true(client_group_credit_waits(g) - waits >= BURST_CLIENTS - WINDOW);
+	run_group(g, w, BURST_CLIENTS);
+	for (int i = 0; i < BURST_CLIENTS; i++) {
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(w[i].wrong_session, 0);
+	}
+	assert_int_equal(puts_seen(&r, &s), BURST_CLIENTS);
+	for (int i = 0; i < BURST_CLIENTS; i++)
+		hasp_client_close(w[i].c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* A client that leaves the group gives back the places of what it still
+ * had in flight: with a window of one, B's request waits behind A's,
+ * unanswered, and goes out when A is closed. */
+static void test_group_window_places_come_back_when_a_client_closes(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[2];
+	struct hasp_client_group *g = NULL;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	open_workers(&r, g, w, 2, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_group_set_window(g, 1), 0);
+	responder_lock(&r);
+	s.hold_count = 2; /* A's PUT waits for a second one */
+	responder_unlock(&r);
+	for (int i = 0; i < 2; i++) {
+		w[i].done = false;
+		w[i].wanted = w[i].cycles + 1;
+		check(&w[i], hasp_client_kv_put_async(w[i].c, w[i].name, "v", 1, 0, on_put, &w[i], NULL));
+	}
+	for (int turn = 0; turn < 20; turn++)
+		group_turn(g);
+	assert_int_equal(puts_seen(&r, &s), 1); /* A's (retransmitted, held) */
+	assert_false(w[1].done);
+	hasp_client_close(w[0].c);
+	w[0].c = NULL;
+	run_group(g, w, 2);
+	assert_int_equal(w[1].errors, 0);
+	assert_int_equal(w[1].wrong_session, 0);
+	hasp_client_close(w[1].c);
 	hasp_client_group_free(g);
 	responder_stop(&r);
 }
@@ -1215,6 +1364,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_routes_equal_session_ids_of_two_clusters_by_sender,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_routes_many_sessions_through_closes_and_reopens,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_window_bounds_the_requests_in_flight,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_window_places_come_back_when_a_client_closes,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_sends_a_batch_s_follow_ups_before_reading_the_next,
 					  responder_teardown),
