@@ -477,6 +477,39 @@ static bool burst_sent(struct responder *r, struct gscript *s)
 	return sent;
 }
 
+/* Every client's session open, one KV_GET each, before the test's burst. */
+static void open_workers(struct responder *r, struct hasp_client_group *g, struct worker *w, int n,
+			 char *cluster, size_t size)
+{
+	for (int i = 0; i < n; i++) {
+		w[i].c = open_grouped(r, g, cluster, size, (uint64_t)i);
+		w[i].wanted = 1;
+		snprintf(w[i].name, sizeof(w[i].name), "burst/%d", i);
+		check(&w[i], hasp_client_kv_get_async(w[i].c, w[i].name, on_get, &w[i], NULL));
+	}
+	run_group(g, w, n);
+}
+
+/* Each worker starts a KV_PUT of its "burst/" key (then its KV_GET). */
+static void put_all(struct worker *w, int n)
+{
+	for (int i = 0; i < n; i++) {
+		w[i].done = false;
+		w[i].wanted = w[i].cycles + 1; /* the KV_PUT, then its KV_GET */
+		check(&w[i], hasp_client_kv_put_async(w[i].c, w[i].name, "v", 1, 0, on_put, &w[i], NULL));
+	}
+}
+
+/* Waits (not reading) until the responder answered the held burst. */
+static void wait_burst_sent(struct responder *r, struct gscript *s)
+{
+	for (int i = 0; i < 10000 && !burst_sent(r, s); i++) {
+		struct timespec ms = { .tv_nsec = 1000000 };
+		nanosleep(&ms, NULL);
+	}
+	assert_true(burst_sent(r, s));
+}
+
 /* A process call that finds more replies waiting than one receive batch
  * holds sends the follow-up requests of the first batch (each reply's
  * callback starts a KV_GET) before it reads the next: those requests do
@@ -498,33 +531,18 @@ static void test_group_sends_a_batch_s_follow_ups_before_reading_the_next(void *
 	assert_int_equal(hasp_client_group_new(&g), 0);
 	/* Every session open first (a KV_GET each), so that the burst's
 	 * requests leave in one process call. */
-	for (int i = 0; i < BURST_CLIENTS; i++) {
-		w[i].c = open_grouped(&r, g, cluster, sizeof(cluster), (uint64_t)i);
-		w[i].wanted = 1;
-		snprintf(w[i].name, sizeof(w[i].name), "burst/%d", i);
-		check(&w[i], hasp_client_kv_get_async(w[i].c, w[i].name, on_get, &w[i], NULL));
-	}
-	run_group(g, w, BURST_CLIENTS);
+	open_workers(&r, g, w, BURST_CLIENTS, cluster, sizeof(cluster));
 	for (int attempt = 0; attempt < BURST_ATTEMPTS && !burst_read_whole; attempt++) {
 		struct hasp_client_group_stats before, after;
 		responder_lock(&r);
 		s.hold_count = BURST_CLIENTS;
 		s.burst_sent = false;
 		responder_unlock(&r);
-		for (int i = 0; i < BURST_CLIENTS; i++) {
-			w[i].done = false;
-			w[i].wanted = w[i].cycles + 1; /* the KV_PUT, then its KV_GET */
-			check(&w[i], hasp_client_kv_put_async(w[i].c, w[i].name, "v", 1, 0, on_put, &w[i],
-							      NULL));
-		}
+		put_all(w, BURST_CLIENTS);
 		/* One call sends the 40 KV_PUTs; the loop then waits (not
 		 * reading) until the responder has answered them all at once. */
 		assert_int_equal(hasp_client_group_process(g, NULL), 0);
-		for (int i = 0; i < 10000 && !burst_sent(&r, &s); i++) {
-			struct timespec ms = { .tv_nsec = 1000000 };
-			nanosleep(&ms, NULL);
-		}
-		assert_true(burst_sent(&r, &s));
+		wait_burst_sent(&r, &s);
 		hasp_client_group_stats_get(g, &before);
 		assert_int_equal(hasp_client_group_process(g, NULL), 0);
 		hasp_client_group_stats_get(g, &after);
@@ -552,19 +570,6 @@ static void test_group_sends_a_batch_s_follow_ups_before_reading_the_next(void *
 
 #define WINDOW 8
 
-/* Every client's session open, one KV_GET each, before the test's burst. */
-static void open_workers(struct responder *r, struct hasp_client_group *g, struct worker *w, int n,
-			 char *cluster, size_t size)
-{
-	for (int i = 0; i < n; i++) {
-		w[i].c = open_grouped(r, g, cluster, size, (uint64_t)i);
-		w[i].wanted = 1;
-		snprintf(w[i].name, sizeof(w[i].name), "burst/%d", i);
-		check(&w[i], hasp_client_kv_get_async(w[i].c, w[i].name, on_get, &w[i], NULL));
-	}
-	run_group(g, w, n);
-}
-
 /* A group's window bounds the requests its clients have in flight
  * together: 40 clients that each start a KV_PUT at once send 8 of them,
  * the others as places free; every one completes. Without it, one process
@@ -590,17 +595,9 @@ static void test_group_window_bounds_the_requests_in_flight(void **state)
 	s.hold_once = true;
 	responder_unlock(&r);
 	uint64_t waits = client_group_credit_waits(g);
-	for (int i = 0; i < BURST_CLIENTS; i++) {
-		w[i].done = false;
-		w[i].wanted = w[i].cycles + 1; /* the KV_PUT, then its KV_GET */
-		check(&w[i], hasp_client_kv_put_async(w[i].c, w[i].name, "v", 1, 0, on_put, &w[i], NULL));
-	}
+	put_all(w, BURST_CLIENTS);
 	assert_int_equal(hasp_client_group_process(g, NULL), 0);
-	for (int i = 0; i < 10000 && !burst_sent(&r, &s); i++) {
-		struct timespec ms = { .tv_nsec = 1000000 };
-		nanosleep(&ms, NULL);
-	}
-	assert_true(burst_sent(&r, &s));
+	wait_burst_sent(&r, &s);
 	/* One call sent the window's worth, not every client's PUT. */
 	assert_int_equal(puts_seen(&r, &s), WINDOW);
 	assert_true(client_group_credit_waits(g) - waits >= BURST_CLIENTS - WINDOW);
@@ -637,11 +634,7 @@ static void test_group_window_places_come_back_when_a_client_closes(void **state
 	responder_lock(&r);
 	s.hold_count = 2; /* A's PUT waits for a second one */
 	responder_unlock(&r);
-	for (int i = 0; i < 2; i++) {
-		w[i].done = false;
-		w[i].wanted = w[i].cycles + 1;
-		check(&w[i], hasp_client_kv_put_async(w[i].c, w[i].name, "v", 1, 0, on_put, &w[i], NULL));
-	}
+	put_all(w, 2);
 	for (int turn = 0; turn < 20; turn++)
 		group_turn(g);
 	assert_int_equal(puts_seen(&r, &s), 1); /* A's (retransmitted, held) */
