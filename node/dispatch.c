@@ -884,7 +884,12 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		};
 		if (who.key != NULL)
 			p.key = *who.key;
-		if (!answer_from_cache(n, &c, &p))
+		/* A seq above the session's highest applied one (every new
+		 * request: the common case) cannot have a cached reply: no
+		 * second session lookup for it. */
+		bool maybe_retransmission = m.hdr.opcode == HASP_OP_SESSION_OPEN ||
+					    (session_known && m.hdr.seq <= si.seq_max);
+		if (!maybe_retransmission || !answer_from_cache(n, &c, &p))
 			batch_add(n, &c, &p);
 		break;
 	}

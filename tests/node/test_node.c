@@ -346,6 +346,27 @@ static void test_node_three_nodes_elect_grant_and_redirect(void **state)
 	sim_destroy(s);
 }
 
+/* Opens sessions A and B (nonces 11, 12); A takes `name` (TRY, ttl_a),
+ * B queues behind it (WAIT, ttl_b, first in line). Returns A's token. */
+static uint64_t hold_and_queue(struct sim *s, int l, const char *name, uint32_t ttl_a,
+			       uint32_t ttl_b, uint64_t *a, uint64_t *b)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+
+	*a = sim_open(s, l, 11);
+	*b = sim_open(s, l, 12);
+	struct hasp_wire_msg req = acquire_req(*a, 1, name, ttl_a, HASP_ACQUIRE_TRY);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	uint64_t token = reply.body.granted.token;
+	req = acquire_req(*b, 1, name, ttl_b, HASP_ACQUIRE_WAIT);
+	assert_true(sim_call(s, l, &req, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
+	assert_int_equal(reply.body.queued.position, 1);
+	return token;
+}
+
 static void test_node_expiry_hands_lock_to_waiter_with_pushed_event(void **state)
 {
 	(void)state;
@@ -354,15 +375,8 @@ static void test_node_expiry_hands_lock_to_waiter_with_pushed_event(void **state
 	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
 	struct hasp_wire_msg reply;
 
-	uint64_t a = sim_open(s, l, 11), b = sim_open(s, l, 12);
-	struct hasp_wire_msg req = acquire_req(a, 1, "lock/x", 100, HASP_ACQUIRE_TRY);
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
-	uint64_t token_a = reply.body.granted.token;
-	req = acquire_req(b, 1, "lock/x", 5000, HASP_ACQUIRE_WAIT);
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
-	assert_int_equal(reply.body.queued.position, 1);
+	uint64_t a, b;
+	uint64_t token_a = hold_and_queue(s, l, "lock/x", 100, 5000, &a, &b);
 
 	/* The leader's timer expires A's lease; B is told by an EVENT. */
 	s->inbox_count = 0;
@@ -423,16 +437,12 @@ static void test_node_replayed_request_does_not_move_the_sessions_events(void **
 	struct hasp_wire_msg reply;
 	const uint16_t attacker_port = CLIENT_PORT + 1;
 
-	uint64_t a = sim_open(s, l, 11), b = sim_open(s, l, 12);
-	struct hasp_wire_msg req = acquire_req(a, 1, "lock/r", 60000, HASP_ACQUIRE_TRY);
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
-	uint64_t token = reply.body.granted.token;
-	req = acquire_req(b, 1, "lock/r", 60000, HASP_ACQUIRE_WAIT);
+	uint64_t a, b;
+	uint64_t token = hold_and_queue(s, l, "lock/r", 60000, 60000, &a, &b);
+	/* B's WAIT as it was sent (the same message encodes to the same bytes). */
+	struct hasp_wire_msg req = acquire_req(b, 1, "lock/r", 60000, HASP_ACQUIRE_WAIT);
 	int size = hasp_wire_encode(&req, captured, sizeof(captured));
 	assert_true(size > 0);
-	assert_true(sim_call(s, l, &req, &reply, keep));
-	assert_int_equal(reply.hdr.status, HASP_STATUS_QUEUED);
 
 	/* The replay, from elsewhere: answered (from the cache), and nothing
 	 * else. */
