@@ -15,7 +15,9 @@ driver: one client per thread) and reads, per node, before and after:
   io_uring submits          ... `-e syscalls:sys_enter_io_uring_enter`
   fsyncs                    wal_writes (one fdatasync per group-commit write)
   WAL bytes                 /proc/PID/io write_bytes (what reached the block layer)
-  CPU                       utime + stime of /proc/PID/stat
+  CPU                       utime + stime of /proc/PID/stat; and for the run, the
+                            kernel's worker threads (kworker/*) and the whole
+                            machine's busy time (/proc/stat)
   idle wakes                the dataplane's idle_sleeps
 
 and divides each by the cycles completed. With --profile the leader is
@@ -103,6 +105,32 @@ def ticks(pid):
     with open("/proc/%d/stat" % pid) as f:
         rest = f.read().rsplit(") ", 1)[1].split()
     return int(rest[11]) + int(rest[12])
+
+
+def machine_busy_ticks():
+    """CPU time the whole machine spent busy (user, nice, system, irq,
+    softirq; not idle, iowait or steal), from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:8]]
+    return v[0] + v[1] + v[2] + v[5] + v[6]
+
+
+def kworker_ticks():
+    """utime + stime of every kernel worker thread (kworker/*) by PID: the
+    kernel's work queues, where for example a RWF_DSYNC direct write's
+    cache flush runs (docs/PERFORMANCE.md, "wal_sync = dsync")."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % d) as f:
+                if not f.read().startswith("kworker"):
+                    continue
+            out[int(d)] = ticks(int(d))
+        except (OSError, IndexError):
+            pass  # gone meanwhile
+    return out
 
 
 def io_write_bytes(pid):
@@ -239,6 +267,7 @@ def run_one(a, clients, env, cluster, addrs, pids, stats_files, out):
     leader = next((i for i, s in enumerate(s0) if s.get("is_leader")), 0)
     t0 = [ticks(p) for p in pids]
     w0 = [io_write_bytes(p) for p in pids]
+    m0, k0 = machine_busy_ticks(), kworker_ticks()
     stat_paths = [os.path.join(out, "perfstat-%d-n%d.txt" % (clients, i + 1)) for i in range(3)]
     stats_procs = [perf_stat_start(p, sp) for p, sp in zip(pids, stat_paths)]
     rec = None
@@ -255,6 +284,10 @@ def run_one(a, clients, env, cluster, addrs, pids, stats_files, out):
     sys_counts = [perf_stat_stop(p, sp) for p, sp in zip(stats_procs, stat_paths)]
     t1 = [ticks(p) for p in pids]
     w1 = [io_write_bytes(p) for p in pids]
+    m1, k1 = machine_busy_ticks(), kworker_ticks()
+    # A worker that exited during the run takes its time with it, and one
+    # started meanwhile counts from zero: a lower bound.
+    kworker_s = sum(max(0, t - k0.get(pid, 0)) for pid, t in k1.items()) / HZ
     s1 = [flat(s) for s in node_stats(pids, stats_files)]
     if r.returncode != 0 or not os.path.exists(res_path):
         sys.exit("cost: the load at %d clients failed (%d): %s" % (clients, r.returncode, r.stderr[-2000:]))
@@ -294,6 +327,11 @@ def run_one(a, clients, env, cluster, addrs, pids, stats_files, out):
                "cycles": cycles, "cycles_counted": total_cycles, "wall_s": wall,
                "acquire_p50_us": lat.get("p50"), "acquire_p99_us": lat.get("p99"),
                "cpu_s_per_1000_cycles": sum(n["cpu_s"] for n in nodes) * 1000 / total_cycles,
+               # Everything else on the machine too: the client, the
+               # kernel's workers, and whatever else runs (docs/PERFORMANCE.md
+               # "wal_sync = dsync").
+               "kworker_us_per_cycle": kworker_s * 1e6 / total_cycles,
+               "machine_us_per_cycle": (m1 - m0) / HZ * 1e6 / total_cycles,
                "loadavg": open("/proc/loadavg").read().split()[:3], "nodes": nodes,
                "settings": a.set, "command": " ".join(cmd)}
     if a.profile:
@@ -330,9 +368,10 @@ ROWS = [
 def print_tables(results, a):
     for r in results:
         print("\n**%d clients (%s), %.0f cycles/s, acquire p50 %s us p99 %s us, %.3f CPU-s per 1000 cycles "
-              "(3 nodes), load average %s**\n" % (r["clients"], r["client"], r["cycles_per_s"],
-                                                   r["acquire_p50_us"], r["acquire_p99_us"],
-                                                   r["cpu_s_per_1000_cycles"], " ".join(r["loadavg"])))
+              "(3 nodes), kworkers %.1f us and the machine %.1f us per cycle, load average %s**\n"
+              % (r["clients"], r["client"], r["cycles_per_s"], r["acquire_p50_us"], r["acquire_p99_us"],
+                 r["cpu_s_per_1000_cycles"], r["kworker_us_per_cycle"], r["machine_us_per_cycle"],
+                 " ".join(r["loadavg"])))
         print("| per cycle | " + " | ".join("n%d (%s)" % (n["node"], n["role"]) for n in r["nodes"]) + " |")
         print("|---|" + "---:|" * len(r["nodes"]))
         for label, key, fmt in ROWS:
