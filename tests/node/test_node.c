@@ -28,6 +28,7 @@
 #include "hasp/errors.h"
 #include "raft/msg_codec.h"
 #include "storage/simdisk.h"
+#include "storage/wal.h"
 #include "tests/node/sim_keys.h"
 #include "tests/storage/forbid_io.h"
 #include "tests/test_util.h"
@@ -2067,6 +2068,24 @@ static void test_node_config_names_the_bad_field(void **state)
 	assert_int_equal(c.members[0].client_port, 7000);
 }
 
+/* The WAL's writes carry RWF_DSYNC unless the operator asks for a linked
+ * or drained fdatasync (docs/PERFORMANCE.md, "wal_sync = dsync"). */
+static void test_node_config_wal_sync_defaults_to_dsync(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[256];
+	node_config_default(&c);
+	assert_int_equal(c.wal_sync, WAL_SYNC_DSYNC);
+	assert_int_equal(node_config_set(&c, "wal_sync", "linked", err, sizeof(err)), 0);
+	assert_int_equal(c.wal_sync, WAL_SYNC_LINKED);
+	assert_int_equal(node_config_set(&c, "wal_sync", "drain", err, sizeof(err)), 0);
+	assert_int_equal(c.wal_sync, WAL_SYNC_DRAIN);
+	assert_int_equal(node_config_set(&c, "wal_sync", "fsync", err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "not linked, dsync or drain"));
+	assert_int_equal(c.wal_sync, WAL_SYNC_DRAIN);
+}
+
 static struct hasp_wire_msg cas_value_req(uint64_t session, uint64_t seq, const char *key, const char *expect,
 					  const char *value)
 {
@@ -2516,6 +2535,7 @@ int main(void)
 		cmocka_unit_test(test_node_idle_watermark_is_rate_limited),
 		cmocka_unit_test(test_node_snapshot_install_forgets_ended_sessions),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
+		cmocka_unit_test(test_node_config_wal_sync_defaults_to_dsync),
 		cmocka_unit_test(test_node_config_member_public_keys),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),
