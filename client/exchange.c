@@ -1154,19 +1154,28 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 
 /* Takes the slot of the next sequence number when the session is open and
  * the slot free. False: not yet (the caller looks again when woken). */
-static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
+/* Whether the session's next number may be taken now: its slot (that of
+ * the number 32 below) is free. An abandoned one that nothing else waits
+ * beside ends the session instead: s - 32 was never answered, so s cannot
+ * be sent in it, and the caller starts another. */
+static bool req_slot_free_locked(struct hasp_client *c)
+{
+	const struct pending *p = &c->slots[c->next_seq % HASP_SESSION_INFLIGHT_MAX];
+
+	HASP_ASSERT(c->session_state == SESSION_OPEN);
+	if (p->state == PENDING_FREE)
+		return true;
+	if (p->state == PENDING_ABANDONED && !any_waiting_locked(c))
+		c->session_state = SESSION_NONE;
+	return false;
+}
+
+/* Gives r the session's next number (req_slot_free_locked said it may). */
+static void req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 {
 	struct pending *p = &c->slots[c->next_seq % HASP_SESSION_INFLIGHT_MAX];
 
-	HASP_ASSERT(c->session_state == SESSION_OPEN);
-	if (p->state != PENDING_FREE) {
-		if (p->state == PENDING_ABANDONED && !any_waiting_locked(c)) {
-			/* s - 32 was never answered, so s cannot be sent in
-			 * this session: start another one. */
-			c->session_state = SESSION_NONE;
-		}
-		return false;
-	}
+	HASP_ASSERT(c->session_state == SESSION_OPEN && p->state == PENDING_FREE);
 	/* With no lower number of this session waiting for its reply, none is
 	 * sent again (an abandoned one never is): the node may drop the
 	 * replies it keeps for them (PROTOCOL.md, "Exactly once"). */
@@ -1187,7 +1196,6 @@ static bool req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 	r->timer_kind = TIMER_SEND;
 	r->timer_ns = 0;
 	finder_init(c, &r->f);
-	return true;
 }
 
 bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint64_t now,
@@ -1210,7 +1218,18 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 			req_finish(c, r, rc);
 			return true;
 		}
-		if (c->group != NULL && !r->group_credit) {
+		/* The session's slot before the group's place: a request that
+		 * waits for its own session (32 in flight) must not hold a
+		 * place that another client's request could send with. */
+		if (!req_slot_free_locked(c)) {
+			if (c->session_state != SESSION_OPEN)
+				continue; /* the window wrapped: a new session */
+			if (r->deadline_ns < *wake_ns)
+				*wake_ns = r->deadline_ns; /* woken when a slot frees */
+			return false;
+		}
+		HASP_ASSERT(!r->group_credit); /* taken only with the slot, below */
+		if (c->group != NULL) {
 			if (!client_group_credit_take_locked(c)) {
 				if (r->deadline_ns < *wake_ns)
 					*wake_ns = r->deadline_ns; /* woken when a place frees */
@@ -1218,13 +1237,7 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 			}
 			r->group_credit = true;
 		}
-		if (!req_take_slot_locked(c, r)) {
-			if (c->session_state != SESSION_OPEN)
-				continue; /* the window wrapped: a new session */
-			if (r->deadline_ns < *wake_ns)
-				*wake_ns = r->deadline_ns; /* woken when a slot frees */
-			return false;
-		}
+		req_take_slot_locked(c, r);
 	}
 	if (r->state == REQ_DONE)
 		return true;

@@ -649,6 +649,69 @@ static void test_group_window_places_come_back_when_a_client_closes(void **state
 	responder_stop(&r);
 }
 
+/* Completions of one client's many PUTs. */
+struct put_count {
+	uint32_t ok, failed;
+};
+
+static void on_put_counted(struct hasp_client *c, const struct hasp_result *res, void *arg)
+{
+	struct put_count *k = arg;
+
+	(void)c;
+	if (res->rc == 0)
+		k->ok++;
+	else
+		k->failed++;
+}
+
+/* A request that waits for a number of its own session (32 of them in
+ * flight) holds no place of the group's window. With a window of 33, A
+ * starts 33 PUTs: 32 go out and are held, the 33rd waits for A's session;
+ * B's PUT takes the last place, the 33rd held PUT, which answers the
+ * lot. Before, A's 33rd took that place and then waited for its number
+ * with it, and B's PUT waited for a place that only deadlines gave back. */
+static void test_group_window_place_not_held_by_a_request_waiting_for_its_session(void **state)
+{
+	enum { A_PUTS = HASP_SESSION_INFLIGHT_MAX + 1 };
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[2];
+	struct put_count a_puts = { 0, 0 };
+	struct hasp_client_group *g = NULL;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	open_workers(&r, g, w, 2, cluster, sizeof(cluster));
+	assert_int_equal(hasp_client_group_set_window(g, HASP_SESSION_INFLIGHT_MAX + 1), 0);
+	responder_lock(&r);
+	s.hold_count = HASP_SESSION_INFLIGHT_MAX + 1;
+	s.hold_once = true;
+	responder_unlock(&r);
+	for (int i = 0; i < A_PUTS; i++)
+		assert_int_equal(hasp_client_kv_put_async(w[0].c, w[0].name, "v", 1, 0, on_put_counted,
+							  &a_puts, NULL),
+				 0);
+	assert_int_equal(hasp_client_group_process(g, NULL), 0);
+	put_all(&w[1], 1);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && !(w[1].done && a_puts.ok + a_puts.failed == A_PUTS);
+	     turn++)
+		group_turn(g);
+	assert_true(w[1].done);
+	assert_int_equal(w[1].errors, 0);
+	assert_int_equal(w[1].wrong_session, 0);
+	assert_int_equal(a_puts.failed, 0);
+	assert_int_equal(a_puts.ok, A_PUTS);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(w[i].c);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
 static void on_one(struct hasp_client *c, const struct hasp_result *res, void *arg)
 {
 	struct hasp_result *out = arg;
@@ -1361,6 +1424,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_window_bounds_the_requests_in_flight,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_window_places_come_back_when_a_client_closes,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_window_place_not_held_by_a_request_waiting_for_its_session,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_sends_a_batch_s_follow_ups_before_reading_the_next,
 					  responder_teardown),
