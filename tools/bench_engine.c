@@ -44,9 +44,22 @@ void bench_engine_flush(struct bench_engine *e, bench_send_fn *send, void *arg)
 		uint32_t picked[BENCH_BATCH_MAX];
 		struct bench_tx tx[BENCH_BATCH_MAX];
 
+		/* A client whose request was answered while its retransmission
+		 * waited here, and that started no other, has nothing to send:
+		 * it leaves the queue. A batch stops before such a client, so
+		 * the next turn finds it at the head. */
+		uint32_t head = e->send_queue[e->send_head];
+		if (e->clients[head].opcode == 0) {
+			e->clients[head].in_send_queue = false;
+			e->send_head = (e->send_head + 1u) % e->client_count;
+			e->send_len--;
+			continue;
+		}
 		while (n < e->cfg->batch && n < e->send_len) {
 			uint32_t index = e->send_queue[(e->send_head + n) % e->client_count];
 			struct client *c = &e->clients[index];
+			if (c->opcode == 0)
+				break;
 			int size = bench_session_encode(e, index, e->tx_buf[n]);
 			HASP_ASSERT(size > 0); /* every request built here is valid */
 			tx[n].to = &e->nodes[c->node];

@@ -605,6 +605,84 @@ static void test_lost_requests_are_resent_with_the_same_bytes(void **state)
 	bench_result_deinit(&res);
 }
 
+/* What one flush handed to the transport. */
+struct flushed {
+	uint32_t count;
+	uint8_t opcodes[64];
+	uint64_t seqs[64];
+};
+
+static int flush_capture(void *arg, const struct bench_tx *tx, uint32_t count)
+{
+	struct flushed *f = arg;
+	for (uint32_t i = 0; i < count && f->count < 64; i++) {
+		struct hasp_wire_msg m;
+		uint8_t copy[HASP_DATAGRAM_SIZE_MAX];
+		memcpy(copy, tx[i].data, tx[i].size);
+		assert_int_equal(hasp_wire_decode(copy, tx[i].size, &m), 0);
+		f->opcodes[f->count] = m.hdr.opcode;
+		f->seqs[f->count] = m.hdr.seq;
+		f->count++;
+	}
+	return (int)count;
+}
+
+/* A request answered while its retransmission waits in the engine's send
+ * queue is not sent again, and the client that has nothing else to send
+ * leaves the queue. Before, the flush encoded the finished client's
+ * opcode 0 and stopped at HASP_UNREACHABLE (hasp-bench --timeout 1 with
+ * 64 clients on a real cluster, just after the opens). */
+static void test_an_answered_request_leaves_the_send_queue(void **state)
+{
+	static char one_node[] = "127.0.0.1:7000";
+	struct bench_config cfg;
+	struct bench_result res;
+	struct bench_engine *e = NULL;
+	struct flushed f = { 0 };
+	uint64_t now = 1000000000ull, wake = UINT64_MAX;
+	(void)state;
+
+	bench_config_default(&cfg);
+	cfg.cluster = one_node;
+	cfg.clients = 1;
+	cfg.request_timeout_ms = 1;
+	assert_int_equal(bench_result_init(&res), 0);
+	assert_int_equal(bench_engine_create(&e, &cfg, &res, now), 0);
+	(void)bench_engine_step(e, now, &wake);
+	bench_engine_flush(e, flush_capture, &f);
+	assert_int_equal(f.count, 1);
+	assert_int_equal(f.opcodes[0], HASP_OP_SESSION_OPEN);
+
+	/* The timeout passes: the open's retransmission is queued. */
+	now += 2000000ull;
+	wake = UINT64_MAX;
+	(void)bench_engine_step(e, now, &wake);
+	assert_true(bench_engine_sends_pending(e));
+
+	/* The first transmission's answer arrives before the queue is sent. */
+	struct hasp_wire_msg req = { .hdr = { .version = 1, .opcode = HASP_OP_SESSION_OPEN,
+					     .seq = f.seqs[0] } };
+	struct hasp_wire_msg rep;
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
+	responder_reply_init(&rep, &req, HASP_STATUS_OK);
+	rep.body.session_opened.session_id = 77;
+	rep.body.session_opened.ttl_ms = cfg.session_ttl_ms;
+	int size = hasp_wire_encode(&rep, buf, sizeof(buf));
+	assert_true(size > 0);
+	bench_engine_receive(e, now, buf, (size_t)size);
+	assert_int_equal(res.err.stray, 0);
+
+	/* Nothing is resent for the answered open; whatever the client sends
+	 * next is a request of its own, and the queue empties. */
+	f.count = 0;
+	bench_engine_flush(e, flush_capture, &f);
+	for (uint32_t i = 0; i < f.count; i++)
+		assert_int_not_equal(f.opcodes[i], HASP_OP_SESSION_OPEN);
+	assert_false(bench_engine_sends_pending(e));
+	bench_engine_destroy(e);
+	bench_result_deinit(&res);
+}
+
 /* Coordinated omission: one 300 ms stall of the responder. In the open
  * loop every arrival scheduled during the stall waits for it, and the
  * latency measured from the intended send time shows that; in the closed
@@ -1598,7 +1676,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_contended_try_counts_busy, responder_teardown),
 		cmocka_unit_test_teardown(test_not_leader_redirects_to_the_named_node,
 					  responder_teardown),
-		cmocka_unit_test_teardown(test_lost_requests_are_resent_with_the_same_bytes,
+cmocka_unit_test(test_an_answered_request_leaves_the_send_queue),
+				cmocka_unit_test_teardown(test_lost_requests_are_resent_with_the_same_bytes,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_open_loop_latency_includes_a_stall, responder_teardown),
 		cmocka_unit_test_teardown(test_libhasp_open_loop_latency_includes_a_stall,
