@@ -36,6 +36,50 @@
  * seq, another digest, a seq below the floor or not applied yet, an
  * unknown session or nonce, a record without a digest) is proposed as
  * before, and the state machine decides.
+ *
+ * Copies in flight. A retransmission of a command still in flight here (in
+ * the open batch, or proposed and not yet applied) is not proposed either:
+ * it is dropped unanswered and counted (client_retransmits_in_flight). The
+ * original's reply goes to the original's address when its entry applies;
+ * the client, which retransmits until it has a reply, gets it there, or
+ * once the entry applied its next copy is answered from the cache (from
+ * whatever address it comes: a copy from another address is dropped all
+ * the same, since answering it would only duplicate the original's reply,
+ * and proposing it would buy a log entry whose apply answers from the
+ * cache). A copy is the same (session, seq) with the same request digest
+ * (locks_cmd.digest): another digest under that seq is proposed and the
+ * apply refuses it (request_mismatch) as before, and it leaves the first
+ * command's mark in place. SESSION_OPEN copies (keyed by nonce, no
+ * session) are out of scope: the apply deduplicates them by nonce.
+ *
+ * Where to find the command: n->inflight, a direct-mapped table keyed by a
+ * hash of (session, seq), names where the command waits: its batch
+ * position while collected, its log index once proposed (rewritten in
+ * dispatch_flush). Nothing in it is trusted: a mark counts only when the
+ * batch item or pending slot it names still holds the same session, seq
+ * and digest, with the term the leader has now. So no mark can get stuck.
+ * A batch refused (fail_batch) leaves no item behind its marks (the batch
+ * is empty, and an item later at that position is another command or the
+ * same one collected again); an applied entry frees its pending slot
+ * (dispatch_applied), and from then on the cache answers; a pending slot
+ * reused for a later index no longer has the index the mark names. A term
+ * change (the node lost leadership, maybe won it back) ends every mark:
+ * a leader never truncates its own log within its term (Raft §5.3), so an
+ * entry it proposed in this term is in its log and will apply here if it
+ * commits at all, while one from an earlier term may have been replaced
+ * by another leader's entry that has not applied yet. The table is lossy:
+ * two commands in one slot keep the later's mark, and a copy of the other
+ * is proposed as before (the state machine decides, as without the mark).
+ *
+ * Cost: a new seq of a known session (every new request) is recognised by
+ * the look-up that remembers the session's address anyway
+ * (notify_session_seen(): a seq above every seq it saw), so it costs no
+ * search, only one store of its mark when collected and one when
+ * proposed. A seq seen before costs one table read and one pending slot or
+ * batch item read. Nothing allocates. A session the session table has no room for is
+ * looked up on every request (its copies are still told apart). A session
+ * a lagging state machine does not know yet is not looked up (its command
+ * is marked all the same): its copies are proposed, as before.
  */
 #include "node/dispatch.h"
 
@@ -64,12 +108,23 @@ int dispatch_init(struct node *n)
 	 * slots never reuses a slot whose entry may still commit. */
 	n->pending_count = n->cfg.log_window;
 	n->pending = hasp_calloc(n->pending_count, sizeof(*n->pending));
+	/* Marks of commands in flight: at most log_window / 2 proposed and
+	 * not applied, plus a batch; twice that many slots keep the chance
+	 * that a command finds its slot taken below one half. */
+	uint64_t inflight_max = n->pending_count / 2u                          /* proposed */
+			      + n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1u; /* the batch */
+	uint64_t inflight_size = 16;
+	while (inflight_size < 2u * inflight_max)
+		inflight_size <<= 1;
+	n->inflight_mask = (uint32_t)(inflight_size - 1);
+	n->inflight = hasp_calloc(inflight_size, sizeof(*n->inflight));
 	n->reads_max = n->raft.cfg.reads_max;
 	n->reads = hasp_calloc(n->reads_max, sizeof(*n->reads));
 	if (n->batch == NULL || n->batch_bufs == NULL || n->batch_buf == NULL || n->pending == NULL ||
-	    n->reads == NULL)
+	    n->inflight == NULL || n->reads == NULL)
 		return -HASP_ENOMEM;
 	HASP_ASSERT(n->pending_count > 0 && n->reads_max > 0);
+	HASP_ASSERT(((uint64_t)n->inflight_mask & (n->inflight_mask + 1ull)) == 0);
 	HASP_ASSERT(n->batch_count == 0 && n->reads_collected == 0);
 	return 0;
 }
@@ -80,11 +135,13 @@ void dispatch_deinit(struct node *n)
 	hasp_free(n->batch_bufs);
 	hasp_free(n->batch_buf);
 	hasp_free(n->pending);
+	hasp_free(n->inflight);
 	hasp_free(n->reads);
 	n->batch = NULL;
 	n->batch_bufs = NULL;
 	n->batch_buf = NULL;
 	n->pending = NULL;
+	n->inflight = NULL;
 	n->reads = NULL;
 }
 
@@ -175,6 +232,41 @@ static void reply_not_leader(struct node *n, uint32_t ip, uint16_t port,
 
 /* ---- batches ---- */
 
+/* The slot of (session, seq) in n->inflight (see "Copies in flight"). */
+static uint32_t inflight_slot(const struct node *n, uint64_t session_id, uint64_t seq)
+{
+	uint64_t h = (session_id ^ (seq * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+	return (uint32_t)(h >> 32) & n->inflight_mask;
+}
+
+/* The command of `session_id` and `seq` in flight in this term: the batch
+ * item or pending slot its mark names, if that still holds it; else NULL.
+ * The caller compares the digest. */
+static const struct node_pending *inflight_find(const struct node *n, uint64_t session_id,
+						uint64_t seq)
+{
+	uint64_t where = n->inflight[inflight_slot(n, session_id, seq)];
+	const struct node_pending *p;
+
+	HASP_ASSERT(session_id != 0);
+	if (where & NODE_INFLIGHT_BATCH) {
+		uint64_t pos = where & ~NODE_INFLIGHT_BATCH;
+		if (pos >= n->batch_count || !n->batch[pos].has_client)
+			return NULL; /* the batch it was in is gone */
+		p = &n->batch[pos].p;
+	} else {
+		if (where == 0)
+			return NULL;
+		p = &n->pending[where % n->pending_count];
+		if (p->index != where)
+			return NULL; /* applied, or the slot serves a later index */
+	}
+	if (p->session_id != session_id || p->seq != seq || p->term != n->term)
+		return NULL;
+	HASP_ASSERT(p->op != HASP_OP_SESSION_OPEN && p->digest != 0);
+	return p;
+}
+
 static bool batch_has_room(const struct node *n)
 {
 	return n->batch_count < n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX;
@@ -193,12 +285,35 @@ static void batch_add(struct node *n, const struct locks_cmd *cmd, const struct 
 	it->offset = n->batch_used;
 	it->size = (uint32_t)size;
 	it->has_client = p != NULL;
+	it->marked = false;
 	if (p != NULL)
 		it->p = *p;
 	n->batch_used += (uint32_t)size;
 	n->batch_count++;
 	HASP_ASSERT(n->batch_used <= (n->cfg.batch_max + 2u * NODE_EXPIRE_IDS_MAX + 1) *
 					  LOCKS_CMD_SIZE_MAX);
+}
+
+/* Marks the batch's last item, a client command with a session, as the
+ * one in flight under its (session, seq). */
+static void batch_mark_last(struct node *n)
+{
+	HASP_ASSERT(n->batch_count > 0);
+	struct node_batch_item *it = &n->batch[n->batch_count - 1];
+	HASP_ASSERT(it->has_client && it->p.digest != 0);
+	n->inflight[inflight_slot(n, it->p.session_id, it->p.seq)] =
+		NODE_INFLIGHT_BATCH | (n->batch_count - 1);
+	it->marked = true;
+}
+
+/* A marked batch item at `pos` was proposed as pending `p`: its mark
+ * follows it from the batch to the log, unless another took the slot. */
+static void inflight_mark_proposed(struct node *n, const struct node_pending *p, uint32_t pos)
+{
+	uint64_t *mark = &n->inflight[inflight_slot(n, p->session_id, p->seq)];
+	HASP_ASSERT(p->index != 0 && (p->index & NODE_INFLIGHT_BATCH) == 0);
+	if (*mark == (NODE_INFLIGHT_BATCH | pos))
+		*mark = p->index;
 }
 
 void dispatch_add_leader_cmd(struct node *n, const struct locks_cmd *cmd)
@@ -288,6 +403,8 @@ void dispatch_flush(struct node *n)
 				if (it->has_client) {
 					*p = it->p;
 					p->index = index;
+					if (it->marked)
+						inflight_mark_proposed(n, p, i);
 				} else if (p->index != 0 && p->index <= index) {
 					p->index = 0;
 				}
@@ -390,7 +507,7 @@ static void reply_result(struct node *n, const struct node_pending *p, const str
 			 const struct locks_result *res)
 {
 	if (p->op == HASP_OP_SESSION_OPEN && res->reply.status == HASP_STATUS_OK)
-		notify_session_seen(n, res->reply.id, 0, p->ip, p->port);
+		(void)notify_session_seen(n, res->reply.id, 0, p->ip, p->port);
 	struct hasp_wire_msg msg;
 	build_reply(n, p, cmd, res, &msg);
 	send_reply(n, p->ip, p->port, &msg, reply_key(n, &p->key), p->arrival_ns);
@@ -795,8 +912,7 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 	 * only for a seq not seen before: nor must a replayed datagram. */
 	struct locks_session_info si;
 	bool session_known = m.hdr.session_id != 0 && locks_session_read(&n->sm, m.hdr.session_id, &si);
-	if (session_known)
-		notify_session_seen(n, m.hdr.session_id, m.hdr.seq, ip, port);
+	bool seq_new = !session_known || notify_session_seen(n, m.hdr.session_id, m.hdr.seq, ip, port);
 	/* A new leader's state machine lags until it applied its term's first
 	 * entry (a restarted node has applied nothing past its snapshot): a
 	 * session it does not know yet may be alive, and SESSION_EXPIRED
@@ -881,6 +997,7 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 			.session_id = m.hdr.session_id, .seq = m.hdr.seq, .ip = ip, .port = port,
 			.op = m.hdr.opcode, .arrival_ns = n->now_ns,
 			.lease_id = m.hdr.opcode == HASP_OP_ACQUIRE ? m.body.acquire.lease_id : 0,
+			.term = n->term, .digest = c.digest,
 		};
 		if (who.key != NULL)
 			p.key = *who.key;
@@ -889,8 +1006,21 @@ void dispatch_request(struct node *n, uint32_t ip, uint16_t port, const uint8_t 
 		 * second session lookup for it. */
 		bool maybe_retransmission = m.hdr.opcode == HASP_OP_SESSION_OPEN ||
 					    (session_known && m.hdr.seq <= si.seq_max);
-		if (!maybe_retransmission || !answer_from_cache(n, &c, &p))
-			batch_add(n, &c, &p);
+		if (maybe_retransmission && answer_from_cache(n, &c, &p))
+			break;
+		/* Nor can a seq this node never saw from the session be in
+		 * flight here: no look-up for it either ("Copies in flight"). */
+		const struct node_pending *q = NULL;
+		if (m.hdr.opcode != HASP_OP_SESSION_OPEN && !seq_new)
+			q = inflight_find(n, c.session_id, c.seq);
+		if (q != NULL && q->digest == c.digest) {
+			n->stats.client_retransmits_in_flight++;
+			break;
+		}
+		batch_add(n, &c, &p);
+		/* Another digest under a seq in flight keeps the first mark. */
+		if (m.hdr.opcode != HASP_OP_SESSION_OPEN && q == NULL)
+			batch_mark_last(n);
 		break;
 	}
 	}

@@ -108,6 +108,7 @@ struct node_stats {
 	uint64_t identities_reload_failed; /* a reload refused: the file was bad, the old set stays */
 	uint64_t client_no_session;    /* mutation for an unknown session: SESSION_EXPIRED, not proposed */
 	uint64_t client_replies_from_cache; /* retransmissions of applied commands: cached reply, not proposed */
+	uint64_t client_retransmits_in_flight; /* copies of commands in flight: dropped, not proposed */
 	uint64_t client_not_leader;    /* answered NOT_LEADER */
 	uint64_t client_overloaded;    /* answered OVERLOADED (raft window or read queue full) */
 	uint64_t client_unavailable;   /* answered UNAVAILABLE (stopping) */
@@ -183,6 +184,12 @@ struct node_pending {
 	uint16_t port;
 	uint8_t op;
 	uint64_t arrival_ns; /* the request's arrival (request latency) */
+	/* The leader's term when the request arrived, and its request digest
+	 * (locks_cmd.digest; 0 for SESSION_OPEN): with (session_id, seq) they
+	 * tell a copy of this command while it is in flight (dispatch.c,
+	 * "Copies in flight"). */
+	uint64_t term;
+	uint64_t digest;
 	/* client_auth = on: the key that seals the reply (the session key, or
 	 * for SESSION_OPEN the identity key), kept here because the command
 	 * itself may end the session (SESSION_CLOSE). */
@@ -193,6 +200,7 @@ struct node_pending {
 struct node_batch_item {
 	struct node_pending p; /* index filled at propose */
 	bool has_client;
+	bool marked; /* its (session, seq) slot in n->inflight named it when added */
 	uint32_t offset, size; /* encoded command in batch_buf */
 };
 
@@ -255,6 +263,7 @@ struct node_loop {
 };
 
 #define NODE_EXPIRE_IDS_MAX 256u
+#define NODE_INFLIGHT_BATCH (1ull << 63) /* n->inflight: a batch position, not a log index */
 #define NODE_RANGE_MAX 128u
 #define NODE_LATENCY_RING 64u
 
@@ -313,6 +322,14 @@ struct node {
 
 	struct node_pending *pending; /* by index % pending_count */
 	uint32_t pending_count;
+	/* Where each client command in flight waits, by a hash of its
+	 * (session, seq): its log index once proposed, or NODE_INFLIGHT_BATCH
+	 * | its position in the batch; 0: nothing. Direct-mapped and lossy: a
+	 * later command in the same slot replaces the mark, and a mark is
+	 * believed only when the pending slot or batch item it names still
+	 * holds that command in this term (dispatch.c, "Copies in flight"). */
+	uint64_t *inflight;
+	uint32_t inflight_mask;
 
 	struct node_read *reads;
 	uint32_t reads_max;

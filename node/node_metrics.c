@@ -262,6 +262,10 @@ int node_metrics_register_node(struct node_metrics *nm, const struct node *n)
 				  "Retransmissions of applied commands answered from the reply cache "
 				  "without a Raft entry (leader).",
 				  NULL, 0, &st->client_replies_from_cache) != NULL;
+	ok &= metrics_counter_ref(m, "hasp_client_retransmits_in_flight_total",
+				  "Copies of commands still in flight, dropped instead of proposed again "
+				  "(leader).",
+				  NULL, 0, &st->client_retransmits_in_flight) != NULL;
 	ok &= metrics_counter_ref(m, "hasp_peer_keys_revoked_total",
 				  "Members whose peer keys a committed configuration revoked.", NULL, 0,
 				  &st->peer_keys_revoked) != NULL;

@@ -27,6 +27,7 @@ const uint64_t node_hist_bounds_ns[NODE_HIST_BOUNDS] = {
 	X(identities_reload_failed) \
 	X(client_no_session) \
 	X(client_replies_from_cache) \
+	X(client_retransmits_in_flight) \
 	X(client_not_leader) \
 	X(client_overloaded) \
 	X(client_unavailable) \

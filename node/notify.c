@@ -117,7 +117,7 @@ static struct node_session *session_find(struct node *n, uint64_t id)
 	return NULL;
 }
 
-void notify_session_seen(struct node *n, uint64_t id, uint64_t seq, uint32_t ip, uint16_t port)
+bool notify_session_seen(struct node *n, uint64_t id, uint64_t seq, uint32_t ip, uint16_t port)
 {
 	HASP_ASSERT(id != 0);
 	struct node_session *s = session_find(n, id);
@@ -131,7 +131,7 @@ void notify_session_seen(struct node *n, uint64_t id, uint64_t seq, uint32_t ip,
 			i = (i + 1) & n->sessions_mask;
 		if (n->sessions[i].id != 0) {
 			n->stats.session_table_full++;
-			return;
+			return false;
 		}
 		s = &n->sessions[i];
 		s->id = id;
@@ -141,12 +141,14 @@ void notify_session_seen(struct node *n, uint64_t id, uint64_t seq, uint32_t ip,
 	} else if (seq <= s->seen_seq) {
 		if (s->ip != ip || s->port != port)
 			n->stats.session_address_kept++;
-		return;
+		return false;
 	}
 	HASP_ASSERT(s->id == id);
 	s->seen_seq = seq;
 	s->ip = ip;
 	s->port = port;
+	HASP_ASSERT(s->seen_seq == seq);
+	return true;
 }
 
 /* Linear-probing delete with backward shift (no tombstones). */

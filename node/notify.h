@@ -19,7 +19,10 @@ void notify_deinit(struct node *n);
  * each request with a seq above every seq that moved it before. A replay
  * of an earlier datagram (valid tag, old seq) from elsewhere moves
  * nothing; a client whose address changed moves it with its next request. */
-void notify_session_seen(struct node *n, uint64_t session_id, uint64_t seq, uint32_t ip, uint16_t port);
+/* Returns true when seq is above every seq the table saw from the session
+ * (or the session was not in it yet): no request of that seq came here
+ * before. False: one may have (also when the table is full). */
+bool notify_session_seen(struct node *n, uint64_t session_id, uint64_t seq, uint32_t ip, uint16_t port);
 void notify_session_end(struct node *n, uint64_t session_id);
 /* Ends every entry whose session the state machine no longer has (after
  * an InstallSnapshot replaced it: the ends inside it were never applied

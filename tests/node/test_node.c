@@ -248,17 +248,25 @@ static int sim_wait_leader(struct sim *s)
 	return l;
 }
 
-/* Sends a request to node i and runs until a reply with this seq arrives. */
-static bool sim_call(struct sim *s, int i, const struct hasp_wire_msg *req, struct hasp_wire_msg *reply,
-		     uint8_t *keep)
+/* Delivers `req` to node i from the client's address at `port`, now,
+ * without a simulation step: nothing reaches the other nodes in between,
+ * so a command the node proposed is still uncommitted afterwards. */
+static void sim_rx(struct sim *s, int i, const struct hasp_wire_msg *req, uint16_t port)
 {
 	uint8_t buf[HASP_DATAGRAM_SIZE_MAX];
 	int size = hasp_wire_encode(req, buf, sizeof(buf));
 	assert_true(size > 0);
-	s->inbox_count = 0;
 	forbid_io_enter();
-	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, CLIENT_PORT, buf, (size_t)size);
+	node_client_rx(&s->nodes[i], s->now_ns, CLIENT_IP, port, buf, (size_t)size);
 	forbid_io_leave();
+}
+
+/* Sends a request to node i and runs until a reply with this seq arrives. */
+static bool sim_call(struct sim *s, int i, const struct hasp_wire_msg *req, struct hasp_wire_msg *reply,
+		     uint8_t *keep)
+{
+	s->inbox_count = 0;
+	sim_rx(s, i, req, CLIENT_PORT);
 	for (int t = 0; t < 20000; t++) {
 		for (uint32_t k = 0; k < s->inbox_count; k++) {
 			struct dgram *d = &s->inbox[k];
@@ -344,6 +352,166 @@ static void test_node_three_nodes_elect_grant_and_redirect(void **state)
 	assert_int_equal(reply.body.lock_info.token, token);
 	assert_int_equal(reply.body.lock_info.holder_session_id, sid);
 	assert_true(s->nodes[l].stats.reads >= 1);
+	sim_destroy(s);
+}
+
+/* Replies in the client's inbox to `opcode` and `seq` sent to `port`, with
+ * `status` (HASP_STATUS_COUNT: any status). */
+static int sim_replies(struct sim *s, uint8_t opcode, uint64_t seq, uint16_t port, unsigned status)
+{
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	int count = 0;
+
+	for (uint32_t k = 0; k < s->inbox_count; k++) {
+		memcpy(keep, s->inbox[k].data, s->inbox[k].size);
+		if (hasp_wire_decode_reply(keep, s->inbox[k].size, &reply) == 0 &&
+		    reply.hdr.opcode == opcode && reply.hdr.seq == seq && s->inbox[k].dst_port == port &&
+		    (status == HASP_STATUS_COUNT || reply.hdr.status == status))
+			count++;
+	}
+	return count;
+}
+
+/* A byte-identical copy of a command still in flight (proposed and not
+ * committed, or still in the open batch) is not proposed again: the
+ * leader drops it and the original's reply, once applied, is the one
+ * answer (docs/PROTOCOL.md "Exactly once"). The same seq with another
+ * digest is no copy: proposed, and refused by the apply. */
+static void test_node_in_flight_copy_is_not_proposed_again(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(15));
+	int l = sim_wait_leader(s);
+	struct node *n = &s->nodes[l];
+	uint64_t sid = sim_open(s, l, 71);
+	uint64_t duplicates = n->sm.stats.duplicates;
+	s->inbox_count = 0;
+
+	/* Seq 1 is proposed at once (nothing else was in flight); its copy,
+	 * in the same step, finds it proposed and not committed (no follower
+	 * has seen it yet). One from another address is dropped all the same. */
+	struct hasp_wire_msg a = acquire_req(sid, 1, "lock/f1", 60000, HASP_ACQUIRE_TRY);
+	uint64_t last = raft_last_index(&n->raft);
+	sim_rx(s, l, &a, CLIENT_PORT);
+	assert_int_equal(raft_last_index(&n->raft), last + 1);
+	assert_true(n->raft.commit < last + 1);
+	sim_rx(s, l, &a, CLIENT_PORT);
+	sim_rx(s, l, &a, CLIENT_PORT + 1);
+	assert_int_equal(raft_last_index(&n->raft), last + 1);
+	assert_int_equal(n->batch_count, 0);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 2);
+
+	/* Seq 2 waits in the batch behind seq 1; its copy finds it there. */
+	struct hasp_wire_msg b = acquire_req(sid, 2, "lock/f2", 60000, HASP_ACQUIRE_TRY);
+	sim_rx(s, l, &b, CLIENT_PORT);
+	sim_rx(s, l, &b, CLIENT_PORT);
+	assert_int_equal(n->batch_count, 1);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 3);
+
+	/* Seq 2 with another body (another digest) is proposed, and the
+	 * state machine refuses it; seq 2's first copy keeps its mark. */
+	struct hasp_wire_msg c = acquire_req(sid, 2, "lock/f3", 60000, HASP_ACQUIRE_TRY);
+	sim_rx(s, l, &c, CLIENT_PORT);
+	assert_int_equal(n->batch_count, 2);
+	sim_rx(s, l, &b, CLIENT_PORT);
+	assert_int_equal(n->batch_count, 2);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 4);
+
+	sim_run_ms(s, 50);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 1, CLIENT_PORT, HASP_STATUS_COUNT), 1);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 1, CLIENT_PORT, HASP_STATUS_GRANTED), 1);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 1, CLIENT_PORT + 1, HASP_STATUS_COUNT), 0);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 2, CLIENT_PORT, HASP_STATUS_COUNT), 2);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 2, CLIENT_PORT, HASP_STATUS_GRANTED), 1);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 2, CLIENT_PORT, HASP_STATUS_BAD_REQUEST), 1);
+	/* No duplicate reached the log. */
+	assert_int_equal(n->sm.stats.duplicates, duplicates);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 4);
+
+	/* Applied now: a copy is answered from the cache. */
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	assert_true(sim_call(s, l, &a, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(n->stats.client_replies_from_cache, 1);
+	sim_destroy(s);
+}
+
+/* Steps until node i leads and has applied its term's first entry. */
+static void sim_wait_lead(struct sim *s, int i)
+{
+	for (int t = 0; t < 50000 && !(s->nodes[i].role == RAFT_LEADER && s->nodes[i].lead_ready); t++)
+		sim_step(s);
+	assert_int_equal(s->nodes[i].role, RAFT_LEADER);
+	assert_true(s->nodes[i].lead_ready);
+}
+
+/* The mark of a copy in flight does not outlive what it marks: a batch
+ * refused when leadership moves, and a term that ended. When the node
+ * leads again, a copy of a command that was never proposed is proposed
+ * and answered, one that applied is answered from the cache, and a copy
+ * in flight in the new term is dropped again. */
+static void test_node_in_flight_mark_ends_with_its_batch_and_term(void **state)
+{
+	(void)state;
+	struct sim *s = sim_create(test_util_seed(16));
+	int l = sim_wait_leader(s);
+	int f = (l + 1) % NODES;
+	struct node *n = &s->nodes[l];
+	uint8_t keep[HASP_DATAGRAM_SIZE_MAX];
+	struct hasp_wire_msg reply;
+	uint64_t sid = sim_open(s, l, 81);
+	s->inbox_count = 0;
+
+	/* Seq 1 proposed, seq 2 in the batch behind it; a copy of each. */
+	struct hasp_wire_msg a = acquire_req(sid, 1, "lock/g1", 60000, HASP_ACQUIRE_TRY);
+	struct hasp_wire_msg b = acquire_req(sid, 2, "lock/g2", 60000, HASP_ACQUIRE_TRY);
+	sim_rx(s, l, &a, CLIENT_PORT);
+	sim_rx(s, l, &b, CLIENT_PORT);
+	sim_rx(s, l, &a, CLIENT_PORT);
+	sim_rx(s, l, &b, CLIENT_PORT);
+	assert_int_equal(n->batch_count, 1);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 2);
+
+	/* Leadership moves to f before the batch closes: the batch is
+	 * refused (a transfer is in progress, or the node is no longer the
+	 * leader), so seq 2 was never proposed; seq 1 commits under f. */
+	uint64_t term = n->term;
+	struct raft_event ev = { .type = RAFT_EVENT_TRANSFER, .transfer = { .target = s->cfg[f].node_id } };
+	node_step(n, &ev);
+	sim_wait_lead(s, f);
+	sim_run_ms(s, 20);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 1, CLIENT_PORT, HASP_STATUS_GRANTED), 1);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 2, CLIENT_PORT, HASP_STATUS_GRANTED), 0);
+
+	/* And back to the first node, in a later term. */
+	ev.transfer.target = s->cfg[l].node_id;
+	node_step(&s->nodes[f], &ev);
+	sim_wait_lead(s, l);
+	assert_true(n->term > term);
+
+	/* Seq 2 was never proposed: its copy is proposed now and granted,
+	 * not taken for the copy of a batch item long gone. */
+	assert_true(sim_call(s, l, &b, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	/* Seq 1 applied: answered from the cache. */
+	uint64_t cached = n->stats.client_replies_from_cache;
+	assert_true(sim_call(s, l, &a, &reply, keep));
+	assert_int_equal(reply.hdr.status, HASP_STATUS_GRANTED);
+	assert_int_equal(n->stats.client_replies_from_cache, cached + 1);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 2);
+
+	/* In this term a copy in flight is dropped again. */
+	struct hasp_wire_msg c = acquire_req(sid, 3, "lock/g3", 60000, HASP_ACQUIRE_TRY);
+	uint64_t last = raft_last_index(&n->raft);
+	s->inbox_count = 0;
+	sim_rx(s, l, &c, CLIENT_PORT);
+	sim_rx(s, l, &c, CLIENT_PORT);
+	assert_int_equal(raft_last_index(&n->raft), last + 1);
+	assert_int_equal(n->stats.client_retransmits_in_flight, 3);
+	sim_run_ms(s, 50);
+	assert_int_equal(sim_replies(s, HASP_OP_ACQUIRE, 3, CLIENT_PORT, HASP_STATUS_COUNT), 1);
 	sim_destroy(s);
 }
 
@@ -2512,6 +2680,8 @@ int main(void)
 	test_util_install_assert_handler();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_node_three_nodes_elect_grant_and_redirect),
+		cmocka_unit_test(test_node_in_flight_copy_is_not_proposed_again),
+		cmocka_unit_test(test_node_in_flight_mark_ends_with_its_batch_and_term),
 		cmocka_unit_test(test_node_leader_ready_is_timed_from_the_win_to_the_first_entry),
 		cmocka_unit_test(test_node_expiry_hands_lock_to_waiter_with_pushed_event),
 		cmocka_unit_test(test_node_replayed_request_does_not_move_the_sessions_events),
