@@ -5,8 +5,10 @@
 # applied ACQUIRE and SESSION_OPEN and checks that each gets the first
 # reply without a Raft entry (the leader's hasp_commit_index stays,
 # hasp_client_replies_from_cache_total rises), and that the same seq with
-# another body is still proposed and refused. time_tick_ms is long so that
-# no leader TICK commits in between.
+# another body is still proposed and refused; and that two copies of a new
+# ACQUIRE sent while both followers are stopped (SIGSTOP) are one entry and
+# one reply (hasp_client_retransmits_in_flight_total rises). time_tick_ms
+# is long so that no leader TICK commits in between.
 #   itest_retransmit.sh <build dir> <source dir>
 set -eu
 build=$1 src=$2

@@ -9,12 +9,18 @@ must get the reply the first copy got, byte for byte, without a Raft entry:
 the leader's hasp_commit_index stays where it was while
 hasp_client_replies_from_cache_total rises. The same seq with another body
 is not a retransmission: it is still proposed and refused BAD_REQUEST.
+Two byte-identical copies of a new ACQUIRE sent back to back while both
+followers are stopped (SIGSTOP, by the PIDs in the cluster directory) are
+one log entry and one reply: the first cannot commit before the followers
+run again, so the second arrives while the first is in flight whatever the
+timing, and hasp_client_retransmits_in_flight_total rises.
 What is measured is the leader's state, not time; the cluster runs with a
 long time_tick_ms so that no TICK commits in between, and a measurement
 across a leader change (another term) is taken again.
 Exit status: 0 when every check held.
 """
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -28,6 +34,7 @@ from hostile_client import (ACQUIRE, BAD_REQUEST, EVENT, GRANTED, LOCK_READ, OK,
 ATTEMPTS = 5  # measurements taken again after a leader change, at most
 REQUESTS = "hasp_requests_total{lcore=0}"  # published with the commit index
 CACHED = "hasp_client_replies_from_cache_total"
+IN_FLIGHT = "hasp_client_retransmits_in_flight_total"
 
 
 def metrics(haspctl, cluster_dir, node):
@@ -44,6 +51,19 @@ def metrics(haspctl, cluster_dir, node):
     return values
 
 
+def replies_to(sess, seq, wait):
+    """Yields the replies (bytes) to `seq` as they arrive, for `wait`
+    seconds at most."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            rep = sess.sock.recvfrom(2048)[0]
+        except socket.timeout:
+            continue
+        if len(rep) >= 44 and struct.unpack_from("<Q", rep, 16)[0] == seq and rep[5] != EVENT:
+            yield rep
+
+
 def send_once(sess, datagram, wait=3.0, rounds=4):
     """Sends `datagram` to the session's leader until its reply comes (the
     same bytes each time); returns (the reply's bytes or None, copies sent)."""
@@ -51,14 +71,9 @@ def send_once(sess, datagram, wait=3.0, rounds=4):
     sess.drain()
     for sent in range(1, rounds + 1):
         sess.sock.sendto(datagram, sess.target)
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            try:
-                rep = sess.sock.recvfrom(2048)[0]
-            except socket.timeout:
-                continue
-            if len(rep) >= 44 and struct.unpack_from("<Q", rep, 16)[0] == seq and rep[5] != EVENT:
-                return rep, sent
+        rep = next(replies_to(sess, seq, wait), None)
+        if rep is not None:
+            return rep, sent
     return None, rounds
 
 
@@ -81,19 +96,24 @@ def settled(haspctl, cluster_dir, node, requests_min=0):
     raise SystemExit(f"retransmit: node {node} did not settle")
 
 
-def measured(sess, datagram, haspctl, cluster_dir):
-    """(reply, leader metrics before, after) for one retransmission, taken
-    again when the term changed in between (a leader change commits its
-    own entry)."""
-    for _ in range(ATTEMPTS):
+def measured(sess, act, haspctl, cluster_dir):
+    """(result, leader metrics before, after) for act(leader node, attempt)
+    -> (result, datagrams sent), taken again when the term changed in
+    between (a leader change commits its own entry)."""
+    for attempt in range(ATTEMPTS):
         node = int(sess.target[0].rsplit(".", 1)[1]) - 10
         before = settled(haspctl, cluster_dir, node)
-        rep, sent = send_once(sess, datagram)
+        result, sent = act(node, attempt)
         after = settled(haspctl, cluster_dir, node, before[REQUESTS] + sent)
         if before.get("hasp_is_leader") == 1 and after.get("hasp_term") == before.get("hasp_term"):
-            return rep, before, after
+            return result, before, after
         sess.call(LOCK_READ, name8(b"retransmit/probe"))  # follows NOT_LEADER to the new leader
     raise SystemExit("retransmit: the leader kept changing")
+
+
+def resend(sess, datagram):
+    """An act for measured(): one retransmission of `datagram`."""
+    return lambda node, attempt: send_once(sess, datagram)
 
 
 def status(rep):
@@ -113,7 +133,7 @@ def check(name, ok, detail):
 def answered_from_cache(sess, what, datagram, first_reply, haspctl, cluster_dir):
     """Checks that a copy of `datagram`, whose first copy got `first_reply`,
     gets that reply again from the leader's cache without a log entry."""
-    again, before, after = measured(sess, datagram, haspctl, cluster_dir)
+    again, before, after = measured(sess, resend(sess, datagram), haspctl, cluster_dir)
     check(f"retransmitted {what} gets the first reply", again == first_reply,
           f"status={status(again)} same_bytes={again == first_reply}")
     check(f"retransmitted {what} adds no log entry",
@@ -121,6 +141,40 @@ def answered_from_cache(sess, what, datagram, first_reply, haspctl, cluster_dir)
           f"commit {before['hasp_commit_index']:.0f} -> {after['hasp_commit_index']:.0f}")
     check(f"retransmitted {what} counted", after.get(CACHED, 0) > before.get(CACHED, 0),
           f"{CACHED} {before.get(CACHED)} -> {after.get(CACHED)}")
+
+
+def copies_in_flight(sess, haspctl, cluster_dir):
+    """An act for measured(): two copies of a new ACQUIRE, sent back to
+    back while both followers are stopped; returns (the replies, 2). The
+    leader proposes the first at once and cannot commit it until the
+    followers run again, and they are resumed only after the leader
+    counted both datagrams: so the second arrives while the first is in
+    flight, however the machine schedules. (A stop longer than an election
+    timeout on a loaded machine may depose the leader: measured() then
+    tries again, with a new seq.)"""
+    def act(node, attempt):
+        sess.seq += 1
+        name = b"retransmit/in-flight-%d" % attempt
+        datagram = seal(sess.skey, encode(ACQUIRE, sess.id, sess.seq,
+                                          struct.pack("<QIB", 0, 60000, 0) + name8(name)))
+        requests = metrics(haspctl, cluster_dir, node).get(REQUESTS, 0)
+        pids = [int(open(os.path.join(cluster_dir, f"n{i}", "pid")).read())
+                for i in (1, 2, 3) if i != node]
+        sess.drain()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            sess.sock.sendto(datagram, sess.target)
+            sess.sock.sendto(datagram, sess.target)
+            end = time.monotonic() + 5.0
+            while (metrics(haspctl, cluster_dir, node).get(REQUESTS, 0) < requests + 2 and
+                   time.monotonic() < end):
+                time.sleep(0.01)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        return list(replies_to(sess, sess.seq, 3.0)), 2
+    return act
 
 
 def main():
@@ -145,7 +199,7 @@ def main():
     # 3. The same seq with another body is no retransmission: proposed as
     # before, and the state machine refuses it (request_mismatch).
     other = seal(s.skey, encode(ACQUIRE, s.id, acquire_seq, struct.pack("<QIB", 0, 60000, 0) + name8(b"retransmit/other")))
-    again, before, after = measured(s, other, haspctl, cluster_dir)
+    again, before, after = measured(s, resend(s, other), haspctl, cluster_dir)
     check("same seq, other body refused", status(again) == BAD_REQUEST,
           f"status={status(again)}")
     check("same seq, other body still proposed",
@@ -153,6 +207,17 @@ def main():
           after.get(CACHED, 0) == before.get(CACHED, 0),
           f"commit {before['hasp_commit_index']:.0f} -> {after['hasp_commit_index']:.0f}, "
           f"{CACHED} {before.get(CACHED)} -> {after.get(CACHED)}")
+
+    # 4. A copy of a command in flight: dropped, one entry, one reply.
+    act = copies_in_flight(s, haspctl, cluster_dir)
+    got, before, after = measured(s, act, haspctl, cluster_dir)
+    check("two copies in flight get one reply", len(got) == 1 and status(got[0]) == GRANTED,
+          f"replies={len(got)} status={[status(r) for r in got]}")
+    check("two copies in flight are one log entry",
+          after["hasp_commit_index"] == before["hasp_commit_index"] + 1,
+          f"commit {before['hasp_commit_index']:.0f} -> {after['hasp_commit_index']:.0f}")
+    check("the copy in flight counted", after.get(IN_FLIGHT, 0) == before.get(IN_FLIGHT, 0) + 1,
+          f"{IN_FLIGHT} {before.get(IN_FLIGHT)} -> {after.get(IN_FLIGHT)}")
 
     # Nothing of it moved the lock: the session holds it with its token.
     st, info = s.call(LOCK_READ, name8(lock))
