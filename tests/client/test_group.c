@@ -568,6 +568,28 @@ static void test_group_sends_a_batch_s_follow_ups_before_reading_the_next(void *
 	responder_stop(&r);
 }
 
+/* The window tests' set-up: n clients open in a group whose window is
+ * `window`, and a responder that holds the "burst/" PUTs until hold_count
+ * have come (then answers later ones at once if hold_once). */
+static struct hasp_client_group *window_group(struct responder *r, struct gscript *s, struct worker *w,
+					      int n, uint32_t window, uint32_t hold_count, bool hold_once,
+					      char *cluster, size_t cluster_size)
+{
+	struct hasp_client_group *g = NULL;
+
+	memset(s, 0, sizeof(*s));
+	memset(w, 0, (size_t)n * sizeof(*w));
+	assert_int_equal(responder_start(r, 1, script_group, s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	open_workers(r, g, w, n, cluster, cluster_size);
+	assert_int_equal(hasp_client_group_set_window(g, window), 0);
+	responder_lock(r);
+	s->hold_count = hold_count;
+	s->hold_once = hold_once;
+	responder_unlock(r);
+	return g;
+}
+
 #define WINDOW 8
 
 /* A group's window bounds the requests its clients have in flight
@@ -580,20 +602,12 @@ static void test_group_window_bounds_the_requests_in_flight(void **state)
 	static struct gscript s;
 	static struct responder r;
 	static struct worker w[BURST_CLIENTS];
-	struct hasp_client_group *g = NULL;
 	char cluster[128];
 	(void)state;
 
-	memset(&s, 0, sizeof(s));
-	memset(w, 0, sizeof(w));
-	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
-	assert_int_equal(hasp_client_group_new(&g), 0);
-	open_workers(&r, g, w, BURST_CLIENTS, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_group_set_window(g, WINDOW), 0);
-	responder_lock(&r);
-	s.hold_count = WINDOW; /* the first 8 PUTs are answered together */
-	s.hold_once = true;
-	responder_unlock(&r);
+	/* The first 8 PUTs are answered together. */
+	struct hasp_client_group *g = window_group(&r, &s, w, BURST_CLIENTS, WINDOW, WINDOW, true,
+						   cluster, sizeof(cluster));
 	uint64_t waits = client_group_credit_waits(g);
 	put_all(w, BURST_CLIENTS);
 	assert_int_equal(hasp_client_group_process(g, NULL), 0);
@@ -621,19 +635,11 @@ static void test_group_window_places_come_back_when_a_client_closes(void **state
 	static struct gscript s;
 	static struct responder r;
 	static struct worker w[2];
-	struct hasp_client_group *g = NULL;
 	char cluster[128];
 	(void)state;
 
-	memset(&s, 0, sizeof(s));
-	memset(w, 0, sizeof(w));
-	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
-	assert_int_equal(hasp_client_group_new(&g), 0);
-	open_workers(&r, g, w, 2, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_group_set_window(g, 1), 0);
-	responder_lock(&r);
-	s.hold_count = 2; /* A's PUT waits for a second one */
-	responder_unlock(&r);
+	/* A's PUT waits for a second one. */
+	struct hasp_client_group *g = window_group(&r, &s, w, 2, 1, 2, false, cluster, sizeof(cluster));
 	put_all(w, 2);
 	for (int turn = 0; turn < 20; turn++)
 		group_turn(g);
@@ -678,20 +684,11 @@ static void test_group_window_place_not_held_by_a_request_waiting_for_its_sessio
 	static struct responder r;
 	static struct worker w[2];
 	struct put_count a_puts = { 0, 0 };
-	struct hasp_client_group *g = NULL;
 	char cluster[128];
 	(void)state;
 
-	memset(&s, 0, sizeof(s));
-	memset(w, 0, sizeof(w));
-	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
-	assert_int_equal(hasp_client_group_new(&g), 0);
-	open_workers(&r, g, w, 2, cluster, sizeof(cluster));
-	assert_int_equal(hasp_client_group_set_window(g, HASP_SESSION_INFLIGHT_MAX + 1), 0);
-	responder_lock(&r);
-	s.hold_count = HASP_SESSION_INFLIGHT_MAX + 1;
-	s.hold_once = true;
-	responder_unlock(&r);
+	struct hasp_client_group *g = window_group(&r, &s, w, 2, A_PUTS, A_PUTS, true, cluster,
+						   sizeof(cluster));
 	for (int i = 0; i < A_PUTS; i++)
 		assert_int_equal(hasp_client_kv_put_async(w[0].c, w[0].name, "v", 1, 0, on_put_counted,
 							  &a_puts, NULL),
