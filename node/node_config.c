@@ -84,8 +84,11 @@ void node_config_default(struct node_config *cfg)
 	/* One RWF_DSYNC write per group commit instead of a write and a
 	 * linked fdatasync: the fdatasync runs on an io-wq worker, a thread
 	 * to wake and a completion more per write. On net_af_packet it cost
-	 * the three nodes 26-36 % more CPU per lock cycle, at no gain in
-	 * cycles (docs/PERFORMANCE.md, "wal_sync = dsync"). */
+	 * the three nodes 19-42 % more CPU per lock cycle, at no gain in
+	 * cycles; with dsync part of that work moves to the kernel's
+	 * direct-I/O workers (the cache flush), and the machine as a whole
+	 * still spent about 15 % less on a quiet machine
+	 * (docs/PERFORMANCE.md, "wal_sync = dsync"). */
 	cfg->wal_sync = WAL_SYNC_DSYNC;
 	locks_config_default(&cfg->locks);
 	/* The protocol lets a client pipeline 32 requests (PROTOCOL.md,
