@@ -770,6 +770,19 @@ static void req_credit_release(struct hasp_client *c, struct client_req *r)
 	}
 }
 
+/* Takes a place in the group's window for a request (or an open) whose
+ * deadline is deadline_ns; true without a group. False: the window is
+ * full, and the client waits on the group's list, woken when a place
+ * frees or at the deadline. */
+static bool group_place_take_locked(struct hasp_client *c, uint64_t deadline_ns, uint64_t *wake_ns)
+{
+	if (c->group == NULL || client_group_credit_take_locked(c))
+		return true;
+	if (deadline_ns < *wake_ns)
+		*wake_ns = deadline_ns;
+	return false;
+}
+
 static void req_finish(struct hasp_client *c, struct client_req *r, int rc)
 {
 	req_credit_release(c, r);
@@ -1054,11 +1067,8 @@ int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, u
 			return -HASP_ETIMEDOUT;
 		/* An open is a request in flight too (the group's window). */
 		req_credit_release(c, &c->open_req);
-		if (c->group != NULL && !client_group_credit_take_locked(c)) {
-			if (deadline_ns < *wake_ns)
-				*wake_ns = deadline_ns; /* woken when a place frees */
+		if (!group_place_take_locked(c, deadline_ns, wake_ns))
 			return -HASP_EAGAIN;
-		}
 		session_open_start_locked(c, deadline_ns);
 		c->open_req.group_credit = c->group != NULL;
 	}
@@ -1152,8 +1162,6 @@ int client_req_init(struct hasp_client *c, struct client_req *r, struct hasp_wir
 #define WIRE_OFF_SESSION 8
 #define WIRE_OFF_SEQ 16
 
-/* Takes the slot of the next sequence number when the session is open and
- * the slot free. False: not yet (the caller looks again when woken). */
 /* Whether the session's next number may be taken now: its slot (that of
  * the number 32 below) is free. An abandoned one that nothing else waits
  * beside ends the session instead: s - 32 was never answered, so s cannot
@@ -1229,14 +1237,9 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 			return false;
 		}
 		HASP_ASSERT(!r->group_credit); /* taken only with the slot, below */
-		if (c->group != NULL) {
-			if (!client_group_credit_take_locked(c)) {
-				if (r->deadline_ns < *wake_ns)
-					*wake_ns = r->deadline_ns; /* woken when a place frees */
-				return false;
-			}
-			r->group_credit = true;
-		}
+		if (!group_place_take_locked(c, r->deadline_ns, wake_ns))
+			return false;
+		r->group_credit = c->group != NULL;
 		req_take_slot_locked(c, r);
 	}
 	if (r->state == REQ_DONE)
