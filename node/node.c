@@ -772,7 +772,8 @@ int node_init(struct node *n, const struct node_config *cfg, struct storage_io i
 	}
 	struct storage_config scfg = { .dir = cfg->data_dir, .io = io, .segment_size = cfg->segment_size,
 				       .writes_inflight_max = cfg->wal_writes_inflight,
-				       .sync_mode = (enum wal_sync_mode)cfg->wal_sync };
+				       .sync_mode = (enum wal_sync_mode)cfg->wal_sync,
+				       .segment_fill = (enum wal_segment_fill)cfg->segment_fill };
 	rc = storage_open(&n->st, &scfg, &hs);
 	if (rc != 0) {
 		if (rc == -HASP_ESYS) {

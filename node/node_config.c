@@ -90,6 +90,10 @@ void node_config_default(struct node_config *cfg)
 	 * still spent about 15 % less on a quiet machine
 	 * (docs/PERFORMANCE.md, "wal_sync = dsync"). */
 	cfg->wal_sync = WAL_SYNC_DSYNC;
+	/* New segments are written with zeros before use, so a sync does not
+	 * also commit the file system's journal for the extents the write
+	 * filled (docs/PERFORMANCE.md, "Segments written with zeros"). */
+	cfg->segment_fill = WAL_FILL_ZEROS;
 	locks_config_default(&cfg->locks);
 	/* The protocol lets a client pipeline 32 requests (PROTOCOL.md,
 	 * "Exactly once"); the reply cache must cover them. */
@@ -339,6 +343,15 @@ int node_config_set(struct node_config *cfg, const char *key, const char *value,
 			return fail(err, err_size, "wal_sync: '%s' is not linked, dsync or drain", value);
 		return 0;
 	}
+	if (strcmp(k, "segment_fill") == 0) {
+		if (strcmp(value, "zeros") == 0)
+			cfg->segment_fill = WAL_FILL_ZEROS;
+		else if (strcmp(value, "allocate") == 0)
+			cfg->segment_fill = WAL_FILL_ALLOCATE;
+		else
+			return fail(err, err_size, "segment_fill: '%s' is not zeros or allocate", value);
+		return 0;
+	}
 	if (strcmp(k, "data_dir") == 0)
 		return set_path(k, value, cfg->data_dir, err, err_size);
 	if (strcmp(k, "stats_file") == 0)
@@ -548,7 +561,7 @@ static const char usage_text[] =
 	"  idle_spin, batch_max, batch_delay_us, tick_ms, election_ticks, heartbeat_ticks,\n"
 	"  time_tick_ms, log_window, snapshot_threshold, snapshot_trailing,\n"
 	"  snapshots_kept, snapshot_write_rate, segment_size, wal_writes_inflight,\n"
-	"  idle_watermark_ms, wal_sync,\n"
+	"  idle_watermark_ms, wal_sync, segment_fill (zeros|allocate),\n"
 	"  watches_max, watches_per_session_max, watch_rate, watch_burst,\n"
 	"  locks_max, leases_max, sessions_max, waiters_max, kv_entries_max,\n"
 	"  kv_bytes_max, lock_name_bytes_max, locks_per_lease_max,\n"

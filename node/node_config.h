@@ -131,6 +131,7 @@ struct node_config {
 	uint32_t wal_writes_inflight; /* group-commit writes in flight at once */
 	uint32_t idle_watermark_ms;   /* at most one WAL idle watermark per this many ms; 0: every idle */
 	uint32_t wal_sync;            /* enum wal_sync_mode */
+	uint32_t segment_fill;        /* enum wal_segment_fill */
 
 	/* State machine capacities. */
 	struct locks_config locks;

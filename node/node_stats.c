@@ -140,6 +140,8 @@ size_t node_stats_json(const struct node *n, char *buf, size_t size)
 	    put(buf, size, &off, "wal_appends", w->appends) != 0 ||
 	    put(buf, size, &off, "wal_full", w->full) != 0 ||
 	    put(buf, size, &off, "wal_rollovers", w->rollovers) != 0 ||
+	    put(buf, size, &off, "wal_spare_waits", w->spare_waits) != 0 ||
+	    put(buf, size, &off, "wal_fill_bytes", w->fill_bytes) != 0 ||
 	    put(buf, size, &off, "wal_retire_steps", w->retire_steps) != 0 ||
 	    put(buf, size, &off, "wal_records_bytes", w->records_bytes) != 0 ||
 	    put(buf, size, &off, "wal_log_bytes", w->records_bytes + w->padding_bytes) != 0 ||

@@ -17,6 +17,11 @@
  *   uring_nop        io_uring_submit_and_wait() of one NOP (one io_uring_enter)
  *   pwrite_4k        pwrite() of one 4 KiB block to a file in `dir`
  *   fdatasync_4k     pwrite() of 4 KiB then fdatasync(): the WAL's floor per write
+ *   dsync_4k_allocated  O_DIRECT pwritev2(RWF_DSYNC) of 4 KiB, each into the next
+ *                    block of a file preallocated with fallocate (unwritten
+ *                    extents: each sync also commits the journal's extent change)
+ *   dsync_4k_zeroed  the same into a file written with zeros first (what the
+ *                    WAL's segments are since segment_fill = zeros)
  * Prints one JSON object: per case, CPU ns and wall ns per operation (means).
  */
 #include <errno.h>
@@ -197,6 +202,38 @@ int main(int argc, char **argv)
 		}
 		report("fdatasync_4k", t0, now_ns(), n, &first);
 		close(fd);
+		unlink(path);
+	}
+	/* RWF_DSYNC writes into new blocks: fallocated against zero-written. */
+	for (int zeroed = 0; zeroed <= 1; zeroed++) {
+		static uint8_t big[1 << 20] __attribute__((aligned(4096)));
+		static uint8_t block[4096] __attribute__((aligned(4096)));
+		unsigned long n = iters / 10 > 0 ? iters / 10 : 1;
+		off_t size = (off_t)n * 4096;
+		int ok = 1;
+
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0600);
+		if (fd < 0 || fallocate(fd, 0, 0, size) != 0)
+			ok = 0;
+		for (off_t at = 0; ok && zeroed && at < size; at += (off_t)sizeof(big)) {
+			size_t len = size - at < (off_t)sizeof(big) ? (size_t)(size - at) : sizeof(big);
+			ok = pwrite(fd, big, len, at) == (ssize_t)len;
+		}
+		if (ok && fsync(fd) != 0)
+			ok = 0;
+		memset(block, 0x5a, sizeof(block));
+		struct iovec biov = { block, sizeof(block) };
+		c0 = cpu_ns();
+		t0 = now_ns();
+		for (unsigned long i = 0; ok && i < n; i++)
+			ok = pwritev2(fd, &biov, 1, (off_t)(i * sizeof(block)), RWF_DSYNC) ==
+			     (ssize_t)sizeof(block);
+		if (ok)
+			report(zeroed ? "dsync_4k_zeroed" : "dsync_4k_allocated", t0, now_ns(), n, &first);
+		else
+			fprintf(stderr, "bench_floor: dsync case in %s: %s\n", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		unlink(path);
 	}
 	printf("},\"tap_frames_read\":%lu,\"tap_frames_sent\":%lu,\"sink\":%llu}\n", got, sent, (unsigned long long)(sink & 1));

@@ -78,6 +78,7 @@ int storage_open(struct storage *s, const struct storage_config *cfg, struct har
 	if (cfg->segment_count_max)
 		wc.segment_count_max = cfg->segment_count_max;
 	wc.sync_mode = cfg->sync_mode;
+	wc.segment_fill = cfg->segment_fill;
 	if ((rc = hardstate_open(&s->hs, s->io, hs)) != 0) {
 		s->open_failed = "hard state file " HARDSTATE_FILE;
 		goto fail_io;

@@ -44,6 +44,7 @@ struct storage_config {
 	uint32_t writes_inflight_max; /* 0: default 16 */
 	uint32_t segment_count_max;   /* 0: default 1024 */
 	enum wal_sync_mode sync_mode;
+	enum wal_segment_fill segment_fill; /* 0: WAL_FILL_ZEROS */
 };
 
 struct storage {

@@ -448,6 +448,10 @@ void wal_io_done(struct wal *w, const struct storage_cqe *cqe)
 		wal_segment_spare_done(w, cqe);
 		return;
 	}
+	if (kind == WAL_OP_SPARE_FILL) {
+		wal_segment_fill_done(w, cqe);
+		return;
+	}
 	if (kind == WAL_OP_HEADER) {
 		wal_segment_header_done(w, cqe);
 		return;

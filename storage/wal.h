@@ -33,8 +33,9 @@
  * wal_compact and wal_reset (unlink + directory fsync), wal_replay (reads),
  * wal_drain. Segment rollover does not wait for the device: the next segment
  * is prepared ahead (create and fallocate in the call that consumed the last
- * spare, directory fsync through the ring), and its header is written through
- * the ring; writes for it start once the header is durable.
+ * spare; zeros written over it, its fsync and the directory fsync through
+ * the ring), and its header is written through the ring; writes for it
+ * start once the header is durable.
  *
  * Single-threaded: one thread calls every function of one wal.
  */
@@ -60,6 +61,23 @@ enum wal_sync_mode {
 	WAL_SYNC_DRAIN = 2,  /* write, then fdatasync with IOSQE_IO_DRAIN */
 };
 
+/* How a new segment's blocks are made ready before it is used. */
+enum wal_segment_fill {
+	/* fallocate, then zeros written over the whole file through the ring
+	 * (a chunk at a time) and one fsync: its extents are then written
+	 * ones, so a later RWF_DSYNC write or fdatasync has no extent
+	 * conversion to journal, only the data and the cache flush
+	 * (docs/STORAGE.md, "Spare segments are written with zeros"). */
+	WAL_FILL_ZEROS = 0,
+	/* fallocate only: the blocks stay unwritten extents, and the first
+	 * write into each makes the next sync commit the file system's
+	 * journal too. Less device traffic per segment. */
+	WAL_FILL_ALLOCATE = 1,
+};
+
+/* Bytes of zeros per write while a spare is filled (one in flight). */
+#define WAL_FILL_CHUNK (256u << 10)
+
 struct wal_config {
 	struct storage_io io;         /* the caller keeps it alive until wal_close */
 	uint64_t segment_size;        /* bytes, a multiple of 4 KiB, >= 4 blocks */
@@ -67,6 +85,7 @@ struct wal_config {
 	uint32_t writes_inflight_max; /* 1..WAL_WRITES_MAX */
 	uint32_t segment_count_max;   /* segment files at most (open fds) */
 	enum wal_sync_mode sync_mode;
+	enum wal_segment_fill segment_fill;
 	/* Segment format for new segments: 0 or WAL_FORMAT_VERSION (packs
 	 * small writes), or 1 (every write on a fresh block: what older
 	 * versions wrote; tests and comparisons). */
@@ -101,12 +120,14 @@ struct wal_stats {
 	uint64_t retire_steps;    /* truncations of dropped segments (wal_retire_step) */
 	uint64_t recovered_torn_tails;
 	uint64_t spare_waits;       /* rollovers that found the next segment not ready */
+	uint64_t fill_bytes;        /* zeros written into spare segments */
 	uint64_t watermark_writes;  /* empty batches written by wal_idle/wal_drain */
 };
 
 enum wal_spare_state {
 	WAL_SPARE_NONE = 0,
-	WAL_SPARE_SYNCING, /* created; its directory fsync is in flight */
+	WAL_SPARE_FILLING, /* created; zeros being written (WAL_FILL_ZEROS) */
+	WAL_SPARE_SYNCING, /* created (and filled); its fsync and directory fsync in flight */
 	WAL_SPARE_READY,
 };
 
@@ -179,6 +200,8 @@ struct wal {
 	enum wal_spare_state spare_state;
 	uint8_t spare_ops_pending;
 	bool spare_sync_failed;     /* an op of the spare sync asked to be redone */
+	uint64_t spare_fill_offset; /* zeros written below this offset of the spare */
+	uint8_t *fill_buf;          /* WAL_FILL_CHUNK zeros, 4 KiB aligned (WAL_FILL_ZEROS) */
 	uint8_t *header_buf;       /* the new segment's header block, while written */
 	bool header_pending;       /* writes to header_seq wait until it is durable */
 	uint64_t header_seq;

@@ -16,7 +16,13 @@ LOG_TOPIC_DECLARE(storage);
 
 #define BLOCK HASP_WAL_BLOCK_SIZE
 
-enum wal_op_kind { WAL_OP_WRITE = 1, WAL_OP_SYNC = 2, WAL_OP_SPARE = 3, WAL_OP_HEADER = 4 };
+enum wal_op_kind {
+	WAL_OP_WRITE = 1,
+	WAL_OP_SYNC = 2,
+	WAL_OP_SPARE = 3,
+	WAL_OP_HEADER = 4,
+	WAL_OP_SPARE_FILL = 5,
+};
 
 /* user_data: owner (8 bits) | slot (16) | attempt (16) | kind (8). */
 static inline uint64_t wal_user_data(uint32_t slot, uint16_t attempt, enum wal_op_kind kind)
@@ -38,6 +44,7 @@ bool wal_ops_pending(const struct wal *w);
 int wal_segment_prepare_now(struct wal *w) __attribute__((warn_unused_result));
 void wal_segment_prepare(struct wal *w);
 void wal_segment_spare_done(struct wal *w, const struct storage_cqe *cqe);
+void wal_segment_fill_done(struct wal *w, const struct storage_cqe *cqe);
 void wal_segment_header_done(struct wal *w, const struct storage_cqe *cqe);
 int wal_segment_activate(struct wal *w, uint64_t first_index) __attribute__((warn_unused_result));
 

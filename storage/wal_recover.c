@@ -22,7 +22,7 @@ static int wal_config_check(const struct wal_config *cfg)
 	    cfg->write_size_max % BLOCK != 0 || cfg->write_size_max < BLOCK ||
 	    cfg->write_size_max > cfg->segment_size - BLOCK || cfg->writes_inflight_max == 0 ||
 	    cfg->writes_inflight_max > WAL_WRITES_MAX || cfg->segment_count_max < 2 ||
-	    cfg->sync_mode > WAL_SYNC_DRAIN ||
+	    cfg->sync_mode > WAL_SYNC_DRAIN || cfg->segment_fill > WAL_FILL_ALLOCATE ||
 	    (cfg->format_version != 0 && (cfg->format_version < WAL_FORMAT_VERSION_MIN ||
 					  cfg->format_version > WAL_FORMAT_VERSION)))
 		return -HASP_ECONFIG;
@@ -126,8 +126,13 @@ int wal_open(struct wal *w, const struct wal_config *cfg)
 	w->segments = hasp_calloc(cfg->segment_count_max, sizeof(w->segments[0]));
 	w->header_buf = hasp_alloc_aligned(BLOCK, BLOCK);
 	w->tail_buf = hasp_alloc_aligned(BLOCK, BLOCK);
+	if (cfg->segment_fill == WAL_FILL_ZEROS) {
+		w->fill_buf = hasp_alloc_aligned(BLOCK, WAL_FILL_CHUNK);
+		if (w->fill_buf != NULL)
+			memset(w->fill_buf, 0, WAL_FILL_CHUNK);
+	}
 	if (w->writes == NULL || w->segments == NULL || w->header_buf == NULL ||
-	    w->tail_buf == NULL) {
+	    w->tail_buf == NULL || (cfg->segment_fill == WAL_FILL_ZEROS && w->fill_buf == NULL)) {
 		rc = -HASP_ENOMEM;
 		goto fail;
 	}
@@ -228,6 +233,7 @@ void wal_close(struct wal *w)
 	hasp_free(w->segments);
 	hasp_free(w->header_buf);
 	hasp_free(w->tail_buf);
+	hasp_free(w->fill_buf);
 	hasp_free(w->markers);
 	memset(w, 0, sizeof(*w));
 }

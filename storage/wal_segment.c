@@ -19,8 +19,11 @@
 
 /* Spare segments. A segment is created ahead of need so that rollover on
  * the hot path waits for no device: the spare is created and preallocated
- * (open, fallocate), and the directory fsync that makes its name durable goes
- * through the ring. Rollover takes a ready spare and writes its header
+ * (open, fallocate), zeros are written over it through the ring, one chunk
+ * in flight (WAL_FILL_ZEROS: fallocate leaves unwritten extents, and every
+ * sync after a write into one would commit the file system's journal too),
+ * and the fsync and the directory fsync that make its blocks and its name
+ * durable go through the ring. Rollover takes a ready spare and writes its header
  * (RWF_DSYNC) through the ring; writes for the new segment are built
  * meanwhile but start only once the header is durable, so that recovery
  * always finds the header (with the segment's first index) of any segment
@@ -55,9 +58,10 @@ static int wal_spare_open(struct wal *w)
 	return 0;
 }
 
-/* The spare's size (fallocate) and its name become durable before it is
- * used: recovery takes a segment shorter than the spare for a cut one
- * (wal_scan.c, lost segments). Two ops, both reported as WAL_OP_SPARE. */
+/* The spare's size (fallocate), its written zeros and its name become
+ * durable before it is used: recovery takes a segment shorter than the
+ * spare for a cut one (wal_scan.c, lost segments). Two ops, both reported
+ * as WAL_OP_SPARE. */
 static void wal_spare_sync(struct wal *w)
 {
 	struct storage_io io = w->cfg.io;
@@ -78,15 +82,84 @@ static void wal_spare_sync(struct wal *w)
 	w->spare_sync_failed = false;
 }
 
+/* Writes the spare's next chunk of zeros, or, once the whole file has
+ * them, starts its sync. One write in flight: a 256 KiB write queued before
+ * a WAL write delays that write's sync by little, and a spare is ready long
+ * before the active segment fills. */
+static void wal_spare_fill_next(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+	uint64_t left = w->spare.size - w->spare_fill_offset;
+
+	if (left == 0) {
+		wal_spare_sync(w);
+		return;
+	}
+	uint32_t n = left < WAL_FILL_CHUNK ? (uint32_t)left : WAL_FILL_CHUNK;
+	int rc = io.ops->submit_write(io.ctx, w->spare.fd, w->fill_buf, n, w->spare_fill_offset, 0,
+				      wal_user_data(0, 0, WAL_OP_SPARE_FILL));
+	if (rc != 0) {
+		wal_fail(w, "segment zero fill", w->spare.name, w->spare_fill_offset, n, rc);
+		return;
+	}
+	w->spare_ops_pending++;
+	w->spare_state = WAL_SPARE_FILLING;
+}
+
+void wal_segment_fill_done(struct wal *w, const struct storage_cqe *cqe)
+{
+	HASP_ASSERT(w->spare_ops_pending > 0);
+	w->spare_ops_pending--;
+	if (w->failed)
+		return;
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+		w->stats.retries++;
+	} else if (cqe->res <= 0) {
+		/* No progress would be retried forever: an I/O error. */
+		wal_fail(w, "segment zero fill", w->spare.name, w->spare_fill_offset, 0,
+			 cqe->res < 0 ? cqe->res : -EIO);
+		return;
+	} else {
+		/* A short write continues where it stopped. */
+		HASP_ASSERT((uint64_t)cqe->res <= w->spare.size - w->spare_fill_offset);
+		w->spare_fill_offset += (uint64_t)cqe->res;
+		w->stats.fill_bytes += (uint64_t)cqe->res;
+	}
+	wal_spare_fill_next(w);
+	(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
+}
+
 /* Starts preparing the next spare (non-blocking but for open + fallocate). */
 void wal_segment_prepare(struct wal *w)
 {
 	if (w->failed || w->spare_state != WAL_SPARE_NONE)
 		return;
 	if (wal_spare_open(w) == 0) {
-		wal_spare_sync(w);
+		w->spare_fill_offset = 0;
+		if (w->cfg.segment_fill == WAL_FILL_ZEROS)
+			wal_spare_fill_next(w);
+		else
+			wal_spare_sync(w);
 		(void)w->cfg.io.ops->submit(w->cfg.io.ctx);
 	}
+}
+
+/* Writes zeros over the whole spare, blocking (wal_segment_prepare_now). */
+static int wal_spare_fill_now(struct wal *w)
+{
+	struct storage_io io = w->cfg.io;
+
+	for (uint64_t at = 0; at < w->spare.size; at += WAL_FILL_CHUNK) {
+		uint64_t left = w->spare.size - at;
+		size_t n = left < WAL_FILL_CHUNK ? (size_t)left : WAL_FILL_CHUNK;
+		int rc = io.ops->pwrite(io.ctx, w->spare.fd, w->fill_buf, n, at);
+		if (rc != 0) {
+			wal_fail(w, "segment zero fill", w->spare.name, at, (uint32_t)n, rc);
+			return w->fail_code;
+		}
+		w->stats.fill_bytes += n;
+	}
+	return 0;
 }
 
 /* Prepares the spare and waits for it (wal_open: blocking is fine there). */
@@ -95,6 +168,8 @@ int wal_segment_prepare_now(struct wal *w)
 	int rc;
 
 	if ((rc = wal_spare_open(w)) != 0)
+		return rc;
+	if (w->cfg.segment_fill == WAL_FILL_ZEROS && (rc = wal_spare_fill_now(w)) != 0)
 		return rc;
 	if ((rc = w->cfg.io.ops->fsync(w->cfg.io.ctx, w->spare.fd)) != 0) {
 		wal_fail(w, "fsync", w->spare.name, 0, 0, rc);

@@ -10,8 +10,8 @@
 #     the majority;
 #   - a whole-cluster kill -9 and restart recovers all state;
 #   - no lcore allocated after start (alloc_forbidden == 0 on every node,
-#     checked after the snapshots, WAL rollovers and InstallSnapshot, and
-#     again at the end).
+#     checked after the snapshots, WAL rollovers (each segment written with
+#     zeros first) and InstallSnapshot, and again at the end).
 #   itest_cluster.sh <build dir> <source dir> <itest_client>
 set -eu
 build=$1 src=$2 client=$3
@@ -112,6 +112,11 @@ check_no_lcore_alloc() {
 roll=$(stats "$new" wal_rollovers)
 [ "$roll" -ge 2 ] || { echo "FAIL: node $new rolled its WAL over $roll times"; exit 1; }
 echo "itest: node $new rolled its WAL over $roll times"
+# segment_fill = zeros (the default): every segment it used was written
+# with zeros before its first entry (STORAGE.md, "Spare segments are
+# written with zeros").
+fill=$(stats "$new" wal_fill_bytes)
+[ "$fill" -ge $(( roll * 65536 )) ] || { echo "FAIL: node $new wrote $fill bytes of zeros for $roll segments"; exit 1; }
 check_no_lcore_alloc "after snapshots and InstallSnapshot"
 
 # It serves as part of the majority: kill the current leader.

@@ -2254,6 +2254,22 @@ static void test_node_config_wal_sync_defaults_to_dsync(void **state)
 	assert_int_equal(c.wal_sync, WAL_SYNC_DRAIN);
 }
 
+static void test_node_config_segment_fill_defaults_to_zeros(void **state)
+{
+	(void)state;
+	struct node_config c;
+	char err[256];
+	node_config_default(&c);
+	assert_int_equal(c.segment_fill, WAL_FILL_ZEROS);
+	assert_int_equal(node_config_set(&c, "segment_fill", "allocate", err, sizeof(err)), 0);
+	assert_int_equal(c.segment_fill, WAL_FILL_ALLOCATE);
+	assert_int_equal(node_config_set(&c, "segment_fill", "ones", err, sizeof(err)), -HASP_ECONFIG);
+	assert_non_null(strstr(err, "not zeros or allocate"));
+	assert_int_equal(c.segment_fill, WAL_FILL_ALLOCATE);
+	assert_int_equal(node_config_set(&c, "segment_fill", "zeros", err, sizeof(err)), 0);
+	assert_int_equal(c.segment_fill, WAL_FILL_ZEROS);
+}
+
 static struct hasp_wire_msg cas_value_req(uint64_t session, uint64_t seq, const char *key, const char *expect,
 					  const char *value)
 {
@@ -2706,6 +2722,7 @@ int main(void)
 		cmocka_unit_test(test_node_snapshot_install_forgets_ended_sessions),
 		cmocka_unit_test(test_node_config_names_the_bad_field),
 		cmocka_unit_test(test_node_config_wal_sync_defaults_to_dsync),
+		cmocka_unit_test(test_node_config_segment_fill_defaults_to_zeros),
 		cmocka_unit_test(test_node_config_member_public_keys),
 		cmocka_unit_test(test_node_kv_cas_compares_the_value),
 		cmocka_unit_test(test_node_event_as_request_is_bad_opcode),

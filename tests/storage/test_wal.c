@@ -267,6 +267,10 @@ static void test_wal_short_writes_and_eagain_are_continued(void **state)
 		assert_int_equal(wal_durable_index(&f->wal), from + 99);
 		assert_true(f->wal.stats.short_writes > 0);
 		assert_true(f->wal.stats.retries > 0);
+		/* Every spare got all its zeros, short writes continued. */
+		assert_int_equal(f->wal.spare_state, WAL_SPARE_READY);
+		assert_int_equal(f->wal.stats.fill_bytes,
+				 (f->wal.stats.rollovers + 1) * f->cfg.segment_size);
 		reopen(f);
 		replay(&f->wal, &c);
 		assert_int_equal(c.last, from + 99);
@@ -294,6 +298,52 @@ static void test_wal_segment_rollover_keeps_the_log_whole(void **state)
 	assert_int_equal(c.first, 1);
 	assert_int_equal(c.last, 300);
 	assert_int_equal(c.count, 300);
+	fixture_free(f);
+}
+
+/* A spare is filled with zeros through the ring, a chunk at a time, and
+ * becomes ready (usable by a rollover) only after its fsyncs, which follow
+ * the last chunk. segment_fill allocate writes none. */
+static void test_wal_spare_is_filled_with_zeros_before_it_is_ready(void **state)
+{
+	(void)state;
+	struct fixture *f = fixture_new(11);
+	struct collected c;
+
+	f->cfg.segment_size = 2 * (WAL_FILL_CHUNK / BLOCK) * BLOCK + 4 * BLOCK; /* three chunks */
+	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+	/* wal_open fills its spare before returning. */
+	assert_int_equal(f->wal.spare_state, WAL_SPARE_READY);
+	assert_int_equal(f->wal.stats.fill_bytes, f->cfg.segment_size);
+	append_range(&f->wal, 1, 1, 1, 100);
+	/* The first append took the spare; the next one is being filled. */
+	assert_int_equal(f->wal.stats.rollovers, 1);
+	assert_int_equal(f->wal.spare_state, WAL_SPARE_FILLING);
+	assert_int_equal(f->wal.spare_ops_pending, 1);
+	uint64_t chunks = 0, filled = f->wal.stats.fill_bytes;
+	while (f->wal.spare_state == WAL_SPARE_FILLING) {
+		(void)wal_poll(&f->wal, true);
+		if (f->wal.stats.fill_bytes > filled)
+			chunks++;
+		assert_true(f->wal.stats.fill_bytes - filled <= f->cfg.segment_size);
+		filled = f->wal.stats.fill_bytes;
+	}
+	assert_int_equal(chunks, 3);
+	assert_int_equal(f->wal.stats.fill_bytes, 2 * f->cfg.segment_size);
+	assert_int_equal(f->wal.spare_state, WAL_SPARE_SYNCING);
+	assert_int_equal(wal_drain(&f->wal), 0);
+	assert_int_equal(f->wal.spare_state, WAL_SPARE_READY);
+	reopen(f);
+	replay(&f->wal, &c);
+	assert_int_equal(c.last, 1);
+	wal_close(&f->wal);
+
+	f->cfg.segment_fill = WAL_FILL_ALLOCATE;
+	assert_int_equal(wal_open(&f->wal, &f->cfg), 0);
+	assert_null(f->wal.fill_buf);
+	append_range(&f->wal, 2, 2, 1, 100);
+	assert_int_equal(wal_drain(&f->wal), 0);
+	assert_int_equal(f->wal.stats.fill_bytes, 0);
 	fixture_free(f);
 }
 
@@ -766,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_wal_eio_fails_loudly_and_stops_durability),
 		cmocka_unit_test(test_wal_full_is_reported_not_grown),
 		cmocka_unit_test(test_wal_packs_small_writes_behind_durable_ones),
+		cmocka_unit_test(test_wal_spare_is_filled_with_zeros_before_it_is_ready),
 		cmocka_unit_test(test_wal_does_not_pack_behind_a_write_in_flight),
 		cmocka_unit_test(test_wal_torn_rewrite_of_the_tail_block_keeps_durable_records),
 		cmocka_unit_test(test_wal_reads_and_continues_an_old_format_log),

@@ -333,6 +333,7 @@ static void config_for_seed(struct run *r, struct simdisk_config *dc)
 	r->cfg.writes_inflight_max = (uint32_t)prng_range(&r->prng, 1, 8);
 	r->cfg.segment_count_max = 4096;
 	r->cfg.sync_mode = (enum wal_sync_mode)prng_below(&r->prng, 3);
+	r->cfg.segment_fill = (enum wal_segment_fill)prng_below(&r->prng, 2);
 	/* One seed in four starts with the old format (no packing); its later
 	 * lives may open that log with the current one (an upgrade). */
 	r->cfg.format_version = prng_below(&r->prng, 4) == 0 ? WAL_FORMAT_VERSION_MIN : 0;

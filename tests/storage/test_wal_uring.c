@@ -9,6 +9,9 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -310,6 +313,92 @@ static void test_uring_compacted_segments_are_freed_in_steps(void **state)
 	rm_rf(dir);
 }
 
+/* The file system's map of a file: bytes in extents, and how many of them
+ * are unwritten (allocated by fallocate, never written: a sync after a
+ * write into them also commits the journal's extent conversion). */
+static void extent_bytes(int fd, uint64_t *mapped, uint64_t *unwritten)
+{
+	enum { EXTENTS = 256 };
+	union {
+		struct fiemap map;
+		uint8_t bytes[sizeof(struct fiemap) + EXTENTS * sizeof(struct fiemap_extent)];
+	} u;
+	uint64_t start = 0;
+
+	*mapped = *unwritten = 0;
+	for (;;) {
+		memset(&u, 0, sizeof(u));
+		u.map.fm_start = start;
+		u.map.fm_length = FIEMAP_MAX_OFFSET - start;
+		u.map.fm_flags = FIEMAP_FLAG_SYNC;
+		u.map.fm_extent_count = EXTENTS;
+		assert_int_equal(ioctl(fd, FS_IOC_FIEMAP, &u.map), 0);
+		if (u.map.fm_mapped_extents == 0)
+			return;
+		for (uint32_t i = 0; i < u.map.fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &u.map.fm_extents[i];
+			*mapped += e->fe_length;
+			if (e->fe_flags & FIEMAP_EXTENT_UNWRITTEN)
+				*unwritten += e->fe_length;
+			start = e->fe_logical + e->fe_length;
+			if (e->fe_flags & FIEMAP_EXTENT_LAST)
+				return;
+		}
+	}
+}
+
+/* A spare segment is ready only once zeros are written over it: the one
+ * wal_open prepares (blocking) and the one prepared through the ring after
+ * a rollover. With segment_fill allocate its blocks stay unwritten. */
+static void test_uring_spare_segments_are_written_before_use(void **state)
+{
+	(void)state;
+	char dir[128];
+	struct storage s;
+	struct storage_config cfg;
+	struct hard_state loaded;
+	uint64_t mapped, unwritten;
+
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	config(&cfg, dir, WAL_SYNC_DSYNC);
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	assert_int_equal(s.wal.spare_state, WAL_SPARE_READY);
+	extent_bytes(s.wal.spare.fd, &mapped, &unwritten);
+	assert_int_equal(mapped, cfg.segment_size);
+	assert_int_equal(unwritten, 0);
+	assert_int_equal(s.wal.stats.fill_bytes, cfg.segment_size);
+
+	append(&s, 1, 300, 1, 4000); /* about 1.2 MB: rolls over once */
+	wait_durable(&s, 300);
+	assert_true(s.wal.stats.rollovers >= 2);
+	while (s.wal.spare_state != WAL_SPARE_READY) {
+		assert_false(storage_failed(&s));
+		(void)storage_poll(&s, true);
+	}
+	extent_bytes(s.wal.spare.fd, &mapped, &unwritten);
+	assert_int_equal(mapped, cfg.segment_size);
+	assert_int_equal(unwritten, 0);
+	for (uint32_t i = 0; i < s.wal.segment_count; i++) {
+		extent_bytes(s.wal.segments[i].fd, &mapped, &unwritten);
+		assert_int_equal(unwritten, 0);
+	}
+	assert_int_equal(s.wal.stats.fill_bytes, (s.wal.stats.rollovers + 1) * cfg.segment_size);
+	storage_close(&s);
+	rm_rf(dir);
+
+	/* The other choice: fallocate alone, no zeros written. */
+	assert_non_null(temp_dir("/tmp", dir, sizeof(dir)));
+	config(&cfg, dir, WAL_SYNC_DSYNC);
+	cfg.segment_fill = WAL_FILL_ALLOCATE;
+	assert_int_equal(storage_open(&s, &cfg, &loaded), 0);
+	extent_bytes(s.wal.spare.fd, &mapped, &unwritten);
+	assert_int_equal(mapped, cfg.segment_size);
+	assert_int_equal(unwritten, cfg.segment_size);
+	assert_int_equal(s.wal.stats.fill_bytes, 0);
+	storage_close(&s);
+	rm_rf(dir);
+}
+
 static void save_hs(struct storage *s, uint64_t term, uint64_t vote)
 {
 	struct hard_state hs = { term, vote };
@@ -478,6 +567,7 @@ int main(void)
 		cmocka_unit_test(test_uring_paced_snapshot_reads_back),
 		cmocka_unit_test(test_uring_hard_state_damage_refuses_to_start),
 		cmocka_unit_test(test_uring_compacted_segments_are_freed_in_steps),
+		cmocka_unit_test(test_uring_spare_segments_are_written_before_use),
 		cmocka_unit_test(test_uring_wal_truncated_or_missing_newest_segment_refuses),
 		cmocka_unit_test(test_uring_wal_on_tmpfs_falls_back_to_buffered_and_warns),
 	};
