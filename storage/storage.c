@@ -18,11 +18,14 @@
 LOG_TOPIC_DECLARE(storage);
 
 /* Ring entries: each WAL write is at most two ops (write + sync), the hard
- * state one write + one sync, and a margin for resubmissions. */
+ * state one write + one sync, the spare segment's and the new segment's
+ * ops, and a margin for resubmissions. */
 static unsigned storage_queue_depth(uint32_t writes_inflight_max)
 {
 	unsigned need = 2 * (writes_inflight_max + 2) /* WAL writes and their syncs */
 			+ 2                           /* hard-state write and sync */
+			+ 3                           /* a spare's zeros, or its two fsyncs;
+						       * a new segment's header */
 			+ 8;                          /* retries in the same poll */
 	unsigned depth = 1;
 	while (depth < need)
