@@ -26,6 +26,31 @@ class StormDuring(unittest.TestCase):
         self.assertEqual(self.m.storm_windows(storm),
                          [(1000 * MS, 2200 * MS), (5000 * MS, 6300 * MS)])
 
+    def test_a_burst_window_runs_from_the_release_to_the_last_watcher_told(self):
+        # --watchers: a burst round's notify sample starts at its release.
+        burst = [("op", 0, 200 * MS), ("notify", 100 * MS, 95 * MS),
+                 ("op", 1000 * MS, 200 * MS), ("notify", 1100 * MS, 120 * MS)]
+        self.assertEqual(self.m.storm_windows(burst),
+                         [(100 * MS, 195 * MS), (1100 * MS, 1220 * MS)])
+
+    def test_the_load_is_the_storm_or_a_burst_to_the_watchers(self):
+        class Args:
+            watchers, locks = 0, 5000
+        storm = self.m.load_args(Args, 60)
+        self.assertEqual(storm[:4], ["--workload", "storm", "--locks", "5000"])
+        Args.watchers = 10000
+        burst = self.m.load_args(Args, 60)
+        self.assertEqual(burst[:5], ["--workload", "burst", "--watchers", "--waiters", "10000"])
+        self.assertIn("--duration", burst)
+        self.assertEqual(burst[burst.index("--duration") + 1], "60")
+        # What each delivered, from hasp-bench's results.
+        storm_res = {"ops": 3, "storm": {"granted": 15000, "told": 15000, "coalesced": 2, "resynced": 0},
+                     "errors": {"storm_waiters_missing": 0, "storm_watchers_missing": 1, "notify_missing": 0}}
+        self.assertEqual(self.m.load_outcome(storm_res)["watchers_missing"], 1)
+        burst_res = {"ops": 40, "storm": {"granted": 0, "told": 0, "coalesced": 0, "resynced": 0},
+                     "errors": {"storm_waiters_missing": 0, "storm_watchers_missing": 0, "notify_missing": 7}}
+        self.assertEqual(self.m.load_outcome(burst_res), {"rounds": 40, "notify_missing": 7})
+
     def test_acquires_are_placed_by_their_start(self):
         windows = [(1000 * MS, 2000 * MS)]
         during = [("acquire", 999 * MS, 2 * MS),    # starts before, ends inside: outside
