@@ -46,10 +46,10 @@ class StormDuring(unittest.TestCase):
         # What each delivered, from hasp-bench's results.
         storm_res = {"ops": 3, "storm": {"granted": 15000, "told": 15000, "coalesced": 2, "resynced": 0},
                      "errors": {"storm_waiters_missing": 0, "storm_watchers_missing": 1, "notify_missing": 0}}
-        self.assertEqual(self.m.load_outcome(storm_res)["watchers_missing"], 1)
+        self.assertEqual(self.m.load_outcome(storm_res, 0)["watchers_missing"], 1)
         burst_res = {"ops": 40, "storm": {"granted": 0, "told": 0, "coalesced": 0, "resynced": 0},
                      "errors": {"storm_waiters_missing": 0, "storm_watchers_missing": 0, "notify_missing": 7}}
-        self.assertEqual(self.m.load_outcome(burst_res), {"rounds": 40, "notify_missing": 7})
+        self.assertEqual(self.m.load_outcome(burst_res, 10000), {"rounds": 40, "notify_missing": 7})
 
     def test_acquires_are_placed_by_their_start(self):
         windows = [(1000 * MS, 2000 * MS)]
