@@ -359,6 +359,10 @@ struct hasp_client {
 	uint64_t next_seq;
 	uint32_t session_ttl_ms;
 	uint32_t answered_by;
+	/* Bit i: slots[i] is WAITING or DONE (pending_state_set). Whether a
+	 * lower number still waits for its reply, asked by every request, is
+	 * then one read, not a walk of the 32 slots. */
+	uint32_t slots_live;
 
 	/* The asynchronous loop (ops.c): every op in progress, blocking or
 	 * not (a cancel finds either), the wake-up eventfd and the epoll fd
@@ -590,6 +594,23 @@ void client_watch_query_seen_locked(struct hasp_client *c, uint64_t session_id, 
 static inline int client_result(int rc)
 {
 	return rc < 0 ? rc : hasp_status_error((uint32_t)rc);
+}
+
+static_assert(HASP_SESSION_INFLIGHT_MAX <= 32, "slots_live has a bit per slot");
+
+/* Every change of a pending slot's state goes through here, so that the
+ * session slots' bits in slots_live stay true (the open slot has none). */
+static inline void pending_state_set(struct hasp_client *c, struct pending *p,
+				     enum pending_state state)
+{
+	p->state = (uint8_t)state;
+	if (p == &c->open_slot)
+		return;
+	uint32_t bit = 1u << (uint32_t)(p - c->slots);
+	if (state == PENDING_WAITING || state == PENDING_DONE)
+		c->slots_live |= bit;
+	else
+		c->slots_live &= ~bit;
 }
 
 /* The client's clock: CLOCK_MONOTONIC, or the simulated one (io). */

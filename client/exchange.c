@@ -308,7 +308,7 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 	if (p->state == PENDING_ABANDONED) {
 		/* The window may move past it now. */
 		c->stats.rx_late++;
-		p->state = PENDING_FREE;
+		pending_state_set(c, p, PENDING_FREE);
 		return;
 	}
 	HASP_ASSERT(p->state == PENDING_WAITING || p->state == PENDING_DONE);
@@ -322,7 +322,7 @@ static void dispatch_reply_locked(struct hasp_client *c, const struct hasp_wire_
 		p->req->granted = m->body.granted;
 	p->from_index = from;
 	p->status = m->hdr.status;
-	p->state = PENDING_DONE;
+	pending_state_set(c, p, PENDING_DONE);
 	c->stats.rx_replies++;
 }
 
@@ -810,7 +810,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 			/* Another thread replaced the session (it expired, or
 			 * the window wrapped): no answer can come any more,
 			 * and the outcome is unknown, as after a timeout. */
-			p->state = PENDING_FREE;
+			pending_state_set(c, p, PENDING_FREE);
 			p->req = NULL;
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
@@ -828,7 +828,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 
 				HASP_ASSERT(rc == 0); /* dispatch decoded it already */
 				c->stats.redirects++;
-				p->state = PENDING_WAITING;
+				pending_state_set(c, p, PENDING_WAITING);
 				finder_heard(&r->f, p->from_index);
 				int hinted = finder_hint(c, &r->f, &m.body.not_leader, p->from_index);
 				if (hinted >= 0) {
@@ -856,7 +856,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 				 * without quorum may be in the minority, so
 				 * UNAVAILABLE moves on to the next node, and
 				 * while probing, the round covers it. */
-				p->state = PENDING_WAITING;
+				pending_state_set(c, p, PENDING_WAITING);
 				finder_heard(&r->f, p->from_index);
 				if (status == HASP_STATUS_UNAVAILABLE && r->f.probing)
 					continue;
@@ -889,7 +889,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 					client_group_leader_seen_locked(c, &c->nodes[p->from_index]);
 			}
 			c->target = p->from_index;
-			p->state = PENDING_FREE; /* the reply is in r->reply already */
+			pending_state_set(c, p, PENDING_FREE); /* the reply is in r->reply already */
 			p->req = NULL;
 			req_finish(c, r, status);
 			if (!open) {
@@ -917,7 +917,7 @@ static bool req_step_sent_locked(struct hasp_client *c, struct client_req *r, ui
 		}
 		/* Send at least once: a number taken is a request made. */
 		if (now >= r->deadline_ns && r->sent) {
-			p->state = PENDING_ABANDONED;
+			pending_state_set(c, p, PENDING_ABANDONED);
 			p->req = NULL; /* a late reply frees the slot, unread */
 			c->stats.timeouts++;
 			client_ttl_cap_note_locked(c, r, now);
@@ -1013,7 +1013,7 @@ static void session_open_start_locked(struct hasp_client *c, uint64_t deadline_n
 	c->open_slot.session_id = 0;
 	c->open_slot.seq = req.hdr.seq;
 	c->open_slot.opcode = HASP_OP_SESSION_OPEN;
-	c->open_slot.state = PENDING_WAITING;
+	pending_state_set(c, &c->open_slot, PENDING_WAITING);
 	c->open_slot.req = r;
 }
 
@@ -1038,7 +1038,7 @@ static void session_open_finish_locked(struct hasp_client *c, const struct hasp_
 	 * and free them; slot taking waits for those. */
 	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++) {
 		if (c->slots[i].state == PENDING_ABANDONED)
-			c->slots[i].state = PENDING_FREE;
+			pending_state_set(c, &c->slots[i], PENDING_FREE);
 	}
 	client_ttl_caps_session_replaced_locked(c);
 	c->session_state = SESSION_OPEN;
@@ -1111,11 +1111,15 @@ int client_session_ensure_locked(struct hasp_client *c, uint64_t deadline_ns)
 
 static bool any_waiting_locked(const struct hasp_client *c)
 {
+#ifdef HASP_DEBUG_ASSERTS
+	uint32_t live = 0;
 	for (uint32_t i = 0; i < HASP_SESSION_INFLIGHT_MAX; i++) {
 		if (c->slots[i].state == PENDING_WAITING || c->slots[i].state == PENDING_DONE)
-			return true;
+			live |= 1u << i;
 	}
-	return false;
+	HASP_ASSERT(live == c->slots_live);
+#endif
+	return c->slots_live != 0;
 }
 
 /* What a request would re-arm on a lock this session holds (ttl_caps.c;
@@ -1191,7 +1195,7 @@ static void req_take_slot_locked(struct hasp_client *c, struct client_req *r)
 	p->session_id = c->session_id;
 	p->seq = c->next_seq++;
 	p->opcode = r->opcode;
-	p->state = PENDING_WAITING;
+	pending_state_set(c, p, PENDING_WAITING);
 	p->req = r;
 	r->p = p;
 	r->session_id = c->session_id;
@@ -1258,7 +1262,7 @@ bool client_req_abandon_locked(struct hasp_client *c, struct client_req *r)
 		 * next advance, which frees the slot (issue 17). */
 		if (p->state == PENDING_DONE && !status_redirects(p->status))
 			return false;
-		p->state = PENDING_ABANDONED;
+		pending_state_set(c, p, PENDING_ABANDONED);
 		p->req = NULL; /* r may be reused or freed: a late reply is dropped */
 		c->stats.timeouts++;
 		client_ttl_cap_note_locked(c, r, client_now(c));
