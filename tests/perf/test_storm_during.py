@@ -117,6 +117,44 @@ class StormDuring(unittest.TestCase):
         self.assertIsNone(q(after, after, "hasp_x_seconds", 0.99))
         self.assertIsNone(q(before, after, "hasp_y_seconds", 0.99))
 
+    def test_cpu_intervals_count_inside_a_window_by_their_midpoint(self):
+        # (ns, machine busy ticks, machine ticks, node ticks, its main
+        # thread's ticks); 100 ticks a second per CPU, two CPUs: 200
+        # machine ticks a second.
+        samples = [(0, 0, 0, 0, 0),
+                   (1000 * MS, 100, 200, 60, 50),     # midpoint 500 ms: outside
+                   (2000 * MS, 290, 400, 160, 130),   # midpoint 1500 ms: inside
+                   (3000 * MS, 480, 600, 260, 200),   # midpoint 2500 ms: inside
+                   (4000 * MS, 520, 800, 280, 215)]   # midpoint 3500 ms: outside
+        split = self.m.cpu_split(samples, [(1200 * MS, 2600 * MS)], hz=100)
+        inw, out = split["in_windows"], split["outside_windows"]
+        self.assertEqual(inw["seconds"], 2.0)
+        self.assertAlmostEqual(inw["machine_busy"], 380 / 400)
+        self.assertAlmostEqual(inw["node_cores"], 2.0 / 2.0)
+        self.assertAlmostEqual(inw["lcore0_cores"], 1.5 / 2.0)
+        self.assertAlmostEqual(inw["rest_cores"], 1.8 / 2.0)
+        self.assertEqual(out["seconds"], 2.0)
+        self.assertAlmostEqual(out["machine_busy"], 140 / 400)
+        self.assertAlmostEqual(out["node_cores"], 0.8 / 2.0)
+        self.assertAlmostEqual(out["lcore0_cores"], 0.65 / 2.0)
+        self.assertAlmostEqual(out["rest_cores"], 0.6 / 2.0)
+        # No windows: everything is outside; one sample: no interval at all.
+        alone = self.m.cpu_split(samples, [], hz=100)
+        self.assertIsNone(alone["in_windows"])
+        self.assertAlmostEqual(alone["outside_windows"]["machine_busy"], 520 / 800)
+        self.assertEqual(self.m.cpu_split(samples[:1], [], hz=100),
+                         {"in_windows": None, "outside_windows": None})
+        line = self.m.fmt_cpu(dict(split, alone=alone["outside_windows"]))
+        self.assertIn("in_windows 95 % busy (node 1.00, its lcore 0 0.75, rest 0.90 cores)", line)
+
+    def test_the_machine_and_process_ticks_are_read(self):
+        busy, total = self.m.machine_ticks()
+        self.assertGreaterEqual(total, busy)
+        self.assertGreater(total, 0)
+        self.assertIsNotNone(self.m.process_ticks(os.getpid()))
+        self.assertIsNotNone(self.m.process_ticks(os.getpid(), os.getpid()))
+        self.assertIsNone(self.m.process_ticks(0x7ffffff0))
+
 
 if __name__ == "__main__":
     unittest.main()
