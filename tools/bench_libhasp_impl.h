@@ -76,7 +76,8 @@ struct lh_client {
 	uint64_t op_start_ns, req_start_ns;
 	bool measured;
 	uint8_t in_flight; /* operations in flight (rounds: a read and a release may overlap) */
-	char name[HASP_CLIENT_NAME_BUF];
+	char name[HASP_CLIENT_NAME_BUF]; /* "<prefix>/k<key>": see lh_name_set */
+	uint8_t name_key_at;  /* where the key's digits start in name */
 	/* rounds */
 	uint8_t round_state;  /* enum lh_round_state */
 	bool watching;        /* a watcher whose WATCH was answered */
@@ -100,6 +101,9 @@ struct lh_client {
 
 /* The reply's status, counted as the wire engine counts it. */
 void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc);
+
+/* Sets s->key and s->name to key's name, "<prefix>/k<key>". */
+void lh_name_set(struct lh_client *s, uint32_t key);
 
 /* ---- tools/bench_libhasp_rounds.c ---- */
 

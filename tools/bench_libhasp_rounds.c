@@ -85,8 +85,7 @@ int lh_round_opened(struct lh_client *s)
 {
 	struct lh_engine *e = s->e;
 
-	s->key = bench_key_pick(e->cfg, NULL, NULL, s->index, e->client_count);
-	snprintf(s->name, sizeof(s->name), "%s/k%u", e->cfg->prefix, s->key);
+	lh_name_set(s, bench_key_pick(e->cfg, NULL, NULL, s->index, e->client_count));
 	int rc = hasp_client_watch_async(s->c, s->name, false, on_watched, s, NULL);
 	if (rc == 0)
 		op_begin(s);
@@ -183,8 +182,7 @@ void lh_acquire(struct lh_client *s, bool wait)
 
 	if (wait)
 		opts.wait_timeout_ms = wait_bound_ms(cfg);
-	s->key = bench_key_pick(cfg, NULL, NULL, s->index, e->client_count);
-	snprintf(s->name, sizeof(s->name), "%s/k%u", cfg->prefix, s->key);
+	lh_name_set(s, bench_key_pick(cfg, NULL, NULL, s->index, e->client_count));
 	e->res->ops_started++;
 	s->round_state = LR_ACQUIRE;
 	s->queued = false;

@@ -23,6 +23,7 @@
 #include "tools/bench_arrival.h"
 #include "tools/bench_engine.h"
 #include "tools/bench_hist.h"
+#include "tools/bench_libhasp_impl.h"
 #include "tools/bench_report.h"
 
 static const char *bench_exe;
@@ -1659,9 +1660,30 @@ static void test_hasp_bench_binary_prints_valid_json(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
 }
 
+/* The libhasp engine's key names: the prefix written once, the key's
+ * digits after it, as snprintf("%s/k%u") would write them. */
+static void test_libhasp_names_match_snprintf(void **state)
+{
+	static const uint32_t keys[] = { 0, 7, 9, 10, 99, 4095, 123456, 4294967295u, 1 };
+	struct lh_client s;
+	char want[HASP_CLIENT_NAME_BUF];
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	int n = snprintf(s.name, sizeof(s.name), "%s/k", "svc/jobs");
+	s.name_key_at = (uint8_t)n;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		lh_name_set(&s, keys[i]);
+		snprintf(want, sizeof(want), "svc/jobs/k%u", keys[i]);
+		assert_string_equal(s.name, want);
+		assert_int_equal(s.key, keys[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_libhasp_names_match_snprintf),
 		cmocka_unit_test(test_hist_small_values_are_exact),
 		cmocka_unit_test(test_hist_bucket_error_is_below_one_percent),
 		cmocka_unit_test(test_hist_quantiles_of_uniform_values),

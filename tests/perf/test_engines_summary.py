@@ -3,9 +3,11 @@
 geometric mean and 95 % interval, and the verdict it draws (closed loop
 by the rate, higher is better; open loop by the op p99, lower is
 better), on synthetic rows."""
+import json
 import math
 import os
 import sys
+import tempfile
 import unittest
 
 import perf_script  # tests/perf/perf_script.py, beside this file
@@ -86,6 +88,26 @@ class Summary(unittest.TestCase):
         self.assertAlmostEqual(s["client_us_per_cycle"]["base"], 12.0)
         # Without a base build there is no such comparison.
         self.assertIsNone(self.m.summarize(rows([(1000, 1100, 10, 8)] * 3), 16)["vs_base"])
+
+    def test_pooled_sittings_keep_their_rounds_apart(self):
+        # Two sittings whose round numbers overlap: each round pairs
+        # within its own sitting, and every round counts once.
+        first = rows([(1000, 900, 10, 10), (1000, 1100, 10, 10)])
+        second = rows([(2000, 2000, 10, 10), (500, 600, 10, 10), (1000, 1000, 10, 10)])
+        second += rows([(100, 90, 10, 10)], clients=64)
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, r in enumerate((first, second)):
+                paths.append(os.path.join(d, "s%d.json" % i))
+                with open(paths[-1], "w") as f:
+                    json.dump({"rows": r}, f)
+            pooled = self.m.pool(paths)
+        self.assertEqual(sorted(pooled), [16, 64])
+        want = [0.9, 1.1, 1.0, 1.2, 1.0]
+        self.assertEqual(sorted(pooled[16]["ratios"]), sorted(want))
+        self.assertAlmostEqual(pooled[16]["geomean"], math.exp(sum(map(math.log, want)) / 5))
+        self.assertEqual(pooled[64]["ratios"], [0.9])
+        self.assertIsNone(pooled[64]["ci95"])  # one pair: no interval
 
 
 if __name__ == "__main__":
