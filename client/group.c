@@ -28,6 +28,13 @@
  * Members may even use different clusters: only a member that knows the
  * group's leader moves it, and only members that know a node follow it.
  *
+ * The transport is the group's UDP socket, or the application's own
+ * (hasp_client_group_new_io: a DPDK or other user-space stack): then the
+ * group has no socket, the application hands it what it receives
+ * (hasp_client_group_input, routed as a datagram read off the socket)
+ * and the group's sends go to the application's send function. The
+ * clients cannot tell the difference.
+ *
  * Threads: the loop thread owns the member table, the routing keys, the
  * send queue and the members' due times; the ready list (clients
  * that must be processed: an op started, a cancel) is guarded by `mu`,
@@ -76,7 +83,8 @@ struct group_rx {
 };
 
 struct hasp_client_group {
-	int fd;       /* the shared UDP socket */
+	int fd;       /* the shared UDP socket; -1 on the application's datagrams */
+	struct hasp_client_group_io io; /* send NULL: the socket */
 	int wake_fd;  /* eventfd: a client needs the loop */
 	int epoll_fd; /* fd + wake_fd: what hasp_client_group_fd hands out */
 
@@ -145,7 +153,8 @@ static void group_rx_vectors_init(struct hasp_client_group *g)
 	}
 }
 
-int hasp_client_group_new(struct hasp_client_group **group)
+/* A group on its own socket (io NULL) or on the application's datagrams. */
+static int group_new(struct hasp_client_group **group, const struct hasp_client_group_io *io)
 {
 	struct hasp_client_group *g;
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -153,6 +162,8 @@ int hasp_client_group_new(struct hasp_client_group **group)
 	if (group == NULL)
 		return -HASP_EINVAL;
 	*group = NULL;
+	if (io != NULL && io->send == NULL)
+		return -HASP_EINVAL;
 	g = hasp_calloc(1, sizeof(*g));
 	if (g == NULL)
 		return -HASP_ENOMEM;
@@ -168,10 +179,20 @@ int hasp_client_group_new(struct hasp_client_group **group)
 	group_rx_vectors_init(g);
 	pthread_mutex_init(&g->mu, NULL);
 	g->window = HASP_CLIENT_GROUP_WINDOW_DEFAULT;
-	g->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (g->fd < 0 || g->wake_fd < 0 || g->epoll_fd < 0)
+	if (g->wake_fd < 0 || g->epoll_fd < 0)
+		goto fail;
+	ev.data.fd = g->wake_fd;
+	if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->wake_fd, &ev) != 0)
+		goto fail;
+	if (io != NULL) {
+		g->io = *io;
+		*group = g;
+		return 0;
+	}
+	g->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (g->fd < 0)
 		goto fail;
 	/* One socket takes every member's replies and events: a release
 	 * burst to thousands of watchers overflowed the default 208 KiB
@@ -183,14 +204,21 @@ int hasp_client_group_new(struct hasp_client_group **group)
 	ev.data.fd = g->fd;
 	if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->fd, &ev) != 0)
 		goto fail;
-	ev.data.fd = g->wake_fd;
-	if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->wake_fd, &ev) != 0)
-		goto fail;
 	*group = g;
 	return 0;
 fail:
 	hasp_client_group_free(g);
 	return -HASP_ESYS;
+}
+
+int hasp_client_group_new(struct hasp_client_group **group)
+{
+	return group_new(group, NULL);
+}
+
+int hasp_client_group_new_io(struct hasp_client_group **group, const struct hasp_client_group_io *io)
+{
+	return io == NULL ? -HASP_EINVAL : group_new(group, io);
 }
 
 void hasp_client_group_free(struct hasp_client_group *g)
@@ -653,13 +681,30 @@ int hasp_client_group_set_window(struct hasp_client_group *g, uint32_t requests)
 	return 0;
 }
 
-/* Sends the queued datagrams: one sendmmsg(2) per GROUP_TX_MAX. */
+/* One datagram to the application's send function; one it refuses is
+ * lost, as on a full socket (the request's timer resends it). */
+static void group_io_send(struct hasp_client_group *g, const struct sockaddr_in *to,
+			  const uint8_t *data, size_t size)
+{
+	g->stats.tx_batches++;
+	if (g->io.send(g->io.arg, to, data, size) == 0)
+		g->stats.tx_datagrams++;
+}
+
+/* Sends the queued datagrams: one sendmmsg(2) per GROUP_TX_MAX, or the
+ * application's send function for each. */
 static void group_flush(struct hasp_client_group *g)
 {
 	struct mmsghdr msgs[GROUP_TX_MAX];
 	struct iovec iov[GROUP_TX_MAX];
 	uint32_t sent = 0;
 
+	if (g->io.send != NULL) {
+		for (uint32_t i = 0; i < g->tx_count; i++)
+			group_io_send(g, &g->tx[i].to, g->tx[i].data, g->tx[i].size);
+		g->tx_count = 0;
+		return;
+	}
 	for (uint32_t i = 0; i < g->tx_count; i++) {
 		iov[i] = (struct iovec){ .iov_base = g->tx[i].data, .iov_len = g->tx[i].size };
 		msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &g->tx[i].to,
@@ -691,6 +736,10 @@ void client_group_send(struct hasp_client *c, const struct sockaddr_in *to, cons
 	struct hasp_client_group *g = c->group;
 
 	HASP_ASSERT(size <= HASP_DATAGRAM_SIZE_MAX);
+	if (!g->processing && g->io.send != NULL) {
+		group_io_send(g, to, data, size); /* outside the loop (a close): at once */
+		return;
+	}
 	if (!g->processing) {
 		/* Outside the loop (a close): at once. */
 		g->stats.tx_batches++;
@@ -729,11 +778,32 @@ static struct hasp_client *group_route(const struct hasp_client_group *g, const 
 	return session_index_find(g, session, from);
 }
 
+/* Hands one received datagram to the member it names, which is then due
+ * for processing, or drops and counts it. */
+static void group_deliver(struct hasp_client_group *g, const uint8_t *data, size_t size,
+			  const struct sockaddr_in *from)
+{
+	struct hasp_client *c = group_route(g, data, size, from);
+
+	if (c == NULL) {
+		g->stats.rx_unrouted++;
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	client_dispatch_locked(c, data, size, from);
+	pthread_mutex_unlock(&c->mu);
+	g->member_due[c->group_index] = 0;
+}
+
 /* Reads one recvmmsg(2) batch and hands each datagram to its client,
- * which is then due for processing. Returns the datagrams read. */
+ * which is then due for processing. Returns the datagrams read (0 on the
+ * application's datagrams: hasp_client_group_input hands them over). */
 static uint32_t group_receive(struct hasp_client_group *g)
 {
 	struct mmsghdr *msgs = g->rx_msgs;
+
+	if (g->fd < 0)
+		return 0;
 
 	for (int i = 0; i < GROUP_RX_MMSG; i++)
 		msgs[i].msg_hdr.msg_namelen = sizeof(g->rx[i].from);
@@ -748,20 +818,32 @@ static uint32_t group_receive(struct hasp_client_group *g)
 			n = sizeof(g->rx[i].data); /* refused by the decoder */
 		if (n > sizeof(g->rx[i].data))
 			n = sizeof(g->rx[i].data);
-		struct hasp_client *c = NULL;
 		if (msgs[i].msg_hdr.msg_namelen == sizeof(g->rx[i].from) &&
 		    g->rx[i].from.sin_family == AF_INET)
-			c = group_route(g, g->rx[i].data, n, &g->rx[i].from);
-		if (c == NULL) {
+			group_deliver(g, g->rx[i].data, n, &g->rx[i].from);
+		else
 			g->stats.rx_unrouted++;
-			continue;
-		}
-		pthread_mutex_lock(&c->mu);
-		client_dispatch_locked(c, g->rx[i].data, n, &g->rx[i].from);
-		pthread_mutex_unlock(&c->mu);
-		g->member_due[c->group_index] = 0;
 	}
 	return (uint32_t)got;
+}
+
+int hasp_client_group_input(struct hasp_client_group *g, const void *data, size_t size,
+			    const struct sockaddr_in *from)
+{
+	if (g == NULL || (data == NULL && size > 0) || from == NULL)
+		return -HASP_EINVAL;
+	if (g->io.send == NULL)
+		return -HASP_ESTATE; /* the group reads its own socket */
+	g->stats.rx_batches++;
+	g->stats.rx_datagrams++;
+	if (from->sin_family != AF_INET) {
+		g->stats.rx_unrouted++;
+		return 0;
+	}
+	/* The client's checks read at most HASP_DATAGRAM_SIZE_MAX + 1 bytes,
+	 * as off the socket: a longer datagram is refused as oversized. */
+	group_deliver(g, data, size > HASP_DATAGRAM_SIZE_MAX ? HASP_DATAGRAM_SIZE_MAX + 1 : size, from);
+	return 0;
 }
 
 /* Takes the ready list: its clients are due now. True if it was not empty. */

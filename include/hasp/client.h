@@ -66,6 +66,7 @@
 #ifndef HASP_CLIENT_H
 #define HASP_CLIENT_H
 
+#include <netinet/in.h> /* struct sockaddr_in: hasp_client_group_io */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -605,6 +606,45 @@ void hasp_client_group_stats_get(struct hasp_client_group *group,
  * effect at once (a larger window wakes the waiters). 0 or -HASP_EINVAL.
  * libhasp 1.5. */
 int hasp_client_group_set_window(struct hasp_client_group *group, uint32_t requests);
+
+/* ---- a group on the application's own datagrams (libhasp 1.6) ----
+ *
+ * For an application that moves its datagrams itself (a DPDK or other
+ * user-space network stack, a simulator): the group has no socket. The
+ * application hands it every datagram it receives from the cluster's
+ * nodes (hasp_client_group_input) and sends what the group gives its
+ * send function, as UDP from one address and port to the nodes' (the
+ * nodes answer the address a request came from). All else is as on a
+ * group with its own socket: the same routing, checks (source, version,
+ * tag), window, leader sharing and API; hasp_client_group_process runs
+ * the clients whose datagrams came or whose timers ran out and sends
+ * what they send; hasp_client_group_fd is the eventfd's epoll set alone
+ * (POLLIN: an *_async call or a cancel from another thread), and
+ * hasp_client_group_timeout_ms says when process must run again. The
+ * stats count each datagram handed in as one rx_batches, and each call
+ * of the send function as one tx_batches (tx_datagrams: those it took). */
+struct hasp_client_group_io {
+	/* Sends one datagram of `size` bytes to `to` (network byte order),
+	 * on the loop thread, from hasp_client_group_process or
+	 * hasp_client_close. Returns 0 when it took the datagram; anything
+	 * else loses it, as a full socket would (its request's timer resends
+	 * it). The data is only valid during the call. */
+	int (*send)(void *arg, const struct sockaddr_in *to, const void *data, size_t size);
+	void *arg;
+};
+
+/* A group on the application's datagrams (io is copied; io->send
+ * required). 0, -HASP_EINVAL, -HASP_ENOMEM or -HASP_ESYS (the eventfd). */
+int hasp_client_group_new_io(struct hasp_client_group **group, const struct hasp_client_group_io *io)
+	__attribute__((warn_unused_result));
+/* One datagram the application received from `from` (a node's address
+ * and port): handed at once to the client it names, or dropped and
+ * counted (rx_unrouted). The client copies what it keeps; its follow-up
+ * (callbacks, the next request) runs in the next
+ * hasp_client_group_process. On the loop thread, not from a callback. 0,
+ * -HASP_EINVAL, or -HASP_ESTATE for a group with its own socket. */
+int hasp_client_group_input(struct hasp_client_group *group, const void *data, size_t size,
+			    const struct sockaddr_in *from) __attribute__((warn_unused_result));
 
 /* ---- KV ---- */
 

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/client_impl.h"
 #include "common/clock.h"
@@ -1398,11 +1399,148 @@ static void test_group_routes_many_sessions_through_closes_and_reopens(void **st
 	responder_stop(&r);
 }
 
+/* ---- a group on the application's own datagrams (libhasp 1.6) ---- */
+
+/* The application's transport: its own UDP socket, standing in for a
+ * DPDK port. The first `refuse` sends are refused (a full ring). */
+struct app_io {
+	int fd;
+	uint16_t port; /* its bound port, network order */
+	uint32_t sends, refuse, refused, inputs;
+};
+
+static int app_send(void *arg, const struct sockaddr_in *to, const void *data, size_t size)
+{
+	struct app_io *a = arg;
+
+	a->sends++;
+	if (a->refused < a->refuse) {
+		a->refused++;
+		return -1;
+	}
+	return sendto(a->fd, data, size, 0, (const struct sockaddr *)to, sizeof(*to)) ==
+			       (ssize_t)size
+		       ? 0
+		       : -1;
+}
+
+/* One turn of the application's loop: wait on its socket and the group's
+ * fd for the group's timeout (bounded), hand the group what came, run it. */
+static void app_turn(struct hasp_client_group *g, struct app_io *a)
+{
+	struct pollfd pfd[2] = { { .fd = a->fd, .events = POLLIN },
+				 { .fd = hasp_client_group_fd(g), .events = POLLIN } };
+	int timeout = hasp_client_group_timeout_ms(g);
+	uint8_t buf[HASP_DATAGRAM_SIZE_MAX + 1];
+	struct sockaddr_in from;
+	socklen_t len = sizeof(from);
+	ssize_t n;
+
+	assert_true(pfd[1].fd >= 0);
+	assert_true(poll(pfd, 2, timeout < 0 || timeout > 100 ? 100 : timeout) >= 0);
+	while ((n = recvfrom(a->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &len)) >=
+	       0) {
+		assert_int_equal(hasp_client_group_input(g, buf, (size_t)n, &from), 0);
+		a->inputs++;
+		len = sizeof(from);
+	}
+	assert_int_equal(hasp_client_group_process(g, NULL), 0);
+}
+
+static void test_group_on_the_application_s_datagrams(void **state)
+{
+	static struct gscript s;
+	static struct responder r;
+	static struct worker w[CLIENTS];
+	struct hasp_client_group *g = NULL, *own = NULL;
+	struct hasp_client_group_stats gs;
+	struct app_io a = { .refuse = 1 }; /* the first SESSION_OPEN is lost */
+	struct hasp_client_group_io io = { .send = app_send, .arg = &a };
+	struct hasp_client_group_io no_send = { .send = NULL };
+	struct sockaddr_in local = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(local);
+	char cluster[128];
+	(void)state;
+
+	assert_int_equal(hasp_client_group_new_io(&g, NULL), -HASP_EINVAL);
+	assert_int_equal(hasp_client_group_new_io(&g, &no_send), -HASP_EINVAL);
+	assert_null(g);
+	a.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(a.fd >= 0);
+	assert_int_equal(bind(a.fd, (struct sockaddr *)&local, sizeof(local)), 0);
+	assert_int_equal(getsockname(a.fd, (struct sockaddr *)&local, &len), 0);
+	a.port = local.sin_port;
+
+	memset(&s, 0, sizeof(s));
+	memset(w, 0, sizeof(w));
+	s.drop_get_session = SESSION_BASE + 1; /* and one reply lost: a timer resends */
+	assert_int_equal(responder_start(&r, 1, script_group, &s), 0);
+	assert_int_equal(hasp_client_group_new_io(&g, &io), 0);
+	for (int i = 0; i < CLIENTS; i++) {
+		w[i].c = open_grouped(&r, g, cluster, sizeof(cluster), (uint64_t)i);
+		w[i].wanted = CYCLES;
+		snprintf(w[i].name, sizeof(w[i].name), "io/%d", i);
+	}
+	for (int i = 0; i < CLIENTS; i++)
+		step(&w[i], 0);
+	/* Started outside the loop: the group's fd (its eventfd) says so. */
+	struct pollfd pfd = { .fd = hasp_client_group_fd(g), .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 1);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && !all_done(w, CLIENTS); turn++)
+		app_turn(g, &a);
+	assert_true(all_done(w, CLIENTS));
+
+	for (int i = 0; i < CLIENTS; i++) {
+		struct hasp_client_stats st;
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(w[i].wrong_session, 0);
+		assert_int_equal(w[i].cycles, CYCLES);
+		hasp_client_stats_get(w[i].c, &st);
+		assert_int_equal(st.rx_stray + st.rx_malformed + st.rx_unknown_source, 0);
+	}
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_datagrams, a.inputs);
+	assert_int_equal(gs.rx_unrouted, 0);
+	assert_int_equal(gs.tx_batches, a.sends);
+	assert_int_equal(a.refused, 1);
+	assert_int_equal(gs.tx_datagrams, a.sends - 1);
+	assert_true(gs.tx_datagrams >= CLIENTS * (1 + 4 * CYCLES) + 1); /* + the resent ones */
+	responder_lock(&r);
+	assert_int_equal(s.port_count, 1); /* everything went out of the application's socket */
+	assert_int_equal(s.ports[0], a.port);
+	assert_true(s.dropped);
+	responder_unlock(&r);
+
+	/* What names no client is dropped and counted; bad arguments and a
+	 * group with its own socket are refused, nothing counted. */
+	struct sockaddr_in node = { .sin_family = AF_INET, .sin_port = htons(r.ports[0]),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(hasp_client_group_input(g, "junk", 4, &node), 0);
+	assert_int_equal(hasp_client_group_input(g, NULL, 4, &node), -HASP_EINVAL);
+	assert_int_equal(hasp_client_group_input(g, "junk", 4, NULL), -HASP_EINVAL);
+	hasp_client_group_stats_get(g, &gs);
+	assert_int_equal(gs.rx_unrouted, 1);
+	assert_int_equal(gs.rx_datagrams, a.inputs + 1);
+	assert_int_equal(hasp_client_group_new(&own), 0);
+	assert_int_equal(hasp_client_group_input(own, "junk", 4, &node), -HASP_ESTATE);
+	hasp_client_group_free(own);
+
+	/* A close sends SESSION_CLOSE through the application, at once. */
+	uint32_t before = a.sends;
+	for (int i = 0; i < CLIENTS; i++)
+		hasp_client_close(w[i].c);
+	assert_int_equal(a.sends, before + CLIENTS);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+	close(a.fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_group_clients_cycle_concurrently, responder_teardown),
 		cmocka_unit_test_teardown(test_group_routes_by_session, responder_teardown),
+		cmocka_unit_test_teardown(test_group_on_the_application_s_datagrams, responder_teardown),
 		cmocka_unit_test_teardown(test_group_blocking_calls_refused, responder_teardown),
 		cmocka_unit_test_teardown(test_group_close_one_others_work, responder_teardown),
 		cmocka_unit_test_teardown(test_group_async_from_another_thread_wakes_loop,
