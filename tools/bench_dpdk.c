@@ -1,6 +1,10 @@
 /*
  * hasp-bench over DPDK (tools/bench_dpdk.h). One lcore is enough: the
  * engine is one thread by design; extra EAL lcores would only poll.
+ * Either engine: the wire engine (tools/bench_engine.c), or the libhasp
+ * engine on a libhasp group on the application's datagrams (libhasp 1.6,
+ * tools/bench_libhasp.c): the port's datagrams go to the group, and the
+ * group's sends to the port.
  */
 #include "tools/bench_dpdk.h"
 
@@ -12,6 +16,7 @@
 #include "common/assert.h"
 #include "common/clock.h"
 #include "dataplane/dp.h"
+#include "hasp/client.h"
 #include "hasp/errors.h"
 
 struct dpdk_run {
@@ -20,6 +25,7 @@ struct dpdk_run {
 	const struct bench_dpdk_config *dcfg;
 	struct bench_result *res;
 	struct bench_engine *engine;
+	struct lh_engine *lh; /* --engine libhasp */
 	uint64_t start_ns; /* when the engine may start */
 	struct dp_lcore *lc; /* during a flush */
 	bool done;
@@ -47,13 +53,59 @@ static int dpdk_send(void *arg, const struct bench_tx *tx, uint32_t count)
 	return (int)sent;
 }
 
+/* The libhasp group's send function: out of the port, from lcore 0's
+ * work hook (r->lc); anything else is lost, as on a full socket. */
+static int dpdk_group_send(void *arg, const struct sockaddr_in *to, const void *data, size_t size)
+{
+	struct dpdk_run *r = arg;
+
+	if (r->lc == NULL)
+		return -1;
+	return dp_udp_send(r->lc, ntohl(to->sin_addr.s_addr), ntohs(to->sin_port),
+			   r->dcfg->local_port, data, size) == 0
+		       ? 0
+		       : -1;
+}
+
 static void dpdk_reply(struct dp_lcore *lc, const struct dp_datagram *dg, void *arg)
 {
 	struct dpdk_run *r = arg;
 
-	if (r->engine == NULL || r->done)
+	if (r->done)
+		return;
+	if (r->lh != NULL) {
+		struct sockaddr_in from = { .sin_family = AF_INET,
+					    .sin_port = htons(dg->src_port),
+					    .sin_addr.s_addr = htonl(dg->src_ip) };
+		(void)!bench_libhasp_input(r->lh, dg->payload, dg->payload_size, &from);
+		return;
+	}
+	if (r->engine == NULL)
 		return;
 	bench_engine_receive(r->engine, lc->now_ns, dg->payload, dg->payload_size);
+}
+
+/* lcore 0's work on the libhasp engine: a step (start-up, run, drain),
+ * its sends out of the port; at the end the sessions are closed while
+ * the port can still send. */
+static bool dpdk_work_libhasp(struct dpdk_run *r, struct dp_lcore *lc, uint64_t now_ns,
+			      uint64_t *deadline_ns)
+{
+	bool worked;
+	int rc;
+
+	r->lc = lc;
+	bool over = bench_libhasp_step(r->lh, now_ns, &rc, &worked);
+	if (over) {
+		bench_libhasp_close(r->lh);
+		r->rc = rc;
+		r->done = true;
+		dp_stop(&r->dp);
+	}
+	r->lc = NULL;
+	if (!over && bench_libhasp_wake_ns(r->lh) < *deadline_ns)
+		*deadline_ns = bench_libhasp_wake_ns(r->lh);
+	return worked;
 }
 
 static bool dpdk_work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_ns, void *arg)
@@ -62,6 +114,13 @@ static bool dpdk_work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_n
 
 	if (dp_lcore_index(lc) != 0 || r->done)
 		return false;
+	if (r->cfg->libhasp) {
+		if (now_ns < r->start_ns) {
+			*deadline_ns = r->start_ns;
+			return false;
+		}
+		return dpdk_work_libhasp(r, lc, now_ns, deadline_ns);
+	}
 	if (r->engine == NULL) {
 		if (now_ns < r->start_ns) {
 			*deadline_ns = r->start_ns;
@@ -116,6 +175,12 @@ int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_confi
 	rc = dp_udp_register(&r->dp, dcfg->local_port, dpdk_reply, r);
 	if (rc != 0)
 		goto out;
+	if (cfg->libhasp) {
+		struct hasp_client_group_io io = { .send = dpdk_group_send, .arg = r };
+		rc = bench_libhasp_create(&r->lh, cfg, res, &io);
+		if (rc != 0)
+			goto out;
+	}
 	dp_set_work(&r->dp, dpdk_work, r);
 	r->start_ns = clock_monotonic_ns() + (uint64_t)dcfg->settle_ms * 1000000u;
 	fprintf(stderr, "hasp-bench: dpdk port %s up; starting in %u ms\n", r->dp.port.driver,
@@ -126,6 +191,8 @@ int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_confi
 out:
 	bench_engine_destroy(r->engine);
 	r->engine = NULL;
+	bench_libhasp_destroy(r->lh);
+	r->lh = NULL;
 	dp_deinit(&r->dp);
 	return rc;
 }

@@ -199,6 +199,37 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
 
 /*
+ * The libhasp engine driven by a loop of the caller's, on the caller's
+ * datagrams (a DPDK lcore's work hook, tools/bench_dpdk.c): its group is
+ * a libhasp group on the application's datagrams (io, libhasp 1.6; NULL:
+ * the group's own socket). One thread:
+ *
+ *   bench_libhasp_create(&e, cfg, res, io)
+ *   loop: bench_libhasp_input(e, ...) for every datagram received;
+ *         if (bench_libhasp_step(e, now, &rc, &worked)) break;
+ *         wait until bench_libhasp_wake_ns(e) or a datagram comes
+ *   bench_libhasp_close(e)    (SESSION_CLOSE through io, while it can send)
+ *   bench_libhasp_destroy(e)
+ *
+ * A step runs the start-up (sessions opened), then the measured run and
+ * its drain, as bench_run_libhasp does; it returns true once the run is
+ * over, with its outcome in *rc (0 or as bench_run). *worked: operations
+ * completed or datagrams went out in this step.
+ */
+struct lh_engine;
+struct hasp_client_group_io;
+struct sockaddr_in;
+int bench_libhasp_create(struct lh_engine **e, const struct bench_config *cfg,
+			 struct bench_result *res, const struct hasp_client_group_io *io)
+	__attribute__((warn_unused_result));
+bool bench_libhasp_step(struct lh_engine *e, uint64_t now_ns, int *rc, bool *worked);
+uint64_t bench_libhasp_wake_ns(const struct lh_engine *e);
+int bench_libhasp_input(struct lh_engine *e, const void *data, size_t size,
+			const struct sockaddr_in *from) __attribute__((warn_unused_result));
+void bench_libhasp_close(struct lh_engine *e);
+void bench_libhasp_destroy(struct lh_engine *e);
+
+/*
  * The engine as step functions, for a transport's own loop (the kernel
  * socket loop of bench_run, or a DPDK lcore's work hook). One thread:
  *

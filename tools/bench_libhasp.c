@@ -6,7 +6,10 @@
  * socket, libhasp 1.2): one thread polls the group's fd for the group's
  * timeout and calls hasp_client_group_process, which reads a recvmmsg
  * batch for every client, moves them on and sends in one sendmmsg, as the
- * wire engine (tools/bench_session.c) does by hand.
+ * wire engine (tools/bench_session.c) does by hand. Over DPDK
+ * (tools/bench_dpdk.c) the group is one on the port's datagrams (libhasp
+ * 1.6) and the lcore's work hook runs the engine a step at a time
+ * (bench_libhasp_step, tools/bench_engine.h).
  *
  * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE), kv
  * (KV_PUT/KV_GET mix) and keepalive (SESSION_KEEPALIVE,
@@ -360,33 +363,64 @@ static bool starting(const struct lh_engine *e, uint64_t now)
 	return now < e->run_end_ns && e->res->ops_started < e->cfg->count_max;
 }
 
-/* Waits for what is in flight (busy) or until the run's time and count
- * are up: the group's loop (poll on its fd for its timeout, or the next
- * arrival, process). */
-static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
+/* The run's own work at `now` (arrivals admitted, the rounds stepped).
+ * False when the phase is over: nothing in flight and (running) nothing
+ * more to start. Else *wake_ns: when the engine needs its next turn (the
+ * group's timeout, the next arrival or round step, POLL_MAX_MS at most). */
+static bool turn(struct lh_engine *e, uint64_t now, bool running, uint64_t *wake_ns)
 {
 	const struct bench_config *cfg = e->cfg;
+
+	if (running && cfg->rate > 0.0)
+		admit(e, now);
+	if (running && rounds(cfg))
+		lh_round_step(e, now);
+	if (e->busy == 0 && (!running || !starting(e, now)))
+		return false;
+	int timeout_ms = hasp_client_group_timeout_ms(e->group);
+	uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
+	if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
+		wake = now + (uint64_t)timeout_ms * 1000000u;
+	if (running && cfg->rate > 0.0 && e->admitting && bench_arrival_peek(&e->arrival) < wake)
+		wake = bench_arrival_peek(&e->arrival); /* to the nanosecond: ppoll */
+	if (running && rounds(cfg) && lh_round_wake(e) < wake)
+		wake = lh_round_wake(e);
+	*wake_ns = wake;
+	return true;
+}
+
+/* Runs the group (callbacks, sends); prints the progress line when due.
+ * Returns the operations completed. */
+static uint32_t process(struct lh_engine *e)
+{
+	uint32_t completed = 0;
+
+	(void)!hasp_client_group_process(e->group, &completed);
+	if (e->cfg->progress != NULL) {
+		uint64_t now = clock_monotonic_ns();
+		if (now >= e->progress_ns) {
+			bench_progress_line(e->cfg->progress, e->res, ++e->progress_tick,
+					    e->res->ops - e->progress_ops);
+			e->progress_ops = e->res->ops;
+			e->progress_ns += 1000000000ull;
+		}
+	}
+	return completed;
+}
+
+/* Waits for what is in flight (busy) or until the run's time and count
+ * are up: the group's loop on its own socket (poll on its fd for the
+ * group's timeout, or the next arrival, process). */
+static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
+{
 	struct pollfd pfd = { .fd = hasp_client_group_fd(e->group), .events = POLLIN };
 	uint32_t completed = 0;
 
 	for (;;) {
 		uint64_t now = clock_monotonic_ns();
-		if (now >= until_ns)
+		uint64_t wake;
+		if (now >= until_ns || !turn(e, now, running, &wake))
 			return;
-		if (running && cfg->rate > 0.0)
-			admit(e, now);
-		if (running && rounds(cfg))
-			lh_round_step(e, now);
-		if (e->busy == 0 && (!running || !starting(e, now)))
-			return;
-		int timeout_ms = hasp_client_group_timeout_ms(e->group);
-		uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
-		if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
-			wake = now + (uint64_t)timeout_ms * 1000000u;
-		if (running && cfg->rate > 0.0 && e->admitting && bench_arrival_peek(&e->arrival) < wake)
-			wake = bench_arrival_peek(&e->arrival); /* to the nanosecond: ppoll */
-		if (running && rounds(cfg) && lh_round_wake(e) < wake)
-			wake = lh_round_wake(e);
 		/* Skipped when work is due now, and after a call that completed
 		 * operations: the process reads the socket anyway, and while
 		 * replies stream in (a busy run), the next ones have most likely
@@ -398,33 +432,20 @@ static void drive(struct lh_engine *e, uint64_t until_ns, bool running)
 					       .tv_nsec = (long)((wake - now) % 1000000000u) };
 			(void)ppoll(&pfd, 1, &ts, NULL);
 		}
-		(void)!hasp_client_group_process(e->group, &completed);
-		now = clock_monotonic_ns();
-		if (cfg->progress != NULL && now >= e->progress_ns) {
-			bench_progress_line(cfg->progress, e->res, ++e->progress_tick,
-					    e->res->ops - e->progress_ops);
-			e->progress_ops = e->res->ops;
-			e->progress_ns += 1000000000ull;
-		}
+		completed = process(e);
 	}
 }
 
-static int run(struct lh_engine *e)
+/* After the start-up: the measured run begins at `start` (its clock, its
+ * arrivals, every client's first operation). The caller's step goes on
+ * with the same instant, so a round it starts at once is measured.
+ * *until_ns: when the run ends, drained. */
+static int run_start(struct lh_engine *e, uint64_t start, uint64_t *until_ns)
 {
 	const struct bench_config *cfg = e->cfg;
 
-	e->progress_ns = clock_monotonic_ns() + 1000000000ull;
-	int rc = open_clients(e);
-	if (rc == 0) {
-		/* Start-up: every session opened, or given up (libhasp's call
-		 * deadline, 5 s), bounded by OPEN_PHASE_NS. */
-		drive(e, clock_monotonic_ns() + OPEN_PHASE_NS, false);
-		if (e->res->sessions == 0)
-			rc = -HASP_ETIMEDOUT;
-	}
-	if (rc != 0)
-		return rc;
-	uint64_t start = clock_monotonic_ns();
+	if (e->res->sessions == 0)
+		return -HASP_ETIMEDOUT;
 	e->measure_start_ns = start + (uint64_t)cfg->warmup_ms * 1000000u;
 	e->run_end_ns = e->measure_start_ns + (uint64_t)cfg->duration_ms * 1000000u;
 	if (cfg->rate > 0.0) {
@@ -444,8 +465,13 @@ static int run(struct lh_engine *e)
 	uint64_t drain_ns = (uint64_t)BENCH_DRAIN_MS * 1000000u;
 	if (rounds(cfg))
 		drain_ns += lh_round_drain_extra_ns(cfg);
-	drive(e, e->run_end_ns + drain_ns, true);
-	if (rounds(cfg))
+	*until_ns = e->run_end_ns + drain_ns;
+	return 0;
+}
+
+static void run_finish(struct lh_engine *e)
+{
+	if (rounds(e->cfg))
 		lh_round_finish(e);
 	e->res->err.unfinished += e->backlog.len; /* arrivals that never got a client */
 	uint64_t end = e->run_end_ns;
@@ -453,51 +479,171 @@ static int run(struct lh_engine *e)
 		end = e->last_done_ns; /* as the wire engine measures */
 	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
 	collect(e);
+}
+
+/* The whole run on the group's own socket, on this thread. */
+static int run(struct lh_engine *e)
+{
+	uint64_t until;
+
+	e->progress_ns = clock_monotonic_ns() + 1000000000ull;
+	int rc = open_clients(e);
+	if (rc != 0)
+		return rc;
+	/* Start-up: every session opened, or given up (libhasp's call
+	 * deadline, 5 s), bounded by OPEN_PHASE_NS. */
+	drive(e, clock_monotonic_ns() + OPEN_PHASE_NS, false);
+	rc = run_start(e, clock_monotonic_ns(), &until);
+	if (rc != 0)
+		return rc;
+	drive(e, until, true);
+	run_finish(e);
 	return 0;
+}
+
+void bench_libhasp_destroy(struct lh_engine *e)
+{
+	if (e == NULL)
+		return;
+	bench_libhasp_close(e);
+	hasp_client_group_free(e->group);
+	if (e->zipf_ready)
+		bench_zipf_deinit(&e->zipf);
+	free(e->clients);
+	free(e->idle);
+	bench_backlog_deinit(&e->backlog);
+	free(e);
+}
+
+void bench_libhasp_close(struct lh_engine *e)
+{
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		if (e->clients[i].c != NULL)
+			hasp_client_close(e->clients[i].c);
+		e->clients[i].c = NULL;
+	}
+}
+
+int bench_libhasp_create(struct lh_engine **engine, const struct bench_config *cfg,
+			 struct bench_result *res, const struct hasp_client_group_io *io)
+{
+	char why[128];
+
+	*engine = NULL;
+	if (bench_config_check(cfg, why, sizeof(why)) != 0)
+		return -HASP_ECONFIG;
+	struct lh_engine *e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return -HASP_ENOMEM;
+	e->cfg = cfg;
+	e->res = res;
+	e->client_count = cfg->clients;
+	/* As the wire engine counts them (bench_engine_create). */
+	if (cfg->workload == BENCH_WL_BURST)
+		e->client_count = cfg->waiters + 1u;
+	if (cfg->workload == BENCH_WL_STORM) {
+		e->client_count = 3u * cfg->storm_locks;
+		e->storm_locks = cfg->storm_locks;
+		lh_storm_init(e);
+	}
+	e->clients = calloc(e->client_count, sizeof(*e->clients));
+	if (cfg->rate > 0.0)
+		e->idle = calloc(cfg->clients, sizeof(*e->idle));
+	int rc = 0;
+	if (e->clients == NULL ||
+	    (cfg->rate > 0.0 && (e->idle == NULL ||
+				 bench_backlog_init(&e->backlog, BENCH_BACKLOG_MAX) != 0)))
+		rc = -HASP_ENOMEM;
+	prng_seed(&e->prng, cfg->seed);
+	for (uint32_t i = 0; i < sizeof(e->value); i++)
+		e->value[i] = (uint8_t)('a' + i % 26);
+	if (rc == 0)
+		rc = io != NULL ? hasp_client_group_new_io(&e->group, io) : hasp_client_group_new(&e->group);
+	if (rc == 0 && (cfg->contended || cfg->workload == BENCH_WL_KV)) {
+		rc = bench_zipf_init(&e->zipf, cfg->keys, cfg->zipf_s);
+		e->zipf_ready = rc == 0;
+	}
+	if (rc != 0) {
+		bench_libhasp_destroy(e);
+		return rc;
+	}
+	*engine = e;
+	return 0;
+}
+
+/* The group's turn in a step: sets e->wake_ns; *worked when operations
+ * completed or datagrams went out. */
+static void step_process(struct lh_engine *e, uint64_t wake, bool *worked)
+{
+	struct hasp_client_group_stats before, after;
+
+	e->wake_ns = wake;
+	hasp_client_group_stats_get(e->group, &before);
+	uint32_t completed = process(e);
+	hasp_client_group_stats_get(e->group, &after);
+	*worked = completed > 0 || after.tx_batches != before.tx_batches;
+}
+
+bool bench_libhasp_step(struct lh_engine *e, uint64_t now, int *rc, bool *worked)
+{
+	uint64_t wake;
+
+	*worked = false;
+	*rc = 0;
+	switch (e->phase) {
+	case LH_PHASE_NEW:
+		e->progress_ns = now + 1000000000ull;
+		e->phase_until_ns = now + OPEN_PHASE_NS;
+		e->phase = LH_PHASE_OPENING;
+		*rc = open_clients(e);
+		if (*rc != 0)
+			break;
+		/* fall through */
+	case LH_PHASE_OPENING:
+		/* Start-up: every session opened, or given up, as in run(). */
+		if (now < e->phase_until_ns && turn(e, now, false, &wake)) {
+			step_process(e, wake, worked);
+			return false;
+		}
+		*rc = run_start(e, now, &e->phase_until_ns);
+		if (*rc != 0)
+			break;
+		e->phase = LH_PHASE_RUNNING;
+		/* fall through */
+	case LH_PHASE_RUNNING:
+		if (now < e->phase_until_ns && turn(e, now, true, &wake)) {
+			step_process(e, wake, worked);
+			return false;
+		}
+		run_finish(e);
+		break;
+	case LH_PHASE_DONE:
+		*rc = e->rc;
+		return true;
+	}
+	e->rc = *rc;
+	e->phase = LH_PHASE_DONE;
+	return true;
+}
+
+uint64_t bench_libhasp_wake_ns(const struct lh_engine *e)
+{
+	return e->wake_ns;
+}
+
+int bench_libhasp_input(struct lh_engine *e, const void *data, size_t size,
+			const struct sockaddr_in *from)
+{
+	return hasp_client_group_input(e->group, data, size, from);
 }
 
 int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 {
-	struct lh_engine e = { .cfg = cfg, .res = res, .client_count = cfg->clients };
-	char why[128];
+	struct lh_engine *e;
 
-	if (bench_config_check(cfg, why, sizeof(why)) != 0)
-		return -HASP_ECONFIG;
-	/* As the wire engine counts them (bench_engine_create). */
-	if (cfg->workload == BENCH_WL_BURST)
-		e.client_count = cfg->waiters + 1u;
-	if (cfg->workload == BENCH_WL_STORM) {
-		e.client_count = 3u * cfg->storm_locks;
-		e.storm_locks = cfg->storm_locks;
-		lh_storm_init(&e);
-	}
-	e.clients = calloc(e.client_count, sizeof(*e.clients));
-	if (cfg->rate > 0.0)
-		e.idle = calloc(cfg->clients, sizeof(*e.idle));
-	if (e.clients == NULL || (cfg->rate > 0.0 && (e.idle == NULL ||
-						     bench_backlog_init(&e.backlog, BENCH_BACKLOG_MAX) != 0))) {
-		free(e.clients);
-		free(e.idle);
-		return -HASP_ENOMEM;
-	}
-	prng_seed(&e.prng, cfg->seed);
-	for (uint32_t i = 0; i < sizeof(e.value); i++)
-		e.value[i] = (uint8_t)('a' + i % 26);
-	int rc = hasp_client_group_new(&e.group);
-	if (rc == 0 && (cfg->contended || cfg->workload == BENCH_WL_KV)) {
-		rc = bench_zipf_init(&e.zipf, cfg->keys, cfg->zipf_s);
-		e.zipf_ready = rc == 0;
-	}
+	int rc = bench_libhasp_create(&e, cfg, res, NULL);
 	if (rc == 0)
-		rc = run(&e);
-	for (uint32_t i = 0; i < e.client_count; i++)
-		if (e.clients[i].c != NULL)
-			hasp_client_close(e.clients[i].c);
-	hasp_client_group_free(e.group);
-	if (e.zipf_ready)
-		bench_zipf_deinit(&e.zipf);
-	free(e.clients);
-	free(e.idle);
-	bench_backlog_deinit(&e.backlog);
+		rc = run(e);
+	bench_libhasp_destroy(e);
 	return rc;
 }

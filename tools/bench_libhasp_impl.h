@@ -32,6 +32,14 @@ enum lh_round_state {
 	LR_RELEASE,  /* RELEASE in progress */
 };
 
+/* Where a run driven step by step (bench_libhasp_step) is. */
+enum lh_phase {
+	LH_PHASE_NEW,     /* nothing opened yet */
+	LH_PHASE_OPENING, /* sessions opening, until all are or OPEN_PHASE_NS */
+	LH_PHASE_RUNNING, /* the measured run and its drain */
+	LH_PHASE_DONE,
+};
+
 struct lh_engine {
 	const struct bench_config *cfg;
 	struct bench_result *res;
@@ -66,6 +74,11 @@ struct lh_engine {
 	struct bench_storm_round storm; /* storm: the round's schedule (tools/bench_rounds.c) */
 	uint64_t rx_seen;       /* the group's datagrams when events were last drained */
 	bool waits_cancelled;   /* the run's end: queued waits were cancelled */
+	/* driven step by step (a DPDK lcore: bench_libhasp_step) */
+	uint8_t phase;          /* enum lh_phase */
+	uint64_t phase_until_ns;
+	uint64_t wake_ns;       /* when the engine needs its next step */
+	int rc;                 /* the run's outcome, once done */
 };
 
 struct lh_client {

@@ -67,7 +67,8 @@ static void usage(FILE *out)
 		"  --engine E         wire | libhasp: the own wire engine (every workload,\n"
 		"                     --dpdk; the default) or libhasp's async core (every\n"
 		"                     workload, closed or open loop, --threads: a client\n"
-		"                     group per thread; kernel mode)\n"
+		"                     group per thread; --dpdk: a group on the port's\n"
+		"                     datagrams)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
 		"  --latency-log FILE write every measured latency sample to FILE, a line\n"
@@ -373,11 +374,6 @@ int main(int argc, char **argv)
 				cfg.workload == BENCH_WL_STORM || cfg.clients < cfg.threads)) {
 		fprintf(stderr, "hasp-bench: --threads needs kernel mode, a non-burst workload and "
 				"at least one client per thread\n");
-		bench_result_deinit(&res);
-		return 2;
-	}
-	if (engine == 1 && dpdk) {
-		fprintf(stderr, "hasp-bench: --engine libhasp runs in kernel mode (libhasp's sockets)\n");
 		bench_result_deinit(&res);
 		return 2;
 	}
