@@ -582,6 +582,7 @@ static void step_process(struct lh_engine *e, uint64_t wake, bool *worked)
 	uint32_t completed = process(e);
 	hasp_client_group_stats_get(e->group, &after);
 	*worked = completed > 0 || after.tx_batches != before.tx_batches;
+	e->last_worked = *worked;
 }
 
 bool bench_libhasp_step(struct lh_engine *e, uint64_t now, int *rc, bool *worked)
@@ -590,6 +591,16 @@ bool bench_libhasp_step(struct lh_engine *e, uint64_t now, int *rc, bool *worked
 
 	*worked = false;
 	*rc = 0;
+	if (e->phase == LH_PHASE_OPENING || e->phase == LH_PHASE_RUNNING) {
+		/* Nothing came, nothing is due and the last step did nothing:
+		 * an lcore that polls calls this millions of times a second,
+		 * and a turn reads every member's due time (the group's
+		 * timeout). */
+		if (!e->input_pending && !e->last_worked && now < e->wake_ns &&
+		    now < e->phase_until_ns)
+			return false;
+		e->input_pending = false;
+	}
 	switch (e->phase) {
 	case LH_PHASE_NEW:
 		e->progress_ns = now + 1000000000ull;
@@ -634,6 +645,7 @@ uint64_t bench_libhasp_wake_ns(const struct lh_engine *e)
 int bench_libhasp_input(struct lh_engine *e, const void *data, size_t size,
 			const struct sockaddr_in *from)
 {
+	e->input_pending = true; /* the next step runs the group */
 	return hasp_client_group_input(e->group, data, size, from);
 }
 

@@ -78,6 +78,8 @@ struct lh_engine {
 	uint8_t phase;          /* enum lh_phase */
 	uint64_t phase_until_ns;
 	uint64_t wake_ns;       /* when the engine needs its next step */
+	bool input_pending;     /* a datagram came since the last step */
+	bool last_worked;       /* the last step completed or sent something */
 	int rc;                 /* the run's outcome, once done */
 };
 
