@@ -109,6 +109,16 @@ class Summary(unittest.TestCase):
         self.assertEqual(pooled[64]["ratios"], [0.9])
         self.assertIsNone(pooled[64]["ci95"])  # one pair: no interval
 
+    def test_steal_is_the_stolen_share_of_the_machine_s_time(self):
+        self.assertAlmostEqual(self.m.steal_share((1000, 10), (2000, 260)), 0.25)
+        self.assertEqual(self.m.steal_share((1000, 10), (1000, 10)), 0.0)  # no time passed
+        total, steal = self.m.cpu_times()  # this machine's, read for real
+        self.assertGreater(total, 0)
+        self.assertTrue(0 <= steal <= total)
+        row = rows([(1000, 1000, 10, 10)])[0]
+        row.update(tag="t", retransmits=0, client_user_us_per_cycle=5.0, load=[1.0, 1.0], steal=0.5)
+        self.assertTrue(self.m.fmt_row(1, row).endswith(" 50.0"))
+
 
 if __name__ == "__main__":
     unittest.main()
