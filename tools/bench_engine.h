@@ -192,9 +192,9 @@ void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick,
 
 /* The same load on libhasp's asynchronous core (tools/bench_libhasp.c):
  * one struct hasp_client per session, all in one client group, one
- * thread. Kernel sockets, every workload (burst and storm:
- * tools/bench_libhasp_rounds.c), closed or open loop. Returns as
- * bench_run. */
+ * thread. Kernel sockets (over DPDK: bench_libhasp_step below), every
+ * workload (burst and storm: tools/bench_libhasp_rounds.c), closed or
+ * open loop. Returns as bench_run. */
 int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
 
