@@ -1,7 +1,8 @@
 #!/bin/sh
 # perf/run's comparison (no cluster): a result within tolerance passes, a
 # throughput drop or a latency rise past tolerance exits 1, a missing
-# metric counts as a regression, a missing result exits 2.
+# metric counts as a regression, a missing result exits 2, and a run
+# during which the hypervisor stole CPU is flagged.
 #   test_perf_run.sh <source-root>
 set -u
 root=$1
@@ -41,6 +42,15 @@ check latency_regression 1 "$(run)"
 
 result 5000 100 "$tmp/res/cycle_x.json"      # much better: never a failure
 check improvement 0 "$(run)"
+
+# A run during which the host stole CPU is flagged, its verdict unchanged.
+printf '{"results":{"cycles_per_s":900,"ops_per_s":900,"latency_us":{"acquire":{"p99":500}}},"cpu":{"host_steal":0.3}}\n' \
+	> "$tmp/res/cycle_x.json"
+check stolen_run_flagged 0 "$(run)"
+grep -q 'stole 30 % of the CPU during this run' "$tmp/out" || { echo "FAIL: no steal note"; cat "$tmp/out"; fail=1; }
+result 900 500 "$tmp/res/cycle_x.json"
+run > /dev/null
+! grep -q 'stole' "$tmp/out" || { echo "FAIL: a steal note without steal"; cat "$tmp/out"; fail=1; }
 
 printf '{"results":{"cycles_per_s":1000,"latency_us":{}}}\n' > "$tmp/res/cycle_x.json"
 check missing_metric 1 "$(run)"
