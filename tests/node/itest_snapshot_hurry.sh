@@ -6,7 +6,7 @@
 # about 3 s), and a closed-loop load that fills half the 4,096-entry log
 # window long before that. (With 8,192 entries the load had to bring
 # 3,584 commands during one paced write; on a host stealing a third of
-# the CPUs it did not, in two runs of four: 0 hurried of 37 and 39.
+# the CPUs it did not in two runs of three: 0 hurried of 39 and of 37.
 # With 4,096, 36-40 of 44 hurried in four runs there, and half the
 # window still holds 2,048 commands for the hurried rest.) The writer must then write the rest at once,
 # so that the log is compacted before the window fills: snapshots are
