@@ -691,20 +691,14 @@ static void group_io_send(struct hasp_client_group *g, const struct sockaddr_in 
 		g->stats.tx_datagrams++;
 }
 
-/* Sends the queued datagrams: one sendmmsg(2) per GROUP_TX_MAX, or the
- * application's send function for each. */
+/* Sends the queued datagrams: one sendmmsg(2) per GROUP_TX_MAX (a group
+ * on the application's datagrams queues none: client_group_send). */
 static void group_flush(struct hasp_client_group *g)
 {
 	struct mmsghdr msgs[GROUP_TX_MAX];
 	struct iovec iov[GROUP_TX_MAX];
 	uint32_t sent = 0;
 
-	if (g->io.send != NULL) {
-		for (uint32_t i = 0; i < g->tx_count; i++)
-			group_io_send(g, &g->tx[i].to, g->tx[i].data, g->tx[i].size);
-		g->tx_count = 0;
-		return;
-	}
 	for (uint32_t i = 0; i < g->tx_count; i++) {
 		iov[i] = (struct iovec){ .iov_base = g->tx[i].data, .iov_len = g->tx[i].size };
 		msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &g->tx[i].to,
@@ -736,8 +730,11 @@ void client_group_send(struct hasp_client *c, const struct sockaddr_in *to, cons
 	struct hasp_client_group *g = c->group;
 
 	HASP_ASSERT(size <= HASP_DATAGRAM_SIZE_MAX);
-	if (!g->processing && g->io.send != NULL) {
-		group_io_send(g, to, data, size); /* outside the loop (a close): at once */
+	if (g->io.send != NULL) {
+		/* At once, in or outside the loop: the application's send
+		 * copies the datagram into its own buffer, and no system call
+		 * is saved by queueing it here first. */
+		group_io_send(g, to, data, size);
 		return;
 	}
 	if (!g->processing) {
