@@ -362,6 +362,16 @@ static int session_op_start(struct hasp_client *c, uint8_t opcode, hasp_client_d
 	return client_op_start(c, op, op ? client_op_prepare(c, op, &m) : 0, fn, arg, id);
 }
 
+int hasp_client_close_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
+			    uint64_t *id)
+{
+	if (c == NULL || fn == NULL)
+		return -HASP_EINVAL;
+	/* client_op_start sets c->closing as it starts it (a second close
+	 * is refused -HASP_ESTATE, as every later call). */
+	return session_op_start(c, HASP_OP_SESSION_CLOSE, fn, arg, id);
+}
+
 int hasp_client_session_keepalive_async(struct hasp_client *c, hasp_client_done_fn *fn, void *arg,
 					uint64_t *id)
 {

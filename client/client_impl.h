@@ -414,6 +414,9 @@ struct hasp_client {
 	 * session key everything of the open session. */
 	bool auth;
 	bool session_ka_busy; /* the loop's SESSION_KEEPALIVE is in flight */
+	/* hasp_client_close_async was called: no new call, no new session
+	 * (and no reopen for watches); hasp_client_close frees it. */
+	bool closing;
 	bool group_ready;
 	bool lock_lost_set; /* cfg.lock_lost_fn != NULL (read per grant) */
 	uint32_t cv_waiters; /* threads in pthread_cond_timedwait on cv */

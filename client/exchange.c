@@ -1063,6 +1063,8 @@ int client_session_advance_locked(struct hasp_client *c, uint64_t deadline_ns, u
 	if (c->session_state == SESSION_OPEN)
 		return 0;
 	if (c->session_state == SESSION_NONE) {
+		if (c->closing)
+			return -HASP_ESTATE; /* hasp_client_close_async: no new session */
 		if (now >= deadline_ns)
 			return -HASP_ETIMEDOUT;
 		/* An open is a request in flight too (the group's window). */
@@ -1214,6 +1216,12 @@ bool client_req_advance_locked(struct hasp_client *c, struct client_req *r, uint
 			       uint64_t *wake_ns)
 {
 	while (r->state == REQ_IDLE) {
+		/* A session is never opened to be closed: none open (or the
+		 * window wrapped, which ended it) is what the close wanted. */
+		if (r->opcode == HASP_OP_SESSION_CLOSE && c->session_state != SESSION_OPEN) {
+			req_finish(c, r, -HASP_ESESSION);
+			return true;
+		}
 		/* The open first: one that reached its own deadline ends now. */
 		int rc = client_session_advance_locked(c, r->deadline_ns, now, wake_ns);
 		if (now >= r->deadline_ns) {

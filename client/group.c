@@ -96,6 +96,10 @@ struct hasp_client_group {
 	 * progress), dense, so that finding the due ones reads 8 bytes a
 	 * member, not a cache line of each client. */
 	uint64_t *member_due;
+	/* At most the least of member_due (member_due_lower keeps it so, a
+	 * full pass of group_run_due makes it exact): when it lies ahead, a
+	 * process call and the timeout need not read any member's. */
+	uint64_t due_min;
 	uint32_t member_count;
 	uint32_t member_cap;
 	/* Members with a session, by session id: open addressing, linear
@@ -154,6 +158,14 @@ static void group_rx_vectors_init(struct hasp_client_group *g)
 }
 
 /* A group on its own socket (io NULL) or on the application's datagrams. */
+/* Sets when member i is due; keeps the group's due_min a lower bound. */
+static inline void member_due_set(struct hasp_client_group *g, uint32_t i, uint64_t due)
+{
+	g->member_due[i] = due;
+	if (due < g->due_min)
+		g->due_min = due;
+}
+
 static int group_new(struct hasp_client_group **group, const struct hasp_client_group_io *io)
 {
 	struct hasp_client_group *g;
@@ -168,6 +180,7 @@ static int group_new(struct hasp_client_group **group, const struct hasp_client_
 	if (g == NULL)
 		return -HASP_ENOMEM;
 	g->fd = g->wake_fd = g->epoll_fd = -1;
+	g->due_min = UINT64_MAX; /* no members */
 	g->tx = hasp_calloc(GROUP_TX_MAX, sizeof(*g->tx));
 	g->rx = hasp_calloc(GROUP_RX_MMSG, sizeof(*g->rx));
 	if (g->tx == NULL || g->rx == NULL) {
@@ -789,7 +802,7 @@ static void group_deliver(struct hasp_client_group *g, const uint8_t *data, size
 	pthread_mutex_lock(&c->mu);
 	client_dispatch_locked(c, data, size, from);
 	pthread_mutex_unlock(&c->mu);
-	g->member_due[c->group_index] = 0;
+	member_due_set(g, c->group_index, 0);
 }
 
 /* Reads one recvmmsg(2) batch and hands each datagram to its client,
@@ -852,7 +865,7 @@ static bool group_take_ready(struct hasp_client_group *g)
 	any = g->ready_count > 0;
 	for (uint32_t i = 0; i < g->ready_count; i++) {
 		g->ready[i]->group_ready = false;
-		g->member_due[g->ready[i]->group_index] = 0;
+		member_due_set(g, g->ready[i]->group_index, 0);
 	}
 	g->ready_count = 0;
 	pthread_mutex_unlock(&g->mu);
@@ -868,16 +881,24 @@ static uint32_t group_run_due(struct hasp_client_group *g)
 	(void)group_take_ready(g);
 	for (uint32_t round = 0; round < GROUP_ROUNDS; round++) {
 		uint64_t now = clock_monotonic_ns();
+		if (g->due_min > now)
+			break; /* no member is due, none was readied */
+		/* The pass sees every member (those a callback lowers behind it
+		 * lower due_min themselves): it rebuilds the least due time. */
+		g->due_min = UINT64_MAX;
 		/* By index: a callback may open a client into the group. */
 		for (uint32_t i = 0; i < g->member_count; i++) {
 			struct hasp_client *c = g->members[i];
 			uint32_t done = 0;
-			if (g->member_due[i] > now)
+			if (g->member_due[i] > now) {
+				if (g->member_due[i] < g->due_min)
+					g->due_min = g->member_due[i];
 				continue;
+			}
 			/* Not assigned in one expression: a callback that opens a
 			 * client into the group may move member_due. */
 			uint64_t due = client_process(c, &done);
-			g->member_due[i] = due;
+			member_due_set(g, i, due);
 			n += done;
 		}
 		/* Clients a callback started an op on (another client's
@@ -940,7 +961,7 @@ int hasp_client_group_fd(struct hasp_client_group *g)
 
 int hasp_client_group_timeout_ms(struct hasp_client_group *g)
 {
-	uint64_t wake = UINT64_MAX;
+	uint64_t wake;
 
 	if (g == NULL)
 		return -HASP_EINVAL;
@@ -949,9 +970,9 @@ int hasp_client_group_timeout_ms(struct hasp_client_group *g)
 	pthread_mutex_unlock(&g->mu);
 	if (ready)
 		return 0;
-	for (uint32_t i = 0; i < g->member_count; i++)
-		if (g->member_due[i] < wake)
-			wake = g->member_due[i];
+	/* A lower bound: at worst the loop wakes early once, and the pass
+	 * that finds nothing due makes it exact. */
+	wake = g->due_min;
 	if (wake == UINT64_MAX)
 		return -1;
 	uint64_t now = clock_monotonic_ns();

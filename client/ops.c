@@ -303,6 +303,13 @@ static void simple_done_locked(struct hasp_client *c, struct client_op *op)
 		if (status == HASP_STATUS_OK && c->session_id == op->req.session_id)
 			c->session_ttl_ms = m.body.session_alive.ttl_ms;
 		break;
+	case HASP_OP_SESSION_CLOSE:
+		/* hasp_client_close_async: the cluster ended the session, its
+		 * locks, waits and watches (an expired one is handled with
+		 * every request's SESSION_EXPIRED). */
+		if (status == HASP_STATUS_OK && c->session_id == op->req.session_id)
+			c->session_state = SESSION_NONE;
+		break;
 	case HASP_OP_WATCH_COUNT:
 	case HASP_OP_WATCH_STATUS:
 		client_watch_query_seen_locked(c, op->req.session_id, op->res.op, status, &m);
@@ -775,6 +782,12 @@ int client_op_run(struct hasp_client *c, struct client_op *op)
 		return op->res.rc;
 	}
 	pthread_mutex_lock(&c->mu);
+	if (c->closing) { /* hasp_client_close_async */
+		pthread_mutex_unlock(&c->mu);
+		op->phase = PH_DONE;
+		op->res.rc = -HASP_ESTATE;
+		return op->res.rc;
+	}
 	op_begin_locked(c, op);
 	for (;;) {
 		uint64_t wake = UINT64_MAX;
@@ -857,12 +870,16 @@ int client_op_start(struct hasp_client *c, struct client_op *op, int prepared,
 		return prepared;
 	}
 	pthread_mutex_lock(&c->mu);
-	rc = async_init_locked(c);
+	rc = c->closing ? -HASP_ESTATE : async_init_locked(c);
 	if (rc != 0) {
 		pthread_mutex_unlock(&c->mu);
 		client_op_free(c, op);
 		return rc;
 	}
+	/* Only hasp_client_close_async starts one: from here on nothing else
+	 * starts, and no session opens. */
+	if (op->res.op == HASP_OP_SESSION_CLOSE)
+		c->closing = true;
 	op->async = true;
 	op->fn = fn;
 	op->arg = arg;

@@ -340,7 +340,7 @@ static void lease_keepalive_done(struct hasp_client *c, const struct hasp_result
  * does. */
 static bool session_reopen_due_locked(const struct hasp_client *c)
 {
-	if (c->session_state != SESSION_NONE || c->session_ka_busy)
+	if (c->session_state != SESSION_NONE || c->session_ka_busy || c->closing)
 		return false;
 	for (uint32_t i = 0; i < HASP_CLIENT_WATCHES_MAX; i++) {
 		if (c->watches[i].used)

@@ -481,6 +481,22 @@ int hasp_client_lease_revoke_async(struct hasp_client *client, uint64_t lease_id
  * first. Since libhasp 1.3. */
 int hasp_client_session_keepalive_async(struct hasp_client *client, hasp_client_done_fn *fn,
 					void *arg, uint64_t *id) __attribute__((warn_unused_result));
+/* Ends the session and waits for the cluster to say so, without blocking:
+ * SESSION_CLOSE, resent like any request until answered or the deadline
+ * (cfg.deadline_ms). The cluster then releases the session's locks (those
+ * with their own TTL or on a lease stay, as after hasp_client_close),
+ * removes its waits and watches. res->op is HASP_OP_SESSION_CLOSE; rc 0
+ * (closed), -HASP_ESESSION (it had ended already, or none was open: none is
+ * opened to be closed) or -HASP_ETIMEDOUT (unanswered: it ends at its
+ * TTL). From the call on, the client is closing: every later call, a second
+ * close too, returns -HASP_ESTATE and no session opens; calls already in
+ * progress complete (those the cluster answers after the close with
+ * -HASP_ESESSION). Free it with hasp_client_close, which sends nothing more
+ * once the session is closed. The form for a grouped client, whose
+ * hasp_client_close cannot wait; on a client of its own it equals
+ * hasp_client_close's wait without blocking the thread. Since libhasp 1.7. */
+int hasp_client_close_async(struct hasp_client *client, hasp_client_done_fn *fn, void *arg,
+			    uint64_t *id) __attribute__((warn_unused_result));
 /* hasp_client_watch_progress: res->op is HASP_OP_WATCH_STATUS
  * (HASP_OP_WATCH_COUNT from a node older than the opcode, which cannot
  * tell a lost last event), rc 0 when answered. Since libhasp 1.4. */
@@ -549,7 +565,8 @@ int hasp_client_kv_cas_async(struct hasp_client *client, const char *key,
  * hasp_client_fd and hasp_client_process (use the group's);
  * hasp_client_keepalive_start returns -HASP_ESTATE (the group's loop keeps
  * the sessions). hasp_client_close sends SESSION_CLOSE once and does not
- * wait for its answer (the session ends at its TTL if it is lost).
+ * wait for its answer (the session ends at its TTL if it is lost);
+ * hasp_client_close_async first waits for it through the loop.
  *
  * Threads: one thread drives a group: hasp_client_group_process,
  * hasp_client_open_in_group, hasp_client_close of its clients and

@@ -27,7 +27,7 @@ cflags=$(pkg-config --cflags hasp) || fail "pkg-config --cflags hasp"
 libs=$(pkg-config --libs hasp) || fail "pkg-config --libs hasp"
 echo "install: pkg-config hasp: $cflags $libs"
 modversion=$(pkg-config --modversion hasp) || fail "pkg-config --modversion hasp"
-[ "$modversion" = 1.6.0 ] || fail "hasp.pc says version $modversion, not libhasp's 1.6.0"
+[ "$modversion" = 1.7.0 ] || fail "hasp.pc says version $modversion, not libhasp's 1.7.0"
 
 so=$(find "$stage" -name 'libhasp.so.1' | head -1)
 [ -n "$so" ] || fail "no libhasp.so.1"
@@ -53,6 +53,8 @@ for sym in hasp_client_group_new_io hasp_client_group_input; do
 	nm -D --defined-only "$so" | grep -q " $sym@@HASP_1.6$" ||
 		fail "$sym is not exported as $sym@@HASP_1.6"
 done
+nm -D --defined-only "$so" | grep -q " hasp_client_close_async@@HASP_1.7$" ||
+	fail "hasp_client_close_async is not exported as its 1.7 version"
 [ -n "$(find "$stage" -name libhasp.a)" ] || fail "no static libhasp.a"
 
 for h in client.h errors.h fence.h types.h; do

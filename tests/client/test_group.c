@@ -1016,6 +1016,7 @@ static void test_group_events_to_their_session(void **state)
 struct lscript {
 	int leader; /* guarded by the responder's lock, as the rest */
 	uint64_t silent_session; /* node 0 lets its requests go unanswered (0: none) */
+	uint32_t closes_lost; /* SESSION_CLOSEs still to lose (any node) */
 };
 
 static void script_leader_moves(struct responder *r, int node, const struct hasp_wire_msg *req,
@@ -1024,7 +1025,13 @@ static void script_leader_moves(struct responder *r, int node, const struct hasp
 	struct lscript *s = arg;
 	struct hasp_wire_msg rep;
 
-	if (req == NULL || responder_answer_session(r, node, req, from))
+	if (req == NULL)
+		return;
+	responder_lock(r);
+	bool lose = req->hdr.opcode == HASP_OP_SESSION_CLOSE && s->closes_lost > 0;
+	s->closes_lost -= lose;
+	responder_unlock(r);
+	if (lose || responder_answer_session(r, node, req, from))
 		return;
 	responder_lock(r);
 	int leader = s->leader;
@@ -1209,6 +1216,148 @@ static void test_group_member_resends_to_a_leader_another_learned(void **state)
 	assert_true(resent);
 	for (int i = 0; i < 2; i++)
 		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* The group's timeout is its earliest member's timer, and a process call
+ * with nothing due leaves that timer as it was: the group keeps the least
+ * due time (process calls and the timeout read no member while it lies
+ * ahead), so a member whose timer comes before the others' must lower it.
+ * Here a member that waits 20 s is followed by one that waits 400 ms: its
+ * request is resent within a few loop turns, each of which sleeps for the
+ * group's timeout (at most 100 ms: group_turn). */
+static void test_group_timeout_is_the_earliest_member_timer(void **state)
+{
+	enum { TURNS = 60 }; /* 400 ms resend: ~5 turns of 100 ms */
+	static struct lscript s;
+	static struct responder r;
+	static struct hasp_result res[2];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client *c[2] = { NULL, NULL }; /* c[0] waits 20 s, c[1] 400 ms */
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r, 1, script_leader_moves, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	c[0] = open_connected(g, &r, test_util_seed(0x3ead), 20000);
+	c[1] = open_connected(g, &r, test_util_seed(0x3ead) + 1, 400);
+	uint64_t slow = hasp_client_session_id(c[0]), quick = hasp_client_session_id(c[1]);
+
+	responder_lock(&r);
+	s.silent_session = slow;
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_kv_get_async(c[0], "a", on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && count_from(&r, HASP_OP_KV_GET, 0, slow) == 0;
+	     turn++)
+		group_turn(g);
+	int timeout = hasp_client_group_timeout_ms(g);
+	assert_true(timeout > 400 && timeout <= 20000);
+
+	responder_lock(&r);
+	s.silent_session = quick;
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_kv_get_async(c[1], "b", on_one, &res[1], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && count_from(&r, HASP_OP_KV_GET, 0, quick) == 0;
+	     turn++)
+		group_turn(g);
+	timeout = hasp_client_group_timeout_ms(g);
+	assert_true(timeout >= 0 && timeout <= 400);
+	/* Nothing came and (unless the host stalled) nothing is due yet. */
+	assert_int_equal(hasp_client_group_process(g, NULL), 0);
+	assert_true(hasp_client_group_timeout_ms(g) <= 400);
+	assert_true(count_from(&r, HASP_OP_KV_GET, 0, quick) <= 2);
+
+	for (int turn = 0; turn < TURNS && count_from(&r, HASP_OP_KV_GET, 0, quick) < 2; turn++)
+		group_turn(g);
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, quick), 2);
+	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, slow), 1); /* its timer is far */
+	assert_int_equal(res[0].id, 0);
+	for (int i = 0; i < 2; i++)
+		hasp_client_close(c[i]);
+	hasp_client_group_free(g);
+	responder_stop(&r);
+}
+
+/* hasp_client_close_async: a grouped client's close that waits for its
+ * answer through the loop (hasp_client_close cannot wait). A lost close
+ * is resent; from the call on the client starts nothing and opens no
+ * session (not even for its watch); hasp_client_close then sends nothing
+ * more. A client without a session opens none to close it, and a close
+ * never answered ends with -HASP_ETIMEDOUT at the deadline. */
+static void test_group_close_async_waits_for_the_answer(void **state)
+{
+	static struct lscript s;
+	static struct responder r;
+	static struct hasp_result res[4];
+	struct hasp_client_group *g = NULL;
+	struct hasp_client *c[3] = { NULL, NULL, NULL };
+	struct hasp_client_config cfg;
+	char cluster[128];
+	(void)state;
+
+	memset(&s, 0, sizeof(s));
+	memset(res, 0, sizeof(res));
+	assert_int_equal(responder_start(&r, 1, script_leader_moves, &s), 0);
+	assert_int_equal(hasp_client_group_new(&g), 0);
+	for (int i = 0; i < 2; i++)
+		c[i] = open_connected(g, &r, test_util_seed(0x4ead) + (uint64_t)i, 300);
+	uint64_t closed = hasp_client_session_id(c[0]);
+	assert_int_equal(hasp_client_watch_async(c[0], "w/k", false, on_one, &res[0], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+
+	/* The first close is lost: the loop resends it. */
+	responder_lock(&r);
+	s.closes_lost = 1;
+	responder_unlock(&r);
+	memset(&res[0], 0, sizeof(res[0]));
+	assert_int_equal(hasp_client_close_async(c[0], on_one, &res[0], NULL), 0);
+	assert_int_equal(hasp_client_kv_get_async(c[0], "k", on_one, &res[1], NULL), -HASP_ESTATE);
+	assert_int_equal(hasp_client_close_async(c[0], on_one, &res[1], NULL), -HASP_ESTATE);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[0].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[0].rc, 0);
+	assert_int_equal(res[0].op, HASP_OP_SESSION_CLOSE);
+	assert_int_equal(count_from(&r, HASP_OP_SESSION_CLOSE, 0, closed), 2);
+	assert_int_equal(hasp_client_session_id(c[0]), 0);
+	/* A watcher whose session ended reopens one at once: not a closed one. */
+	uint32_t opens = responder_count(&r, HASP_OP_SESSION_OPEN, -1);
+	for (int turn = 0; turn < 5; turn++)
+		group_turn(g);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), opens);
+	/* ... nor tries to, turn after turn: the other member's keepalive
+	 * (20 s off) is the group's next timer. */
+	assert_true(hasp_client_group_timeout_ms(g) > 1000);
+	hasp_client_close(c[0]);
+	assert_int_equal(count_from(&r, HASP_OP_SESSION_CLOSE, 0, closed), 2);
+
+	/* No session: none is opened to be closed. */
+	test_config(&cfg, NULL);
+	responder_cluster(&r, cluster, sizeof(cluster));
+	cfg.cluster = cluster;
+	cfg.nonce_seed = test_util_seed(0x4ead) + 2;
+	assert_int_equal(hasp_client_open_in_group(&c[2], &cfg, g), 0);
+	assert_int_equal(hasp_client_close_async(c[2], on_one, &res[2], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[2].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[2].rc, -HASP_ESESSION);
+	assert_int_equal(responder_count(&r, HASP_OP_SESSION_OPEN, -1), opens);
+	hasp_client_close(c[2]);
+
+	/* Never answered: given up at the deadline (3 x 300 ms), not waited for. */
+	uint64_t unanswered = hasp_client_session_id(c[1]);
+	responder_lock(&r);
+	s.closes_lost = UINT32_MAX;
+	responder_unlock(&r);
+	assert_int_equal(hasp_client_close_async(c[1], on_one, &res[3], NULL), 0);
+	for (int turn = 0; turn < LOOP_TURNS_MAX && res[3].id == 0; turn++)
+		group_turn(g);
+	assert_int_equal(res[3].rc, -HASP_ETIMEDOUT);
+	assert_true(count_from(&r, HASP_OP_SESSION_CLOSE, 0, unanswered) >= 2);
+	hasp_client_close(c[1]);
 	hasp_client_group_free(g);
 	responder_stop(&r);
 }
@@ -1549,6 +1698,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_group_members_follow_a_leader_one_of_them_learned,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_member_resends_to_a_leader_another_learned,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_timeout_is_the_earliest_member_timer,
+					  responder_teardown),
+		cmocka_unit_test_teardown(test_group_close_async_waits_for_the_answer,
 					  responder_teardown),
 		cmocka_unit_test_teardown(test_group_leader_of_another_cluster_is_not_followed,
 					  responder_teardown),
