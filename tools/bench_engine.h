@@ -208,13 +208,15 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
  *   loop: bench_libhasp_input(e, ...) for every datagram received;
  *         if (bench_libhasp_step(e, now, &rc, &worked)) break;
  *         wait until bench_libhasp_wake_ns(e) or a datagram comes
- *   bench_libhasp_close(e)    (SESSION_CLOSE through io, while it can send)
+ *   bench_libhasp_close(e)    (frees the clients while io can still send)
  *   bench_libhasp_destroy(e)
  *
  * A step runs the start-up (sessions opened), then the measured run and
- * its drain, as bench_run_libhasp does; it returns true once the run is
- * over, with its outcome in *rc (0 or as bench_run). *worked: operations
- * completed or datagrams went out in this step.
+ * its drain, then the close phase (every session closed with
+ * hasp_client_close_async, its answer waited for, the unanswered counted
+ * in closes_unanswered), as bench_run_libhasp does; it returns true once
+ * all that is over, with its outcome in *rc (0 or as bench_run).
+ * *worked: operations completed or datagrams went out in this step.
  */
 struct lh_engine;
 struct hasp_client_group_io;

@@ -474,11 +474,113 @@ static void run_finish(struct lh_engine *e)
 	if (rounds(e->cfg))
 		lh_round_finish(e);
 	e->res->err.unfinished += e->backlog.len; /* arrivals that never got a client */
+	/* What is still in flight at the drain's end is counted, not measured
+	 * (as the wire engine does): its callback may still come during the
+	 * close phase, and starts nothing then (the run's time is over). */
+	for (uint32_t i = 0; i < e->client_count; i++) {
+		struct lh_client *s = &e->clients[i];
+		if (!rounds(e->cfg) && s->in_flight)
+			e->res->err.unfinished++;
+		s->measured = false;
+	}
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
 		end = e->last_done_ns; /* as the wire engine measures */
 	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
 	collect(e);
+}
+
+/* How long the close phase may take, as the wire engine bounds its own: a
+ * close's --deadline plus 1 ms per session (each close is a committed
+ * command, CLOSES_AT_ONCE at a time), at least CLOSE_PHASE_MIN_NS. */
+static uint64_t close_phase_ns(const struct lh_engine *e)
+{
+	uint64_t scaled = (uint64_t)e->cfg->request_deadline_ms * 1000000ull +
+			  (uint64_t)e->client_count * 1000000ull;
+	return scaled > CLOSE_PHASE_MIN_NS ? scaled : CLOSE_PHASE_MIN_NS;
+}
+
+static void close_more(struct lh_engine *e);
+
+/* A session's close ended: 0 closed, -HASP_ESESSION it had ended already;
+ * anything else leaves it open on the cluster until its TTL. */
+static void on_closed(struct hasp_client *c, const struct hasp_result *r, void *arg)
+{
+	struct lh_client *s = arg;
+
+	(void)c;
+	s->e->closing--;
+	if (r->rc != 0 && r->rc != -HASP_ESESSION)
+		s->e->res->err.closes_unanswered++;
+	close_more(s->e);
+}
+
+/* Closes sessions with hasp_client_close_async, CLOSES_AT_ONCE at a time
+ * (all of them at once would overflow the node's queues, as opens do). A
+ * client whose session never opened has nothing to close. */
+static void close_more(struct lh_engine *e)
+{
+	while (e->close_next < e->client_count && e->closing < CLOSES_AT_ONCE) {
+		struct lh_client *s = &e->clients[e->close_next++];
+		if (s->c == NULL || hasp_client_session_id(s->c) == 0)
+			continue;
+		if (hasp_client_close_async(s->c, on_closed, s, NULL) == 0)
+			e->closing++;
+		else
+			e->res->err.closes_unanswered++;
+	}
+}
+
+static bool closes_pending(const struct lh_engine *e)
+{
+	return e->closing > 0 || e->close_next < e->client_count;
+}
+
+/* The close phase's end: what is still unanswered stays open until its
+ * TTL, and is counted. */
+static void close_finish(struct lh_engine *e)
+{
+	e->res->err.closes_unanswered += e->closing;
+	for (; e->close_next < e->client_count; e->close_next++) {
+		const struct lh_client *s = &e->clients[e->close_next];
+		e->res->err.closes_unanswered += s->c != NULL && hasp_client_session_id(s->c) != 0;
+	}
+	e->closing = 0;
+}
+
+/* When the close phase's loop must look again: the group's timeout, at
+ * most POLL_MAX_MS away. */
+static uint64_t close_wake(const struct lh_engine *e, uint64_t now)
+{
+	int timeout_ms = hasp_client_group_timeout_ms(e->group);
+	uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
+
+	if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
+		wake = now + (uint64_t)timeout_ms * 1000000u;
+	return wake;
+}
+
+/* Every session closed and its answer waited for, on the group's own
+ * socket: bounded by close_phase_ns. */
+static void close_sessions(struct lh_engine *e)
+{
+	struct pollfd pfd = { .fd = hasp_client_group_fd(e->group), .events = POLLIN };
+	uint64_t until = clock_monotonic_ns() + close_phase_ns(e);
+
+	close_more(e);
+	for (;;) {
+		uint64_t now = clock_monotonic_ns();
+		if (!closes_pending(e) || now >= until)
+			break;
+		uint64_t wake = close_wake(e, now);
+		if (wake > now) {
+			struct timespec ts = { .tv_sec = (time_t)((wake - now) / 1000000000u),
+					       .tv_nsec = (long)((wake - now) % 1000000000u) };
+			(void)ppoll(&pfd, 1, &ts, NULL);
+		}
+		(void)!hasp_client_group_process(e->group, NULL);
+	}
+	close_finish(e);
 }
 
 /* The whole run on the group's own socket, on this thread. */
@@ -498,6 +600,7 @@ static int run(struct lh_engine *e)
 		return rc;
 	drive(e, until, true);
 	run_finish(e);
+	close_sessions(e);
 	return 0;
 }
 
@@ -591,7 +694,8 @@ bool bench_libhasp_step(struct lh_engine *e, uint64_t now, int *rc, bool *worked
 
 	*worked = false;
 	*rc = 0;
-	if (e->phase == LH_PHASE_OPENING || e->phase == LH_PHASE_RUNNING) {
+	if (e->phase == LH_PHASE_OPENING || e->phase == LH_PHASE_RUNNING ||
+	    e->phase == LH_PHASE_CLOSING) {
 		/* Nothing came, nothing is due and the last step did nothing:
 		 * an lcore that polls calls this millions of times a second,
 		 * and a turn reads every member's due time (the group's
@@ -627,6 +731,16 @@ bool bench_libhasp_step(struct lh_engine *e, uint64_t now, int *rc, bool *worked
 			return false;
 		}
 		run_finish(e);
+		e->phase = LH_PHASE_CLOSING;
+		e->phase_until_ns = now + close_phase_ns(e);
+		close_more(e);
+		/* fall through */
+	case LH_PHASE_CLOSING:
+		if (now < e->phase_until_ns && closes_pending(e)) {
+			step_process(e, close_wake(e, now), worked);
+			return false;
+		}
+		close_finish(e);
 		break;
 	case LH_PHASE_DONE:
 		*rc = e->rc;

@@ -21,6 +21,8 @@
 #define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
 #define OPENS_INFLIGHT_MAX 256u      /* session opens at once, as the wire engine's */
+#define CLOSES_AT_ONCE 256u          /* hasp_client_close_async in flight, as the wire engine's */
+#define CLOSE_PHASE_MIN_NS 2000000000ull /* the close phase's bound: at least this */
 
 struct lh_client;
 
@@ -37,6 +39,7 @@ enum lh_phase {
 	LH_PHASE_NEW,     /* nothing opened yet */
 	LH_PHASE_OPENING, /* sessions opening, until all are or OPEN_PHASE_NS */
 	LH_PHASE_RUNNING, /* the measured run and its drain */
+	LH_PHASE_CLOSING, /* sessions closed, their answers waited for */
 	LH_PHASE_DONE,
 };
 
@@ -52,6 +55,7 @@ struct lh_engine {
 	uint64_t measure_start_ns, run_end_ns, last_done_ns;
 	uint32_t busy; /* operations in flight */
 	uint32_t open_next, opening; /* start-up: the next client to open, opens in flight */
+	uint32_t close_next, closing; /* the end: the next client to close, closes in flight */
 	uint64_t progress_ns, progress_ops;
 	uint32_t progress_tick;
 	/* Open loop (cfg->rate > 0): the arrival schedule, the arrivals that
