@@ -84,7 +84,6 @@ void bench_config_default(struct bench_config *cfg)
 	cfg->request_timeout_ms = 200;
 	cfg->request_deadline_ms = 5000;
 	cfg->wait_recheck_ms = 500;
-	cfg->batch = 32;
 	cfg->seed = 1;
 	cfg->threads = 1;
 	snprintf(cfg->prefix, sizeof(cfg->prefix), "hb");
@@ -143,8 +142,6 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 		REFUSE("TTLs must be %u .. %u ms", HASP_TTL_MS_MIN, HASP_TTL_MS_MAX);
 	if (cfg->put_percent > 100 || cfg->value_size > HASP_VALUE_SIZE_MAX)
 		REFUSE("put percent must be 0..100 and value size 0..%u", HASP_VALUE_SIZE_MAX);
-	if (cfg->batch < 1 || cfg->batch > BENCH_BATCH_MAX)
-		REFUSE("batch must be 1..%u", BENCH_BATCH_MAX);
 	if (cfg->request_timeout_ms < 1 || cfg->request_deadline_ms < cfg->request_timeout_ms ||
 	    cfg->request_deadline_ms > BENCH_DURATION_MS_MAX)
 		REFUSE("request timeout must be >= 1 ms and <= the deadline (at most 1 h)");

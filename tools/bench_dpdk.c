@@ -1,10 +1,9 @@
 /*
  * hasp-bench over DPDK (tools/bench_dpdk.h). One lcore is enough: the
- * engine is one thread by design; extra EAL lcores would only poll.
- * Either engine: the wire engine (tools/bench_engine.c), or the libhasp
- * engine on a libhasp group on the application's datagrams (libhasp 1.6,
- * tools/bench_libhasp.c): the port's datagrams go to the group, and the
- * group's sends to the port.
+ * engine is one thread by design; extra EAL lcores would only poll. The
+ * engine (tools/bench_libhasp.c) runs on a libhasp group on the
+ * application's datagrams (libhasp 1.6): the port's datagrams go to the
+ * group, and the group's sends to the port.
  */
 #include "tools/bench_dpdk.h"
 
@@ -24,34 +23,14 @@ struct dpdk_run {
 	const struct bench_config *cfg;
 	const struct bench_dpdk_config *dcfg;
 	struct bench_result *res;
-	struct bench_engine *engine;
-	struct lh_engine *lh; /* --engine libhasp */
+	struct lh_engine *lh;
 	uint64_t start_ns; /* when the engine may start */
-	struct dp_lcore *lc; /* during a flush */
+	struct dp_lcore *lc; /* during the engine's step */
 	bool done;
 	int rc;
 };
 
 static struct dpdk_run run_state; /* one run per process: EAL cannot restart */
-
-static int dpdk_send(void *arg, const struct bench_tx *tx, uint32_t count)
-{
-	struct dpdk_run *r = arg;
-	uint32_t sent = 0;
-
-	for (; sent < count; sent++) {
-		int rc = dp_udp_send(r->lc, ntohl(tx[sent].to->sin_addr.s_addr),
-				     ntohs(tx[sent].to->sin_port), r->dcfg->local_port, tx[sent].data,
-				     tx[sent].size);
-		if (rc == -HASP_ENOMEM)
-			break; /* pool empty: the rest goes next iteration */
-		if (rc != 0 && sent == 0)
-			return -1; /* no route or ARP queue full: its timer resends it */
-		if (rc != 0)
-			break;
-	}
-	return (int)sent;
-}
 
 /* The libhasp group's send function: out of the port, from lcore 0's
  * work hook (r->lc); anything else is lost, as on a full socket. */
@@ -71,18 +50,14 @@ static void dpdk_reply(struct dp_lcore *lc, const struct dp_datagram *dg, void *
 {
 	struct dpdk_run *r = arg;
 
+	struct sockaddr_in from = { .sin_family = AF_INET,
+				    .sin_port = htons(dg->src_port),
+				    .sin_addr.s_addr = htonl(dg->src_ip) };
+
+	(void)lc;
 	if (r->done)
 		return;
-	if (r->lh != NULL) {
-		struct sockaddr_in from = { .sin_family = AF_INET,
-					    .sin_port = htons(dg->src_port),
-					    .sin_addr.s_addr = htonl(dg->src_ip) };
-		(void)!bench_libhasp_input(r->lh, dg->payload, dg->payload_size, &from);
-		return;
-	}
-	if (r->engine == NULL)
-		return;
-	bench_engine_receive(r->engine, lc->now_ns, dg->payload, dg->payload_size);
+	(void)!bench_libhasp_input(r->lh, dg->payload, dg->payload_size, &from);
 }
 
 /* lcore 0's work on the libhasp engine: a step (start-up, run, drain),
@@ -114,39 +89,11 @@ static bool dpdk_work(struct dp_lcore *lc, uint64_t now_ns, uint64_t *deadline_n
 
 	if (dp_lcore_index(lc) != 0 || r->done)
 		return false;
-	if (r->cfg->libhasp) {
-		if (now_ns < r->start_ns) {
-			*deadline_ns = r->start_ns;
-			return false;
-		}
-		return dpdk_work_libhasp(r, lc, now_ns, deadline_ns);
-	}
-	if (r->engine == NULL) {
-		if (now_ns < r->start_ns) {
-			*deadline_ns = r->start_ns;
-			return false;
-		}
-		r->rc = bench_engine_create(&r->engine, r->cfg, r->res, now_ns);
-		if (r->rc != 0) {
-			r->done = true;
-			dp_stop(&r->dp);
-			return false;
-		}
-	}
-	uint64_t wake = UINT64_MAX;
-	if (bench_engine_step(r->engine, now_ns, &wake)) {
-		r->rc = bench_engine_failed(r->engine) ? -HASP_ETIMEDOUT : 0;
-		r->done = true;
-		dp_stop(&r->dp);
+	if (now_ns < r->start_ns) {
+		*deadline_ns = r->start_ns;
 		return false;
 	}
-	bool had = bench_engine_sends_pending(r->engine);
-	r->lc = lc;
-	bench_engine_flush(r->engine, dpdk_send, r);
-	r->lc = NULL;
-	if (wake < *deadline_ns)
-		*deadline_ns = wake;
-	return had;
+	return dpdk_work_libhasp(r, lc, now_ns, deadline_ns);
 }
 
 int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_config *dcfg,
@@ -175,12 +122,10 @@ int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_confi
 	rc = dp_udp_register(&r->dp, dcfg->local_port, dpdk_reply, r);
 	if (rc != 0)
 		goto out;
-	if (cfg->libhasp) {
-		struct hasp_client_group_io io = { .send = dpdk_group_send, .arg = r };
-		rc = bench_libhasp_create(&r->lh, cfg, res, &io);
-		if (rc != 0)
-			goto out;
-	}
+	struct hasp_client_group_io io = { .send = dpdk_group_send, .arg = r };
+	rc = bench_libhasp_create(&r->lh, cfg, res, &io);
+	if (rc != 0)
+		goto out;
 	dp_set_work(&r->dp, dpdk_work, r);
 	r->start_ns = clock_monotonic_ns() + (uint64_t)dcfg->settle_ms * 1000000u;
 	fprintf(stderr, "hasp-bench: dpdk port %s up; starting in %u ms\n", r->dp.port.driver,
@@ -189,8 +134,6 @@ int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_confi
 	if (rc == 0)
 		rc = r->done ? r->rc : -HASP_ESHUTDOWN;
 out:
-	bench_engine_destroy(r->engine);
-	r->engine = NULL;
 	bench_libhasp_destroy(r->lh);
 	r->lh = NULL;
 	dp_deinit(&r->dp);

@@ -5,9 +5,10 @@
  * the load generator's packet path costs as little as the nodes' and can
  * drive more load than the kernel socket path.
  *
- * The engine runs in lcore 0's work hook (step, then each queued request
- * goes out with dp_udp_send, which resolves the node's MAC by ARP); replies
- * arrive through a UDP handler on cfg->local_port. The run starts
+ * The engine runs in lcore 0's work hook (bench_libhasp_step; its group's
+ * datagrams go out with dp_udp_send, which resolves the node's MAC by
+ * ARP); replies arrive through a UDP handler on cfg->local_port and go to
+ * the group (bench_libhasp_input). The run starts
  * settle_ms after the port is up (time for the caller to attach a TAP to
  * its bridge) and dp_run returns when the engine's run is over.
  */
@@ -29,7 +30,7 @@ struct bench_dpdk_config {
 	uint32_t idle;       /* enum idle_mode: 0 poll, 1 hybrid, 2 sleep */
 };
 
-/* As bench_run, over DPDK. Also -HASP_ESYS when the EAL or port failed;
+/* As bench_run_libhasp, over DPDK. Also -HASP_ESYS when the EAL or port failed;
  * -HASP_ENOTSUP when this build has no DPDK. */
 int bench_run_dpdk(const struct bench_config *cfg, const struct bench_dpdk_config *dcfg,
 		   struct bench_result *res) __attribute__((warn_unused_result));

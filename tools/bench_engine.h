@@ -1,15 +1,10 @@
 /*
- * The hasp-bench load engine: many hasp sessions over one kernel UDP
- * socket, driven by one thread with batched syscalls (sendmmsg/recvmmsg).
- *
- * Each simulated client is a real session (SESSION_OPEN with its own nonce)
- * with its own sequence numbers and at most one request in flight, so the
- * exactly-once window of docs/PROTOCOL.md holds trivially; a retransmission
- * re-encodes the same request with the same number (the encoder is
- * deterministic, so the bytes are the same). NOT_LEADER with a known leader
- * resends at once to it; silence moves to the next node. A request
- * abandoned after its deadline reopens the client's session, because its
- * slot in the window is never answered.
+ * The hasp-bench load engine: many hasp sessions, each a struct
+ * hasp_client of libhasp's asynchronous core, all in one client group (one
+ * socket, batched sendmmsg/recvmmsg), driven by one thread
+ * (tools/bench_libhasp.c). libhasp is the one implementation of the wire
+ * exchange, retransmission, leader finding and lease validity; hasp-bench
+ * had its own until session 23 (docs/PERFORMANCE.md "Engines").
  *
  * Load is closed loop (every client starts its next operation when the
  * previous ends) or open loop (Poisson arrivals at cfg->rate, handed to idle
@@ -20,7 +15,8 @@
  *
  * Every run is bounded: cfg->count_max operations AND cfg->duration_ms of
  * measurement after cfg->warmup_ms, then at most BENCH_DRAIN_MS to finish
- * operations in flight, then SESSION_CLOSE for every session.
+ * operations in flight, then every session closed
+ * (hasp_client_close_async), its answer waited for.
  */
 #ifndef HASP_TOOLS_BENCH_ENGINE_H
 #define HASP_TOOLS_BENCH_ENGINE_H
@@ -36,7 +32,6 @@
 #include "tools/bench_hist.h"
 
 #define BENCH_CLIENTS_MAX 65536u
-#define BENCH_BATCH_MAX 64u
 #define BENCH_BACKLOG_MAX 65536u /* open-loop arrivals waiting for a client */
 #define BENCH_DRAIN_MS 3000u     /* after the run: finish what is in flight */
 #define BENCH_DURATION_MS_MAX 3600000u
@@ -88,12 +83,10 @@ struct bench_config {
 	uint32_t request_timeout_ms; /* silence before a retransmit */
 	uint32_t request_deadline_ms; /* give a request up (and reopen the session) */
 	uint32_t wait_recheck_ms;    /* queued: LOCK_READ after this much silence */
-	uint32_t batch;       /* datagrams per sendmmsg/recvmmsg, 1..64 */
 	uint64_t seed;
 	char prefix[64];      /* lock and key names are prefix/k<n> */
 	uint32_t threads;     /* engines run side by side (hasp-bench --threads); reported */
-	bool libhasp;         /* run by bench_run_libhasp (hasp-bench --engine); reported */
-	FILE *progress;       /* non-NULL: bench_run() prints a progress line a second there */
+	FILE *progress;       /* non-NULL: a progress line a second there */
 	/* non-NULL: every measured latency sample is also written there, one
 	 * line "<kind> <start_ns> <latency_ns>" (kind as in the JSON's
 	 * latency_us, start on CLOCK_MONOTONIC, which every process on the
@@ -167,15 +160,9 @@ int bench_config_check(const struct bench_config *cfg, char *err, size_t err_siz
 
 int bench_result_init(struct bench_result *res) __attribute__((warn_unused_result));
 void bench_result_deinit(struct bench_result *res);
-/* Adds `source` (another engine's run at the same time) into `target`:
+/* Adds `source` (another thread's run at the same time) into `target`:
  * counts and histograms add up, the measured window is the longer one. */
 void bench_result_merge(struct bench_result *target, const struct bench_result *source);
-
-/* Runs one bounded load over a kernel UDP socket (tools/bench_kernel.c).
- * Returns 0 (the result says what happened), -HASP_ECONFIG, -HASP_ENOMEM,
- * -HASP_ESYS, or -HASP_ETIMEDOUT when no session could be opened. */
-int bench_run(const struct bench_config *cfg, struct bench_result *res)
-	__attribute__((warn_unused_result));
 
 /* The key of client `index`'s next operation (of `clients`): key 0 for
  * burst, Zipf-chosen from `zipf` for contended and kv; otherwise client i
@@ -187,14 +174,15 @@ uint32_t bench_key_pick(const struct bench_config *cfg, const struct bench_zipf 
 			struct prng *prng, uint32_t index, uint32_t clients);
 
 /* One progress line of a run on a terminal: second `tick`, its `ops`, the
- * p99 of every operation so far and the errors so far (tools/bench_kernel.c). */
+ * p99 of every operation so far and the errors so far (tools/bench_report.c). */
 void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops);
 
-/* The same load on libhasp's asynchronous core (tools/bench_libhasp.c):
- * one struct hasp_client per session, all in one client group, one
- * thread. Kernel sockets (over DPDK: bench_libhasp_step below), every
- * workload (burst and storm: tools/bench_libhasp_rounds.c), closed or
- * open loop. Returns as bench_run. */
+/* Runs one bounded load on libhasp's asynchronous core over the group's
+ * kernel UDP socket (tools/bench_libhasp.c): one struct hasp_client per
+ * session, all in one client group, one thread; every workload (burst and
+ * storm: tools/bench_libhasp_rounds.c), closed or open loop. Returns 0
+ * (the result says what happened), -HASP_ECONFIG, -HASP_ENOMEM,
+ * -HASP_ESYS, or -HASP_ETIMEDOUT when no session could be opened. */
 int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
 	__attribute__((warn_unused_result));
 
@@ -215,7 +203,7 @@ int bench_run_libhasp(const struct bench_config *cfg, struct bench_result *res)
  * its drain, then the close phase (every session closed with
  * hasp_client_close_async, its answer waited for, the unanswered counted
  * in closes_unanswered), as bench_run_libhasp does; it returns true once
- * all that is over, with its outcome in *rc (0 or as bench_run).
+ * all that is over, with its outcome in *rc (0 or as bench_run_libhasp).
  * *worked: operations completed or datagrams went out in this step.
  */
 struct lh_engine;
@@ -230,48 +218,6 @@ int bench_libhasp_input(struct lh_engine *e, const void *data, size_t size,
 			const struct sockaddr_in *from) __attribute__((warn_unused_result));
 void bench_libhasp_close(struct lh_engine *e);
 void bench_libhasp_destroy(struct lh_engine *e);
-
-/*
- * The engine as step functions, for a transport's own loop (the kernel
- * socket loop of bench_run, or a DPDK lcore's work hook). One thread:
- *
- *   bench_engine_create(&e, cfg, res, now)
- *   until bench_engine_step(e, now, &wake) returns true:
- *       bench_engine_flush(e, send, arg)         hand queued requests over
- *       bench_engine_receive(e, now, data, size) for each datagram received
- *       sleep until `wake` (ns) or a datagram, unless sends are pending
- *   bench_engine_failed(e)  true when no session could be opened
- *   bench_engine_destroy(e)
- *
- * The engine keeps cfg and res; the caller keeps both alive until destroy.
- */
-struct bench_engine;
-
-struct sockaddr_in;
-struct bench_tx { /* one datagram to send; valid during the send call */
-	const struct sockaddr_in *to;
-	const uint8_t *data;
-	size_t size;
-};
-
-/* Sends tx[0 .. count); returns how many were sent (0: full, try later)
- * or -1 when the first one failed for good (it is skipped and later
- * retransmitted by its timer). */
-typedef int bench_send_fn(void *arg, const struct bench_tx *tx, uint32_t count);
-
-int bench_engine_create(struct bench_engine **e, const struct bench_config *cfg,
-			struct bench_result *res, uint64_t now_ns) __attribute__((warn_unused_result));
-/* Advances phases and timers to now_ns; lowers *wake_ns to the next time
- * it must run. Returns true when the run is over (sessions closed). */
-bool bench_engine_step(struct bench_engine *e, uint64_t now_ns, uint64_t *wake_ns);
-void bench_engine_flush(struct bench_engine *e, bench_send_fn *send, void *arg);
-bool bench_engine_sends_pending(const struct bench_engine *e);
-/* One received datagram (any source; the engine decodes and matches it). */
-void bench_engine_receive(struct bench_engine *e, uint64_t now_ns, const uint8_t *data,
-			  size_t size);
-bool bench_engine_failed(const struct bench_engine *e);
-uint32_t bench_engine_node_count(const struct bench_engine *e);
-void bench_engine_destroy(struct bench_engine *e);
 
 const char *bench_workload_name(enum bench_workload w);
 const char *bench_lat_name(enum bench_lat l);

@@ -5,8 +5,8 @@
  * keepalives, all libhasp's), all of them in ONE client group (one UDP
  * socket, libhasp 1.2): one thread polls the group's fd for the group's
  * timeout and calls hasp_client_group_process, which reads a recvmmsg
- * batch for every client, moves them on and sends in one sendmmsg, as the
- * wire engine (tools/bench_session.c) does by hand. Over DPDK
+ * batch for every client, moves them on and sends in one sendmmsg (what
+ * hasp-bench's own wire engine did by hand until session 23). Over DPDK
  * (tools/bench_dpdk.c) the group is one on the port's datagrams (libhasp
  * 1.6) and the lcore's work hook runs the engine a step at a time
  * (bench_libhasp_step, tools/bench_engine.h).
@@ -14,11 +14,11 @@
  * Workloads: cycle and contended (ACQUIRE TRY or WAIT, then RELEASE), kv
  * (KV_PUT/KV_GET mix) and keepalive (SESSION_KEEPALIVE,
  * hasp_client_session_keepalive_async), closed loop or open loop (--rate: Poisson
- * arrivals handed to idle clients or a bounded backlog, as the wire engine
- * admits them, tools/bench_engine.c); burst and storm rounds, whose
- * coordinator starts every operation (tools/bench_libhasp_rounds.c). Each
- * client has one operation in flight, as in the wire engine
- * (tools/bench_session.c), so the figures compare. An operation's latency runs from its start (the async call)
+ * arrivals handed to idle clients or a bounded backlog); burst and storm
+ * rounds, whose coordinator starts every operation
+ * (tools/bench_libhasp_rounds.c). Each client has one operation in flight,
+ * as the retired wire engine had, so the figures compare with the
+ * recorded ones. An operation's latency runs from its start (the async call)
  * in the closed loop and from its intended arrival time in the open one
  * (coordinated omission, tools/bench_arrival.h).
  */
@@ -61,7 +61,7 @@ void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc)
 
 /* `now`: the clock as the completion's callback read it. One reading
  * serves the callback's latency, this op's end and the next op's start,
- * as the wire engine's one `now` per loop turn does (a clock read per use
+ * as the retired wire engine's one `now` per loop turn did (a clock read per use
  * was five per cycle: docs/PERFORMANCE.md, "fewer instructions per
  * request"). */
 static void op_done(struct lh_client *s, bool ok, uint64_t now)
@@ -103,6 +103,14 @@ static void on_released(struct hasp_client *c, const struct hasp_result *r, void
 	op_done(s, r->rc == 0, now);
 }
 
+/* How long a cycle's WAIT may stay queued: twice --deadline, as
+ * hasp-bench's waits were always bounded (wait_timeouts counts those given
+ * up). */
+static uint64_t wait_bound_ns(const struct bench_config *cfg)
+{
+	return 2u * (uint64_t)cfg->request_deadline_ms * 1000000u;
+}
+
 static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void *arg)
 {
 	struct lh_client *s = arg;
@@ -117,7 +125,12 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 		return;
 	}
 	if (r->rc != 0) {
-		if (r->rc == -HASP_ETIMEDOUT)
+		/* A WAIT queued past its bound (wait_bound_ns) was given up
+		 * and cancelled; any other -HASP_ETIMEDOUT is a request's. */
+		if (r->rc == -HASP_ETIMEDOUT && e->cfg->wait &&
+		    now - s->req_start_ns >= wait_bound_ns(e->cfg))
+			e->res->err.wait_timeouts++;
+		else if (r->rc == -HASP_ETIMEDOUT)
 			e->res->err.timeouts++;
 		op_done(s, false, now);
 		return;
@@ -204,7 +217,11 @@ static void op_start_at(struct lh_client *s, uint64_t intended_ns, uint64_t now)
 		else
 			rc = hasp_client_kv_get_async(s->c, s->name, on_single, s, NULL);
 	} else {
-		struct hasp_acquire_opts opts = { .ttl_ms = cfg->lock_ttl_ms, .wait = cfg->wait };
+		struct hasp_acquire_opts opts = {
+			.ttl_ms = cfg->lock_ttl_ms,
+			.wait = cfg->wait,
+			.wait_timeout_ms = cfg->wait ? (uint32_t)(wait_bound_ns(cfg) / 1000000u) : 0,
+		};
 		rc = hasp_client_acquire_async(s->c, s->name, &opts, on_acquired, s, NULL);
 	}
 	if (rc != 0) {

@@ -20,8 +20,8 @@
 
 #define POLL_MAX_MS 2 /* looks at the run's end and progress at least this often */
 #define OPEN_PHASE_NS 10000000000ull /* start-up gives up on sessions after 10 s */
-#define OPENS_INFLIGHT_MAX 256u      /* session opens at once, as the wire engine's */
-#define CLOSES_AT_ONCE 256u          /* hasp_client_close_async in flight, as the wire engine's */
+#define OPENS_INFLIGHT_MAX 256u      /* session opens at once */
+#define CLOSES_AT_ONCE 256u          /* hasp_client_close_async in flight at once */
 #define CLOSE_PHASE_MIN_NS 2000000000ull /* the close phase's bound: at least this */
 
 struct lh_client;
@@ -118,7 +118,7 @@ struct lh_client {
 
 /* ---- tools/bench_libhasp.c ---- */
 
-/* The reply's status, counted as the wire engine counts it. */
+/* The reply's status, counted by status and by opcode (JSON statuses). */
 void lh_count_status(struct lh_engine *e, uint8_t opcode, int rc);
 
 /* Sets s->key and s->name to key's name, "<prefix>/k<key>". */

@@ -1,9 +1,8 @@
 /*
- * hasp-bench's burst and storm rounds on libhasp's async core
- * (--engine libhasp): the same rounds as the wire engine's
- * (tools/bench_engine.c burst_round, tools/bench_storm.c), judged and
- * measured by the same code (tools/bench_rounds.c), learnt through
- * libhasp's public API only:
+ * hasp-bench's burst and storm rounds on libhasp's async core, judged and
+ * measured by tools/bench_rounds.c (the code that also judged the retired
+ * wire engine's rounds, so runs compare with recorded ones), learnt
+ * through libhasp's public API only:
  *
  *   a waiter's grant    its WAIT acquire completes (hasp_client_acquire_async
  *                       with wait; libhasp takes the LOCK_GRANTED event, or
@@ -16,8 +15,8 @@
  *   "queued"            libhasp does not report a WAIT acquire's QUEUED
  *                       answer, so the holder reads the lock
  *                       (hasp_client_lock_read_async, waiter_count) until
- *                       the waiters are in its queue, where the wire engine
- *                       sees the QUEUED replies. Those reads are set-up:
+ *                       the waiters are in its queue (the wire engine saw
+ *                       the QUEUED replies). Those reads are set-up:
  *                       they come before the release, which starts the
  *                       measured notify and grant clocks.
  *
@@ -28,7 +27,7 @@
  * or bench_burst_round_ns after the release.
  *
  * Storm: clients i < L hold lock i, L + i wait for it, 2L + i watch it;
- * the phases and the verdict of tools/bench_storm.c.
+ * the phases and the verdict in tools/bench_libhasp_storm.c.
  *
  * Every wait is bounded by its own wait_timeout_ms (the round's longest
  * time), so nothing outlives the run; a storm that lost a lock cancels
@@ -141,9 +140,9 @@ static void on_acquired(struct hasp_client *c, const struct hasp_result *r, void
 
 	(void)c;
 	op_end(s);
-	/* A listener's grant comes as an event in the wire engine (its
-	 * ACQUIRE was answered QUEUED, which libhasp does not report): only
-	 * the holders' answers are replies to count. */
+	/* A listener's grant comes as an event (its ACQUIRE was answered
+	 * QUEUED, which libhasp does not report): only the holders' answers
+	 * are replies to count, as the wire engine counted them. */
 	if (holder)
 		lh_count_status(e, HASP_OP_ACQUIRE, r->rc);
 	if (r->rc == -HASP_ETIMEDOUT)

@@ -1,10 +1,47 @@
 /*
- * hasp-bench's release storm on libhasp's async core (--engine libhasp
- * --workload storm): clients i < L hold lock i, L + i wait for it, 2L + i
- * watch it. The round's schedule and verdict are the wire engine's
- * (tools/bench_rounds.c, the story in tools/bench_storm.c); these are the
- * steps it asks of this engine, through libhasp's public API
- * (tools/bench_libhasp_rounds.c has what differs from the wire engine).
+ * hasp-bench's release storm (--workload storm, docs/PERFORMANCE.md
+ * "Release storm"): L locks, each with a holder, a waiter and a watcher
+ * (3L sessions: client i holds lock i, L + i waits for it, 2L + i watches
+ * it). A round (enum bench_storm_phase, tools/bench_rounds.h):
+ *
+ *   S_HOLDERS   every holder ACQUIREs (TRY) its lock and keeps it;
+ *   S_WAITERS   every waiter ACQUIREs (WAIT) the same lock: queued;
+ *   S_RELEASING the holders RELEASE, spread evenly over cfg->window_ms;
+ *   S_RELEASED  until every waiter is granted and every watcher told, or
+ *               bench_storm_verdict_ns() after the window: the verdict;
+ *   S_CLEANUP   the waiters release what they were granted (after the
+ *               last round too, so the run ends with nothing held).
+ *
+ * The set-up phases keep at most OPENS_INFLIGHT_MAX requests in flight, as
+ * the session opens do, so the node is not flooded before the storm; the
+ * storm itself is the window. Watchers registered their WATCH when their
+ * session opened and keep it across rounds.
+ *
+ * The verdict (tools/bench_rounds.c), per lock: the waiter was granted
+ * with a token greater than the holder's, and the watcher's last event of
+ * the round is that grant: LOCK_GRANTED with the waiter's token. A release
+ * and the hand-off to the head waiter are one command
+ * (docs/STATE_MACHINE.md), so with a waiter queued the grant is always the
+ * lock's last state: a watcher whose last event is the LOCK_RELEASED was
+ * not told the end. An event after a RESYNC (the node's gap marker: it
+ * replaced a held event with the newer one, docs/PROTOCOL.md "The watch
+ * event set") still reports the newest state of the one lock this watcher
+ * watches: it counts as told and, separately, as coalesced.
+ *
+ * Events are not acknowledged, and the last event of the round, lost, is
+ * followed by none whose chain would show the gap. So a watcher not told a
+ * second after the window (STORM_PROGRESS_NS, and every second after)
+ * asks the leader (hasp_client_watch_progress_async); a RESYNC then says
+ * it lost one, and it re-reads the lock, as an application does on
+ * libhasp's RESYNC. A re-read that shows the waiter's token counts as told
+ * and, separately, as resynced. A watcher is never "resolved" by a read
+ * without that warning: the read would show the state but hide that an
+ * event was lost, which is what the storm is to find out. A round with any
+ * lock missing ends the run (the engine then drains and closes), and
+ * hasp-bench exits 4.
+ *
+ * These are the steps the round asks of the engine, through libhasp's
+ * public API (tools/bench_libhasp_rounds.c has the rest).
  */
 #include "tools/bench_libhasp_impl.h"
 #include "tools/bench_rounds.h"

@@ -4,6 +4,7 @@
  */
 #include "tools/bench_report.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -206,7 +207,7 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		     "\"contended\":%s,\"zipf_s\":%.3f,\"mode\":\"%s\",\"loop\":\"%s\",\"rate\":%.1f,"
 		     "\"count_max\":%llu,\"duration_ms\":%u,\"warmup_ms\":%u,\"lock_ttl_ms\":%u,"
 		     "\"session_ttl_ms\":%u,\"put_percent\":%u,\"value_size\":%u,\"waiters\":%u,"
-		     "\"watchers\":%s,\"storm_locks\":%u,\"window_ms\":%u,\"request_timeout_ms\":%u,\"request_deadline_ms\":%u,\"batch\":%u,\"threads\":%u,\"engine\":\"%s\","
+		     "\"watchers\":%s,\"storm_locks\":%u,\"window_ms\":%u,\"request_timeout_ms\":%u,\"request_deadline_ms\":%u,\"threads\":%u,\"engine\":\"libhasp\","
 		     "\"seed\":%llu,"
 		     "\"prefix\":",
 		bench_workload_name(cfg->workload),
@@ -216,7 +217,7 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		cfg->duration_ms, cfg->warmup_ms, cfg->lock_ttl_ms, cfg->session_ttl_ms,
 		cfg->put_percent, cfg->value_size, cfg->waiters, cfg->watchers ? "true" : "false",
 		cfg->storm_locks, cfg->window_ms,
-		cfg->request_timeout_ms, cfg->request_deadline_ms, cfg->batch, cfg->threads, cfg->libhasp ? "libhasp" : "wire",
+		cfg->request_timeout_ms, cfg->request_deadline_ms, cfg->threads,
 		(unsigned long long)cfg->seed);
 	bench_json_string(out, cfg->prefix);
 	fprintf(out, ",\"cluster\":");
@@ -275,4 +276,16 @@ void bench_report_json(FILE *out, const char *commit, const struct bench_config 
 		(unsigned long long)res->tx_datagrams, (unsigned long long)res->rx_datagrams,
 		(unsigned long long)res->tx_calls, (unsigned long long)res->rx_calls,
 		(unsigned long long)res->events, (unsigned long long)res->backlog_max);
+}
+
+/* One line of a long run on a terminal: that second's completed operations,
+ * the p99 of every operation so far, and the errors so far. */
+void bench_progress_line(FILE *f, const struct bench_result *res, uint32_t tick, uint64_t ops)
+{
+	const struct bench_errors *er = &res->err;
+	uint64_t errors = er->timeouts + er->malformed + er->wait_timeouts + er->notify_missing +
+			  er->arrivals_dropped + er->send_errors;
+	fprintf(f, "hasp-bench: %us ops/s=%" PRIu64 " p99_us=%.0f errors=%" PRIu64 "\n", tick, ops,
+		(double)bench_hist_quantile(res->lat[BENCH_LAT_OP], 0.99) / 1000.0, errors);
+	fflush(f);
 }

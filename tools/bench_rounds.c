@@ -66,7 +66,7 @@ bool bench_storm_listening(const struct bench_storm_round *r)
 /* The verdict of one lock: its waiter was granted with a token greater
  * than its holder's, and its watcher's last event is that grant (a
  * release hands off to the head waiter in the same command, so the grant
- * is the lock's last state: see tools/bench_storm.c). */
+ * is the lock's last state: see tools/bench_libhasp_storm.c). */
 static void tally_add(struct bench_storm_tally *t, const struct bench_storm_lock *lock)
 {
 	t->locks++;

@@ -1,12 +1,11 @@
 /*
- * What the release-burst and release-storm rounds are, whichever engine
- * runs them (tools/bench_engine.c and tools/bench_storm.c on the own wire
- * engine, tools/bench_libhasp_rounds.c on libhasp's async core): their time
- * limits, the storm's release schedule, and how a round is judged and
- * measured. The engines only differ in how they learn what happened (a
- * reply or event decoded by hand, or a libhasp completion or event), so a
- * run compares across engines: same rounds, same latency definitions,
- * same counters.
+ * What the release-burst and release-storm rounds are
+ * (tools/bench_libhasp_rounds.c and tools/bench_libhasp_storm.c run them
+ * on libhasp's async core): their time limits, the storm's release
+ * schedule, and how a round is judged and measured. The retired wire
+ * engine ran the same rounds from the same code, so today's runs compare
+ * with the recorded ones: same rounds, same latency definitions, same
+ * counters.
  */
 #ifndef HASP_TOOLS_BENCH_ROUNDS_H
 #define HASP_TOOLS_BENCH_ROUNDS_H
@@ -70,7 +69,7 @@ struct bench_storm_lock {
 	uint64_t watcher_read_ns;
 };
 
-/* The phases of a storm round (tools/bench_storm.c has the story):
+/* The phases of a storm round (tools/bench_libhasp_storm.c has the story):
  *   S_HOLDERS   every holder ACQUIREs (TRY) its lock and keeps it;
  *   S_WAITERS   every waiter ACQUIREs (WAIT) the same lock: queued;
  *   S_RELEASING the holders RELEASE, spread evenly over cfg->window_ms;

@@ -1,7 +1,7 @@
 /*
- * hasp-bench: the load generator of hasp (docs/PERFORMANCE.md). It speaks
- * wire protocol v1 over kernel UDP with batched syscalls through its own
- * sessions (tools/bench_engine.h), and prints a table and/or one JSON
+ * hasp-bench: the load generator of hasp (docs/PERFORMANCE.md). Its
+ * sessions are libhasp clients in one client group (one socket, batched
+ * syscalls: tools/bench_engine.h), and it prints a table and/or one JSON
  * object with the commit, the configuration and the machine's facts.
  *
  *   hasp-bench [--cluster host:port,...] [--workload W] [options]
@@ -59,16 +59,15 @@ static void usage(FILE *out)
 		"  --timeout MS       retransmit after MS of silence (default 200)\n"
 		"  --deadline MS      give a request up (and reopen its session) after MS\n"
 		"                     (default 5000; at least --timeout)\n"
-		"  --batch N          datagrams per sendmmsg/recvmmsg (default 32)\n"
 		"  --threads T        T engines side by side, each with its own socket and\n"
 		"                     clients/T sessions (kernel mode; default 1)\n"
 		"  --seed N           PRNG seed (default 1)\n"
 		"  --prefix P         lock/key name prefix (default hb<pid>)\n"
-		"  --engine E         wire | libhasp: the own wire engine (every workload,\n"
-		"                     --dpdk; the default) or libhasp's async core (every\n"
-		"                     workload, closed or open loop, --threads: a client\n"
-		"                     group per thread; --dpdk: a group on the port's\n"
-		"                     datagrams)\n"
+		"  --engine libhasp   the only engine: libhasp's async core, a client group\n"
+		"                     (per thread with --threads; on the port's datagrams\n"
+		"                     with --dpdk). `wire`, hasp-bench's own protocol engine\n"
+		"                     until session 23, is refused (perf/engines builds it\n"
+		"                     from its last commit for side-by-side runs)\n"
 		"  --json             print the JSON object instead of the table\n"
 		"  --out FILE         also write the JSON object to FILE\n"
 		"  --latency-log FILE write every measured latency sample to FILE, a line\n"
@@ -120,7 +119,7 @@ struct thread_run {
 static void *thread_main(void *arg)
 {
 	struct thread_run *t = arg;
-	t->rc = t->cfg.libhasp ? bench_run_libhasp(&t->cfg, &t->res) : bench_run(&t->cfg, &t->res);
+	t->rc = bench_run_libhasp(&t->cfg, &t->res);
 	return NULL;
 }
 
@@ -189,7 +188,6 @@ int main(int argc, char **argv)
 		{ "waiters", required_argument, NULL, 'a' },
 		{ "watchers", no_argument, NULL, 'A' },
 		{ "timeout", required_argument, NULL, 'o' },
-		{ "batch", required_argument, NULL, 'b' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "prefix", required_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
@@ -213,7 +211,6 @@ int main(int argc, char **argv)
 	struct bench_result res;
 	const char *out_path = NULL, *latency_log_path = NULL;
 	bool json = false, ok = true, dpdk = false, have_ip = false, have_mac = false;
-	int engine = 0; /* 0 wire, 1 libhasp (docs/PERFORMANCE.md "Engines") */
 	struct bench_dpdk_config dcfg = { .local_port = 7100, .settle_ms = 2000, .idle = 1 };
 	double seconds;
 	int opt;
@@ -275,7 +272,6 @@ int main(int argc, char **argv)
 		case 'm': ok &= parse_u32(optarg, &cfg.window_ms); break;
 		case 'o': ok &= parse_u32(optarg, &cfg.request_timeout_ms); break;
 		case 'e': ok &= parse_u32(optarg, &cfg.request_deadline_ms); break;
-		case 'b': ok &= parse_u32(optarg, &cfg.batch); break;
 		case 's': ok &= parse_u64(optarg, &cfg.seed); break;
 		case 'P': snprintf(cfg.prefix, sizeof(cfg.prefix), "%s", optarg); break;
 		case 'j': json = true; break;
@@ -321,9 +317,8 @@ int main(int argc, char **argv)
 		}
 		case 'E': ok &= parse_u32(optarg, &dcfg.settle_ms) && dcfg.settle_ms <= 60000; break;
 		case 'H': ok &= parse_u32(optarg, &cfg.threads) && cfg.threads >= 1 && cfg.threads <= 64; break;
-		case 'G':
-			engine = strcmp(optarg, "libhasp") == 0 ? 1 : strcmp(optarg, "wire") == 0 ? 0 : 99;
-			ok &= engine <= 1;
+		case 'G': /* one engine (docs/PERFORMANCE.md "Engines") */
+			ok &= strcmp(optarg, "libhasp") == 0;
 			break;
 		case 'X':
 			dcfg.idle = strcmp(optarg, "poll") == 0 ? 0 : strcmp(optarg, "hybrid") == 0 ? 1
@@ -377,7 +372,6 @@ int main(int argc, char **argv)
 		bench_result_deinit(&res);
 		return 2;
 	}
-	cfg.libhasp = engine == 1;
 	if (latency_log_path != NULL) {
 		cfg.latency_log = fopen(latency_log_path, "w");
 		if (cfg.latency_log == NULL) {
@@ -394,8 +388,7 @@ int main(int argc, char **argv)
 		cfg.progress = stdout;
 	int rc = dpdk ? bench_run_dpdk(&cfg, &dcfg, &res)
 		 : cfg.threads > 1 ? run_threads(&cfg, &res)
-		 : engine == 1 ? bench_run_libhasp(&cfg, &res)
-				   : bench_run(&cfg, &res);
+				   : bench_run_libhasp(&cfg, &res);
 	/* A log that could not be written in full is an error, not a shorter log. */
 	if (cfg.latency_log != NULL && (ferror(cfg.latency_log) | fclose(cfg.latency_log)) != 0) {
 		perror(latency_log_path);
@@ -422,7 +415,7 @@ int main(int argc, char **argv)
 		fclose(f);
 	}
 	/* A storm decides for itself: every waiter granted, every watcher
-	 * told, in every round it ran (tools/bench_storm.c). */
+	 * told, in every round it ran (tools/bench_libhasp_storm.c). */
 	bool storm_lost = cfg.workload == BENCH_WL_STORM &&
 			  (res.err.storm_waiters_missing > 0 || res.err.storm_watchers_missing > 0 ||
 			   res.storm_granted == 0);

@@ -48,7 +48,7 @@ echo "itest: rx_forwarded=$fwd fwd_handled=$handled rx_ring_full=$full fwd_wakes
 # Frames reached lcore 0's own queue as well (the rest of rx_udp).
 udp=$(dp 1 rx_udp)
 [ "$udp" -gt "$fwd" ] || { echo "FAIL: lcore 0 received no datagram itself ($udp vs $fwd)"; exit 1; }
-# A release storm (tools/bench_storm.c): 100 locks, each held, waited for
+# A release storm (tools/bench_libhasp_storm.c): 100 locks, each held, waited for
 # and watched; every grant and watch event goes out through lcore 1.
 out="$HASP_CLUSTER_DIR/storm.json"
 in_ns "$build/tools/hasp-bench" --json --workload storm --locks 100 --window-ms 100 --ttl 60000 \
