@@ -96,7 +96,7 @@ struct hasp_client_group {
 	 * progress), dense, so that finding the due ones reads 8 bytes a
 	 * member, not a cache line of each client. */
 	uint64_t *member_due;
-	/* At most the least of member_due (member_due_lower keeps it so, a
+	/* At most the least of member_due (member_due_set keeps it so, a
 	 * full pass of group_run_due makes it exact): when it lies ahead, a
 	 * process call and the timeout need not read any member's. */
 	uint64_t due_min;
@@ -157,7 +157,6 @@ static void group_rx_vectors_init(struct hasp_client_group *g)
 	}
 }
 
-/* A group on its own socket (io NULL) or on the application's datagrams. */
 /* Sets when member i is due; keeps the group's due_min a lower bound. */
 static inline void member_due_set(struct hasp_client_group *g, uint32_t i, uint64_t due)
 {
@@ -166,6 +165,7 @@ static inline void member_due_set(struct hasp_client_group *g, uint32_t i, uint6
 		g->due_min = due;
 }
 
+/* A group on its own socket (io NULL) or on the application's datagrams. */
 static int group_new(struct hasp_client_group **group, const struct hasp_client_group_io *io)
 {
 	struct hasp_client_group *g;

@@ -49,7 +49,6 @@ static int dpdk_group_send(void *arg, const struct sockaddr_in *to, const void *
 static void dpdk_reply(struct dp_lcore *lc, const struct dp_datagram *dg, void *arg)
 {
 	struct dpdk_run *r = arg;
-
 	struct sockaddr_in from = { .sin_family = AF_INET,
 				    .sin_port = htons(dg->src_port),
 				    .sin_addr.s_addr = htonl(dg->src_ip) };
@@ -60,9 +59,9 @@ static void dpdk_reply(struct dp_lcore *lc, const struct dp_datagram *dg, void *
 	(void)!bench_libhasp_input(r->lh, dg->payload, dg->payload_size, &from);
 }
 
-/* lcore 0's work on the libhasp engine: a step (start-up, run, drain),
- * its sends out of the port; at the end the sessions are closed while
- * the port can still send. */
+/* lcore 0's work on the libhasp engine: a step (start-up, run, drain,
+ * closes), its sends out of the port; the clients are freed while the
+ * port can still send. */
 static bool dpdk_work_libhasp(struct dpdk_run *r, struct dp_lcore *lc, uint64_t now_ns,
 			      uint64_t *deadline_ns)
 {

@@ -380,6 +380,18 @@ static bool starting(const struct lh_engine *e, uint64_t now)
 	return now < e->run_end_ns && e->res->ops_started < e->cfg->count_max;
 }
 
+/* When the group must be run again: its timeout, at most POLL_MAX_MS away
+ * (the run's end and the progress line are looked at that often). */
+static uint64_t group_wake(const struct lh_engine *e, uint64_t now)
+{
+	int timeout_ms = hasp_client_group_timeout_ms(e->group);
+	uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
+
+	if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
+		wake = now + (uint64_t)timeout_ms * 1000000u;
+	return wake;
+}
+
 /* The run's own work at `now` (arrivals admitted, the rounds stepped).
  * False when the phase is over: nothing in flight and (running) nothing
  * more to start. Else *wake_ns: when the engine needs its next turn (the
@@ -394,10 +406,7 @@ static bool turn(struct lh_engine *e, uint64_t now, bool running, uint64_t *wake
 		lh_round_step(e, now);
 	if (e->busy == 0 && (!running || !starting(e, now)))
 		return false;
-	int timeout_ms = hasp_client_group_timeout_ms(e->group);
-	uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
-	if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
-		wake = now + (uint64_t)timeout_ms * 1000000u;
+	uint64_t wake = group_wake(e, now);
 	if (running && cfg->rate > 0.0 && e->admitting && bench_arrival_peek(&e->arrival) < wake)
 		wake = bench_arrival_peek(&e->arrival); /* to the nanosecond: ppoll */
 	if (running && rounds(cfg) && lh_round_wake(e) < wake)
@@ -492,7 +501,7 @@ static void run_finish(struct lh_engine *e)
 		lh_round_finish(e);
 	e->res->err.unfinished += e->backlog.len; /* arrivals that never got a client */
 	/* What is still in flight at the drain's end is counted, not measured
-	 * (as the wire engine does): its callback may still come during the
+	 * (as the wire engine did): its callback may still come during the
 	 * close phase, and starts nothing then (the run's time is over). */
 	for (uint32_t i = 0; i < e->client_count; i++) {
 		struct lh_client *s = &e->clients[i];
@@ -502,12 +511,12 @@ static void run_finish(struct lh_engine *e)
 	}
 	uint64_t end = e->run_end_ns;
 	if (e->res->ops > 0 && e->last_done_ns > e->measure_start_ns)
-		end = e->last_done_ns; /* as the wire engine measures */
+		end = e->last_done_ns; /* as the wire engine measured */
 	e->res->elapsed_ns = end > e->measure_start_ns ? end - e->measure_start_ns : 1;
 	collect(e);
 }
 
-/* How long the close phase may take, as the wire engine bounds its own: a
+/* How long the close phase may take, as the wire engine bounded its own: a
  * close's --deadline plus 1 ms per session (each close is a committed
  * command, CLOSES_AT_ONCE at a time), at least CLOSE_PHASE_MIN_NS. */
 static uint64_t close_phase_ns(const struct lh_engine *e)
@@ -565,18 +574,6 @@ static void close_finish(struct lh_engine *e)
 	e->closing = 0;
 }
 
-/* When the close phase's loop must look again: the group's timeout, at
- * most POLL_MAX_MS away. */
-static uint64_t close_wake(const struct lh_engine *e, uint64_t now)
-{
-	int timeout_ms = hasp_client_group_timeout_ms(e->group);
-	uint64_t wake = now + (uint64_t)POLL_MAX_MS * 1000000u;
-
-	if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000000u < wake)
-		wake = now + (uint64_t)timeout_ms * 1000000u;
-	return wake;
-}
-
 /* Every session closed and its answer waited for, on the group's own
  * socket: bounded by close_phase_ns. */
 static void close_sessions(struct lh_engine *e)
@@ -589,7 +586,7 @@ static void close_sessions(struct lh_engine *e)
 		uint64_t now = clock_monotonic_ns();
 		if (!closes_pending(e) || now >= until)
 			break;
-		uint64_t wake = close_wake(e, now);
+		uint64_t wake = group_wake(e, now);
 		if (wake > now) {
 			struct timespec ts = { .tv_sec = (time_t)((wake - now) / 1000000000u),
 					       .tv_nsec = (long)((wake - now) % 1000000000u) };
@@ -754,7 +751,7 @@ bool bench_libhasp_step(struct lh_engine *e, uint64_t now, int *rc, bool *worked
 		/* fall through */
 	case LH_PHASE_CLOSING:
 		if (now < e->phase_until_ns && closes_pending(e)) {
-			step_process(e, close_wake(e, now), worked);
+			step_process(e, group_wake(e, now), worked);
 			return false;
 		}
 		close_finish(e);
