@@ -2,7 +2,8 @@
 # perf/run's comparison (no cluster): a result within tolerance passes, a
 # throughput drop or a latency rise past tolerance exits 1, a missing
 # metric counts as a regression, a missing result exits 2, and a run
-# during which the hypervisor stole CPU is flagged.
+# during which the hypervisor stole CPU, or a baseline of another CPU or
+# hasp-bench engine, is flagged.
 #   test_perf_run.sh <source-root>
 set -u
 root=$1
@@ -51,6 +52,23 @@ grep -q 'stole 30 % of the CPU during this run' "$tmp/out" || { echo "FAIL: no s
 result 900 500 "$tmp/res/cycle_x.json"
 run > /dev/null
 ! grep -q 'stole' "$tmp/out" || { echo "FAIL: a steal note without steal"; cat "$tmp/out"; fail=1; }
+
+# A baseline of another CPU or another hasp-bench engine is named; the
+# same machine and engine say nothing.
+printf '{"results":{"cycles_per_s":1000,"ops_per_s":1000,"latency_us":{"acquire":{"p99":500}}},"machine":{"cpu":"AMD EPYC","nproc":2},"config":{"engine":"wire"}}\n' \
+	> "$tmp/base/cycle_x.json"
+printf '{"results":{"cycles_per_s":900,"ops_per_s":900,"latency_us":{"acquire":{"p99":500}}},"machine":{"cpu":"Intel Xeon","nproc":2},"config":{"engine":"libhasp"}}\n' \
+	> "$tmp/res/cycle_x.json"
+check other_machine_flagged 0 "$(run)"
+grep -q 'another CPU (AMD EPYC; this run: Intel Xeon)' "$tmp/out" || { echo "FAIL: no CPU note"; cat "$tmp/out"; fail=1; }
+grep -q "the baseline ran hasp-bench's wire engine, this run its libhasp engine" "$tmp/out" ||
+	{ echo "FAIL: no engine note"; cat "$tmp/out"; fail=1; }
+! grep -q 'CPU count' "$tmp/out" || { echo "FAIL: a CPU count note for the same count"; cat "$tmp/out"; fail=1; }
+printf '{"results":{"cycles_per_s":900,"ops_per_s":900,"latency_us":{"acquire":{"p99":500}}},"machine":{"cpu":"AMD EPYC","nproc":2},"config":{"engine":"wire"}}\n' \
+	> "$tmp/res/cycle_x.json"
+run > /dev/null
+! grep -q 'note:' "$tmp/out" || { echo "FAIL: a note for the same machine and engine"; cat "$tmp/out"; fail=1; }
+result 1000 500 "$tmp/base/cycle_x.json"
 
 printf '{"results":{"cycles_per_s":1000,"latency_us":{}}}\n' > "$tmp/res/cycle_x.json"
 check missing_metric 1 "$(run)"
