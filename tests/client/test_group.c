@@ -1264,14 +1264,15 @@ static void test_group_timeout_is_the_earliest_member_timer(void **state)
 		group_turn(g);
 	timeout = hasp_client_group_timeout_ms(g);
 	assert_true(timeout >= 0 && timeout <= 400);
-	/* Nothing came and (unless the host stalled) nothing is due yet. */
+	/* A process call with nothing come keeps the earlier timer. */
 	assert_int_equal(hasp_client_group_process(g, NULL), 0);
 	assert_true(hasp_client_group_timeout_ms(g) <= 400);
-	assert_true(count_from(&r, HASP_OP_KV_GET, 0, quick) <= 2);
 
+	/* Resent within the turns (how often after the first resend depends
+	 * on the machine's speed: libhasp then probes at its backoff pace). */
 	for (int turn = 0; turn < TURNS && count_from(&r, HASP_OP_KV_GET, 0, quick) < 2; turn++)
 		group_turn(g);
-	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, quick), 2);
+	assert_true(count_from(&r, HASP_OP_KV_GET, 0, quick) >= 2);
 	assert_int_equal(count_from(&r, HASP_OP_KV_GET, 0, slow), 1); /* its timer is far */
 	assert_int_equal(res[0].id, 0);
 	for (int i = 0; i < 2; i++)
@@ -1321,7 +1322,6 @@ static void test_group_close_async_waits_for_the_answer(void **state)
 		group_turn(g);
 	assert_int_equal(res[0].rc, 0);
 	assert_int_equal(res[0].op, HASP_OP_SESSION_CLOSE);
-	assert_int_equal(count_from(&r, HASP_OP_SESSION_CLOSE, 0, closed), 2);
 	assert_int_equal(hasp_client_session_id(c[0]), 0);
 	/* A watcher whose session ended reopens one at once: not a closed one. */
 	uint32_t opens = responder_count(&r, HASP_OP_SESSION_OPEN, -1);
@@ -1331,8 +1331,14 @@ static void test_group_close_async_waits_for_the_answer(void **state)
 	/* ... nor tries to, turn after turn: the other member's keepalive
 	 * (20 s off) is the group's next timer. */
 	assert_true(hasp_client_group_timeout_ms(g) > 1000);
+	/* Resent (more than once on a slow machine: libhasp probes at its
+	 * backoff pace after the first silence), and nothing more by close. */
+	uint32_t closes = count_from(&r, HASP_OP_SESSION_CLOSE, 0, closed);
+	assert_true(closes >= 2);
 	hasp_client_close(c[0]);
-	assert_int_equal(count_from(&r, HASP_OP_SESSION_CLOSE, 0, closed), 2);
+	for (int turn = 0; turn < 2; turn++) /* time for a datagram to arrive */
+		group_turn(g);
+	assert_int_equal(count_from(&r, HASP_OP_SESSION_CLOSE, 0, closed), closes);
 
 	/* No session: none is opened to be closed. */
 	test_config(&cfg, NULL);
